@@ -1,0 +1,201 @@
+"""Saving and loading checkpoints in the recipe's dict layout, safely and with typed errors.
+
+A checkpoint is a dict of plain types and tensors (so `torch.load(weights_only=True)` reads it):
+`model_state_dict`, `config`, `optimizer_state_dict`, `step`, `best_val_loss`,
+`tokenizer_fingerprint`, plus `train_config` and `rng_state` for exact resume.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import stat
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+import torch.nn as nn
+
+from .errors import CheckpointError, ConfigError
+from .fileio import atomic_torch_save
+from .model import MiniGPT, MiniGPTConfig
+
+KEY_PREFIXES = ("_orig_mod.", "module.")  # written by torch.compile and DistributedDataParallel
+ModelFactory = Callable[[dict], nn.Module]
+
+
+def default_model_factory(config: dict) -> nn.Module:
+    return MiniGPT(MiniGPTConfig.from_dict(config))
+
+
+def save_checkpoint(path: str | os.PathLike, payload: dict) -> None:
+    """Atomic save: a crash mid-write leaves the previous file intact."""
+    atomic_torch_save(payload, path)
+
+
+def read_checkpoint(path: str | os.PathLike) -> dict:
+    """Read the checkpoint dict with `weights_only=True` (never a fallback), or raise CheckpointError."""
+    path = Path(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise CheckpointError(
+            f"Checkpoint not found: {path}", path=path,
+            causes=["no training run has saved here yet", "pass --checkpoint or --workspace"],
+        ) from None
+    # refuse before opening: a FIFO or device would make torch.load block forever
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else "not a regular file"
+        raise CheckpointError(f"Not a checkpoint: {path} is {kind}", path=path)
+    if st.st_size == 0:
+        raise CheckpointError(f"Not a checkpoint: {path} is 0 bytes (an interrupted save?)", path=path)
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        raise CheckpointError(
+            f"Refused to load {path}: it holds objects outside the weights-only allow-list "
+            f"({str(exc).splitlines()[0][:160]})",
+            path=path,
+            causes=["it pickles custom classes or code (an unsafe or non-standard checkpoint)",
+                    "save plain dicts of tensors and numbers instead"],
+        ) from None
+    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as exc:
+        msg = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        truncated = "central directory" in msg or isinstance(exc, EOFError) or "unexpected EOF" in msg
+        raise CheckpointError(
+            f"Not a readable checkpoint: {path} ({st.st_size} bytes) "
+            f"{'looks truncated' if truncated else 'is corrupt'}: {msg}",
+            path=path,
+            causes=["an interrupted save or copy", "the file is not a torch.save file"],
+        ) from None
+    if not isinstance(data, dict):
+        raise CheckpointError(
+            f"Not a checkpoint dict: {path} holds a {type(data).__name__}, expected a dict with "
+            "'model_state_dict' and 'config'", path=path,
+        )
+    if "model_state_dict" not in data:
+        looks_bare = data and all(isinstance(v, torch.Tensor) for v in data.values())
+        raise CheckpointError(
+            f"Checkpoint {path} has no 'model_state_dict' (keys: {sorted(map(str, data))[:8]})", path=path,
+            causes=["this is a bare state_dict; wrap it as {'model_state_dict': sd, 'config': {...}}"]
+            if looks_bare else ["written by a different training script"],
+        )
+    if not isinstance(data.get("config"), dict):
+        raise CheckpointError(
+            f"Checkpoint {path} has no 'config' dict (found {type(data.get('config')).__name__})", path=path,
+            causes=["the model's hyperparameters were not saved with the weights"],
+        )
+    return data
+
+
+def strip_prefixes(state_dict: dict) -> tuple[dict, list[str]]:
+    """Remove `_orig_mod.` / `module.` key prefixes; return the new dict and notices."""
+    notices = []
+    for prefix in KEY_PREFIXES:
+        if state_dict and all(k.startswith(prefix) for k in state_dict):
+            state_dict = {k[len(prefix):]: v for k, v in state_dict.items()}
+            origin = "torch.compile" if prefix == "_orig_mod." else "DistributedDataParallel/DataParallel"
+            notices.append(f"stripped the '{prefix}' key prefix (written by {origin})")
+    return state_dict, notices
+
+
+@dataclass
+class StateDictMismatch:
+    missing: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+    size_mismatched: list[tuple[str, list[int], list[int]]] = field(default_factory=list)  # name, ckpt, model
+
+    def __bool__(self) -> bool:
+        return bool(self.missing or self.unexpected or self.size_mismatched)
+
+    def describe(self) -> str:
+        parts = []
+        if self.missing:
+            parts.append(f"missing {len(self.missing)}: {self.missing[:6]}")
+        if self.unexpected:
+            parts.append(f"unexpected {len(self.unexpected)}: {self.unexpected[:6]}")
+        if self.size_mismatched:
+            parts.append("size mismatch: " + ", ".join(
+                f"{n} checkpoint {c} vs model {m}" for n, c, m in self.size_mismatched[:6]))
+        return "; ".join(parts)
+
+
+def compare_state_dict(model: nn.Module, state_dict: dict) -> StateDictMismatch:
+    own = model.state_dict()
+    mismatch = StateDictMismatch(
+        missing=sorted(set(own) - set(state_dict)), unexpected=sorted(set(state_dict) - set(own))
+    )
+    for name in sorted(set(own) & set(state_dict)):
+        value = state_dict[name]
+        if isinstance(value, torch.Tensor) and value.shape != own[name].shape:
+            mismatch.size_mismatched.append((name, list(value.shape), list(own[name].shape)))
+    return mismatch
+
+
+@dataclass
+class LoadedCheckpoint:
+    path: str
+    model: nn.Module
+    config: dict
+    step: int | None
+    best_val_loss: float | None
+    tokenizer_fingerprint: str | None
+    raw: dict  # everything else in the file (optimizer state, RNG state, ...)
+    notices: list[str] = field(default_factory=list)
+    fingerprint_mismatch: str | None = None  # message when the tokenizer does not match
+
+
+def build_model(config: dict, model_factory: ModelFactory | None, path: object) -> nn.Module:
+    try:
+        return (model_factory or default_model_factory)(dict(config))
+    except ConfigError as exc:
+        raise CheckpointError(f"Invalid model config in {path}: {exc.message}", path=path) from None
+    except TypeError as exc:
+        raise CheckpointError(
+            f"The model could not be built from the config in {path}: {exc}", path=path,
+            causes=["the checkpoint was written for another model class (pass --model)"],
+        ) from None
+
+
+def load_checkpoint(
+    path: str | os.PathLike,
+    device: str | torch.device = "cpu",
+    *,
+    tokenizer=None,
+    model_factory: ModelFactory | None = None,
+) -> LoadedCheckpoint:
+    """Build the model from the checkpoint's own config and load its weights strictly."""
+    data = read_checkpoint(path)
+    state_dict, notices = strip_prefixes(dict(data["model_state_dict"]))
+    model = build_model(data["config"], model_factory, path)
+    mismatch = compare_state_dict(model, state_dict)
+    if mismatch:
+        raise CheckpointError(
+            f"Checkpoint {path} does not fit the model built from its config: {mismatch.describe()}",
+            path=path,
+            causes=["the checkpoint was written by another architecture or vocabulary",
+                    "the config saved with it does not match the weights"],
+        )
+    model.load_state_dict(state_dict, strict=True)
+    model.to(device).eval()
+    fp = data.get("tokenizer_fingerprint")
+    result = LoadedCheckpoint(
+        path=str(path), model=model, config=dict(data["config"]), step=data.get("step"),
+        best_val_loss=data.get("best_val_loss"), tokenizer_fingerprint=fp, raw=data, notices=notices,
+    )
+    if tokenizer is not None:
+        if fp is None:
+            result.notices.append("checkpoint has no tokenizer_fingerprint: cannot confirm the tokenizer matches")
+        elif fp != tokenizer.fingerprint:
+            result.fingerprint_mismatch = (
+                f"tokenizer fingerprint {tokenizer.fingerprint[:12]} does not match the checkpoint's "
+                f"{str(fp)[:12]}: the model was trained with another vocabulary"
+            )
+        vocab = data["config"].get("vocab_size")
+        if vocab is not None and vocab != tokenizer.vocab_size and result.fingerprint_mismatch is None:
+            result.fingerprint_mismatch = (
+                f"tokenizer has {tokenizer.vocab_size} characters but the model's vocab_size is {vocab}"
+            )
+    return result

@@ -1,0 +1,51 @@
+"""`minigpt` command line: one module per subcommand, each with `add_arguments` and `run`.
+
+Exit codes: 0 success (checks: nothing failed), 1 a check failed / training diverged,
+2 bad usage or unreadable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from ..errors import MiniGPTError
+
+# subcommand -> (module, help)
+COMMANDS = {
+    "prepare": ("minigpt.cli.prepare", "build the tokenizer and encoded splits from text"),
+    "train": ("minigpt.cli.train", "train a character-level GPT, writing checkpoints and metrics"),
+    "sample": ("minigpt.cli.sample", "generate text from a checkpoint"),
+    "check": ("minigpt.cli.check", "run the diagnostic checks (JSON report, CI exit codes)"),
+    "report": ("minigpt.cli.report", "work with JSON check reports (diff)"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="minigpt", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, (module_name, help_text) in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("--workspace", default=".", help="run folder (default: current directory)")
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args._run(args) or 0)
+    except MiniGPTError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,67 @@
+"""`minigpt train`: presets with flag overrides, rich progress, clean stop on divergence."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..device import DEVICE_CHOICES
+from ..train import PRESETS
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--preset", choices=sorted(PRESETS), default="debug", help="model shape and schedule")
+    p.add_argument("--steps", type=int, dest="max_steps", help="optimizer steps")
+    p.add_argument("--lr", "--learning-rate", type=float, dest="learning_rate", help="peak learning rate")
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--grad-accum", type=int, help="micro-batches per optimizer step")
+    p.add_argument("--eval-interval", type=int, help="evaluate and save `latest` every N steps")
+    p.add_argument("--warmup-steps", type=int)
+    p.add_argument("--grad-clip", type=float, help="max global gradient norm (0 = off)")
+    p.add_argument("--dropout", type=float)
+    p.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--resume", action="store_true", help="continue from checkpoints/mini_gpt_latest.pt")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from ..errors import TrainingDiverged
+    from ..train import Trainer, TrainConfig
+
+    overrides = {k: getattr(args, k) for k in (
+        "max_steps", "learning_rate", "batch_size", "grad_accum", "eval_interval", "warmup_steps",
+        "grad_clip", "dropout", "seed")}
+    cfg = TrainConfig.from_preset(args.preset, device=args.device, **overrides)
+    trainer = Trainer(args.workspace, cfg, resume=args.resume)
+    console = Console(stderr=True)
+    console.print(f"training preset [bold]{args.preset}[/] on {trainer.device} "
+                  f"({'resuming' if args.resume else 'fresh'}), {cfg.max_steps} steps", highlight=False)
+    progress = Progress(
+        TextColumn("step"), MofNCompleteColumn(), BarColumn(), TextColumn("{task.fields[info]}"),
+        TimeRemainingColumn(), console=console, disable=args.quiet,
+    )
+    task = progress.add_task("train", total=cfg.max_steps, info="")
+    state = {"val": "-"}
+
+    def on_step(rec: dict) -> None:
+        if "val_loss" in rec:
+            state["val"] = f"{rec['val_loss']:.4f}"
+            console.print(f"step {rec['step']:>6}  train {rec['train_loss']:.4f}  val {rec['val_loss']:.4f}  "
+                          f"lr {rec['lr']:.2e}  {rec['tokens_per_s']:,.0f} tok/s", highlight=False)
+        progress.update(task, completed=rec["step"],
+                        info=f"loss {rec['train_loss']:.4f} val {state['val']} {rec['tokens_per_s']:,.0f} tok/s")
+
+    trainer.register_callback("on_step_end", on_step)
+    try:
+        with progress:
+            summary = trainer.run()
+    except TrainingDiverged as exc:
+        console.print(f"[red]stopped:[/] {exc.message}", highlight=False)
+        return 1
+    console.print(f"done: {summary['steps']} steps in {summary['seconds']:.1f}s, "
+                  f"best val loss {summary['best_val_loss']:.4f}; checkpoints in {trainer.ws.checkpoints}",
+                  highlight=False, markup=False)
+    return 0

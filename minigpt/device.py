@@ -1,0 +1,29 @@
+"""Device selection: `auto` prefers CUDA, then MPS, then CPU."""
+
+from __future__ import annotations
+
+import torch
+
+from .errors import ConfigError
+
+DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
+
+
+def mps_available() -> bool:
+    backend = getattr(torch.backends, "mps", None)
+    return bool(backend and backend.is_available())
+
+
+def resolve_device(name: str = "auto") -> torch.device:
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        return torch.device("mps" if mps_available() else "cpu")
+    kind = name.split(":")[0]
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"--device {name}: CUDA is not available in this torch build or on this machine")
+    if kind == "mps" and not mps_available():
+        raise ConfigError(f"--device {name}: MPS is not available on this machine")
+    if kind not in DEVICE_CHOICES:
+        raise ConfigError(f"--device {name}: expected one of {', '.join(DEVICE_CHOICES)}")
+    return torch.device(name)

@@ -1,0 +1,70 @@
+"""Typed errors for bad input. Each names the file, what was expected, what was found,
+and the likely causes, so the CLI can print it (exit 2) and the UI can show it."""
+
+from __future__ import annotations
+
+
+class MiniGPTError(Exception):
+    """Base for every error caused by the user's input (files, flags, settings)."""
+
+    def __init__(self, message: str, *, path: object | None = None, causes: list[str] | None = None):
+        self.message = message
+        self.path = None if path is None else str(path)
+        self.causes = list(causes or [])
+        super().__init__(self.__str__())
+
+    def __str__(self) -> str:
+        text = self.message
+        if self.causes:
+            text += "\n  likely causes: " + "; ".join(self.causes)
+        return text
+
+
+class TokenizerError(MiniGPTError):
+    """A tokenizer file is unreadable, or text/IDs do not fit the vocabulary."""
+
+
+class UnknownCharactersError(TokenizerError):
+    """`encode` met characters that are not in the vocabulary."""
+
+    def __init__(self, unknown: dict[str, list[int]], *, path: object | None = None):
+        self.unknown = unknown  # char -> positions in the text (first few)
+        shown = ", ".join(
+            f"{ch!r} at {positions[:5]}{'...' if len(positions) > 5 else ''}"
+            for ch, positions in list(unknown.items())[:10]
+        )
+        more = f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
+        super().__init__(
+            f"{len(unknown)} character(s) not in the vocabulary: {shown}{more}",
+            path=path,
+            causes=["the tokenizer was built from other text", "the text was decoded with another encoding"],
+        )
+
+
+class DataError(MiniGPTError):
+    """Corpus text or encoded token files are missing, malformed or too short."""
+
+
+class CheckpointError(MiniGPTError):
+    """A checkpoint is missing, not a regular file, truncated, corrupt, or does not fit the model."""
+
+
+class ConfigError(MiniGPTError):
+    """A model or training configuration is invalid."""
+
+
+class SamplerSettingsError(MiniGPTError):
+    """A generation setting is out of its valid range."""
+
+
+class ModelSpecError(MiniGPTError):
+    """A user's `--model FILE.py:CLASS[:CONFIG]` could not be imported or built."""
+
+
+class TrainingDiverged(MiniGPTError):
+    """Training met a non-finite loss or gradient and stopped before saving it."""
+
+    def __init__(self, message: str, *, step: int, last_good: str | None):
+        self.step = step
+        self.last_good = last_good
+        super().__init__(message, path=last_good)

@@ -1,0 +1,1 @@
+"""Full-screen terminal inspector for minigpt runs (see minigpt_tui.app)."""
