@@ -1,0 +1,74 @@
+"""`minigpt sample`: stream generated text from a checkpoint to stdout; notices go to stderr."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..device import DEVICE_CHOICES
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--checkpoint", help="checkpoint file (default: workspace best, else latest)")
+    p.add_argument("--tokenizer", help="tokenizer JSON (default: the workspace's)")
+    # a newline starts a fresh line/paragraph and is in nearly every character vocabulary
+    p.add_argument("--prompt", default="\n", help='text to continue (default: a newline)')
+    p.add_argument("--max-new-tokens", type=int, default=200)
+    p.add_argument("--temperature", type=float, default=1.0, help="0 = greedy")
+    p.add_argument("--top-k", type=int, help="keep the k most likely characters (0 = off)")
+    p.add_argument("--top-p", type=float, default=1.0, help="nucleus mass in (0, 1] (1 = off)")
+    p.add_argument("--repetition-penalty", type=float, default=1.0, help="> 0 (1 = off)")
+    p.add_argument("--seed", type=int, help="seed for reproducible samples")
+    p.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
+    p.add_argument("--no-cache", action="store_true", help="recompute the context every step (no KV cache)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..checkpoint import load_checkpoint
+    from ..device import resolve_device
+    from ..errors import CheckpointError, TokenizerError
+    from ..sampling import SamplerSettings, encode_prompt, generate, unusual_settings, validate
+    from ..tokenizer import CharTokenizer
+    from ..workspace import Workspace
+
+    ws = Workspace(args.workspace)
+    settings = SamplerSettings(
+        temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+        repetition_penalty=args.repetition_penalty, max_new_tokens=args.max_new_tokens, seed=args.seed,
+    )
+    tokenizer = CharTokenizer.from_file(args.tokenizer or ws.tokenizer)
+    # validate and encode before loading the model: bad flags or prompts fail fast
+    notices = validate(settings, tokenizer.vocab_size) + unusual_settings(settings)
+    ids = encode_prompt(tokenizer, args.prompt)
+
+    path = args.checkpoint
+    if path is None:
+        path = next((p for p in (ws.best_checkpoint, ws.latest_checkpoint) if p.is_file()), None)
+        if path is None:
+            raise CheckpointError(
+                f"No checkpoint in {ws.checkpoints}: expected {ws.best_checkpoint.name} or "
+                f"{ws.latest_checkpoint.name}",
+                path=ws.checkpoints, causes=["run `minigpt train` first", "pass --checkpoint or --workspace"],
+            )
+    loaded = load_checkpoint(path, resolve_device(args.device), tokenizer=tokenizer)
+    if loaded.fingerprint_mismatch:
+        # decoding with another vocabulary prints wrong characters silently, so refuse
+        raise TokenizerError(
+            f"{loaded.fingerprint_mismatch} (checkpoint {path}, tokenizer {tokenizer.path})",
+            path=tokenizer.path, causes=["pass --tokenizer with the file the model was trained with"],
+        )
+    for notice in loaded.notices + notices:
+        print(f"note: {notice}", file=sys.stderr)
+
+    out = sys.stdout
+    out.write(args.prompt)
+    out.flush()
+
+    def on_token(token: int) -> None:
+        out.write(tokenizer.decode([token]))
+        out.flush()  # stream as generated
+
+    generate(loaded.model, ids, settings, on_token=on_token, use_cache=not args.no_cache)
+    out.write("\n")
+    out.flush()
+    return 0
