@@ -54,16 +54,26 @@ def read_checkpoint(path: str | os.PathLike) -> dict:
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
+        # torch's first line is boilerplate; the line naming the refused global comes later
+        lines = [line.strip() for line in str(exc).splitlines()[1:] if line.strip()]
+        detail = next((line for line in lines if not line.startswith(("Please file", "Check the documentation"))),
+                      str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        if detail.startswith("Unsupported operand"):  # bytes that are not a pickle at all
+            raise CheckpointError(
+                f"Not a readable checkpoint: {path} ({st.st_size} bytes) is corrupt: {detail[:200]}",
+                path=path, causes=["the file is not a torch.save file", "an interrupted save or copy"],
+            ) from None
         raise CheckpointError(
             f"Refused to load {path}: it holds objects outside the weights-only allow-list "
-            f"({str(exc).splitlines()[0][:160]})",
+            f"({detail[:200]})",
             path=path,
             causes=["it pickles custom classes or code (an unsafe or non-standard checkpoint)",
                     "save plain dicts of tensors and numbers instead"],
         ) from None
     except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as exc:
         msg = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-        truncated = "central directory" in msg or isinstance(exc, EOFError) or "unexpected EOF" in msg
+        truncated = ("central directory" in msg or isinstance(exc, EOFError) or "unexpected EOF" in msg
+                     or _zip_lacks_end_record(path, st.st_size))
         raise CheckpointError(
             f"Not a readable checkpoint: {path} ({st.st_size} bytes) "
             f"{'looks truncated' if truncated else 'is corrupt'}: {msg}",
@@ -88,6 +98,21 @@ def read_checkpoint(path: str | os.PathLike) -> dict:
             causes=["the model's hyperparameters were not saved with the weights"],
         )
     return data
+
+
+def _zip_lacks_end_record(path: Path, size: int) -> bool:
+    """A torch.save zip whose end-of-central-directory record is gone was cut short.
+
+    torch reports such a file as a bare `OSError: [Errno 22] Invalid argument`.
+    """
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(4) != b"PK\x03\x04":
+                return False
+            fh.seek(max(0, size - 65_557))  # the record sits in the last 22 bytes + 64 KiB of comment
+            return b"PK\x05\x06" not in fh.read()
+    except OSError:
+        return False
 
 
 def strip_prefixes(state_dict: dict) -> tuple[dict, list[str]]:

@@ -1,0 +1,62 @@
+"""Shared fixtures: a real (small) workspace built without `minigpt prepare`, seeded torch."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from minigpt.fileio import atomic_torch_save
+from minigpt.tokenizer import CharTokenizer
+from minigpt.workspace import Workspace
+
+WIKITEXT2 = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikitext-2"
+PROSE_CHARS = 200_000
+
+
+def english_prose(n_chars: int = PROSE_CHARS) -> str:
+    """Real English prose that ships with CPython: the pydoc topic help texts."""
+    from pydoc_data.topics import topics
+
+    return "".join(topics[key] for key in sorted(topics))[:n_chars]
+
+
+def build_workspace(root: Path, text: str) -> Workspace:
+    ws = Workspace(root)
+    tokenizer = CharTokenizer.from_text(text)
+    tokenizer.save(ws.tokenizer)
+    ids = torch.tensor(tokenizer.encode(text), dtype=torch.int64)
+    n_train, n_val = int(len(ids) * 0.90), int(len(ids) * 0.05)
+    splits = {"train": ids[:n_train], "val": ids[n_train : n_train + n_val], "test": ids[n_train + n_val :]}
+    for split, part in splits.items():
+        atomic_torch_save(part.clone(), ws.ids(split))
+    return ws
+
+
+@pytest.fixture(scope="session")
+def _workspace_template(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("workspace_template")
+    build_workspace(root, english_prose())
+    return root
+
+
+@pytest.fixture
+def tiny_workspace(tmp_path, _workspace_template) -> Workspace:
+    """A fresh copy of a prepared workspace (tokenizer + train/val/test IDs) per test."""
+    root = tmp_path / "ws"
+    shutil.copytree(_workspace_template, root)
+    return Workspace(root)
+
+
+@pytest.fixture
+def wikitext_dir() -> Path:
+    if not WIKITEXT2.is_dir():
+        pytest.skip(f"WikiText-2 not found at {WIKITEXT2}")
+    return WIKITEXT2
+
+
+@pytest.fixture(autouse=True)
+def torch_seed():
+    torch.manual_seed(0)

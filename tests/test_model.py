@@ -1,0 +1,130 @@
+"""MiniGPT: shapes, initial loss, causality, KV cache equivalence, config validation."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from minigpt.errors import ConfigError
+from minigpt.model import MiniGPT, MiniGPTConfig
+
+V, T = 37, 16
+
+
+def tiny_model(**overrides) -> MiniGPT:
+    cfg = dict(vocab_size=V, block_size=T, embedding_dim=32, num_heads=4, num_layers=2, dropout=0.0)
+    cfg.update(overrides)
+    return MiniGPT(MiniGPTConfig(**cfg)).eval()
+
+
+def test_logits_shape_is_batch_time_vocab():
+    model = tiny_model()
+    idx = torch.randint(V, (3, 10))
+    logits, loss = model(idx)
+    assert logits.shape == (3, 10, V)
+    assert loss is None
+
+
+def test_loss_is_a_finite_scalar():
+    model = tiny_model()
+    idx = torch.randint(V, (2, T))
+    _, loss = model(idx, torch.randint(V, (2, T)))
+    assert loss.dim() == 0
+    assert torch.isfinite(loss)
+
+
+def test_initial_loss_is_near_log_vocab_size():
+    model = tiny_model(num_layers=4)
+    idx, targets = torch.randint(V, (8, T)), torch.randint(V, (8, T))
+    _, loss = model(idx, targets)
+    assert abs(loss.item() - math.log(V)) < 0.3
+
+
+def test_lm_head_is_tied_to_token_embedding():
+    model = tiny_model()
+    assert model.lm_head.weight is model.token_embedding.weight
+
+
+def test_positions_are_created_on_the_inputs_device():
+    # GIVEN a model and input on the meta device (no memory, no compute), a position index made
+    # with a bare `torch.arange(T)` would land on the CPU: a real GPU run would then fail or sync
+    with torch.device("meta"):
+        model = tiny_model()
+    seen = []
+    model.position_embedding.register_forward_hook(lambda mod, args, out: seen.append(args[0].device))
+    idx = torch.zeros((2, 5), dtype=torch.long, device="meta")
+    logits, _ = model(idx)
+    assert seen == [torch.device("meta")]
+    assert logits.shape == (2, 5, V)
+
+
+def test_future_tokens_do_not_change_earlier_logits():
+    model = tiny_model()
+    idx = torch.randint(V, (2, T))
+    t = 7
+    changed = idx.clone()
+    changed[:, t + 1 :] = (changed[:, t + 1 :] + 1) % V
+    a, _ = model(idx)
+    b, _ = model(changed)
+    torch.testing.assert_close(a[:, : t + 1], b[:, : t + 1], rtol=0, atol=1e-6)
+    assert not torch.allclose(a[:, t + 1 :], b[:, t + 1 :])  # the change did reach later positions
+
+
+def test_forward_rejects_sequences_longer_than_block_size():
+    model = tiny_model()
+    with pytest.raises(ValueError, match="block_size"):
+        model(torch.zeros((1, T + 1), dtype=torch.long))
+
+
+def test_kv_cache_matches_full_forward():
+    # GIVEN a prompt fed as two chunks, then the rest one token at a time
+    model = tiny_model()
+    idx = torch.randint(V, (2, T))
+    full, _ = model(idx)
+    cache = model.make_cache(batch_size=2)
+    pieces = [model(idx[:, :5], cache=cache)[0], model(idx[:, 5:9], cache=cache)[0]]
+    pieces += [model(idx[:, i : i + 1], cache=cache)[0] for i in range(9, T)]
+    assert cache.length == T
+    torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=1e-5, atol=1e-5)
+
+
+def test_kv_cache_refuses_to_overflow_block_size():
+    model = tiny_model()
+    cache = model.make_cache(batch_size=1)
+    model(torch.zeros((1, T), dtype=torch.long), cache=cache)
+    with pytest.raises(ValueError, match="block_size"):
+        model(torch.zeros((1, 1), dtype=torch.long), cache=cache)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        dict(vocab_size=0),
+        dict(block_size=-1),
+        dict(num_layers=1.5),
+        dict(num_heads=True),
+        dict(embedding_dim=30, num_heads=4),  # not divisible
+        dict(dropout=1.0),
+        dict(dropout=-0.1),
+    ],
+)
+def test_invalid_config_raises_config_error(overrides):
+    with pytest.raises(ConfigError):
+        MiniGPTConfig(**overrides)
+
+
+def test_from_dict_rejects_unknown_keys():
+    with pytest.raises(ConfigError, match="n_embd"):
+        MiniGPTConfig.from_dict({"vocab_size": 10, "n_embd": 64})
+
+
+def test_from_dict_rejects_non_dict():
+    with pytest.raises(ConfigError, match="dict"):
+        MiniGPTConfig.from_dict([("vocab_size", 10)])
+
+
+def test_config_dict_round_trip():
+    cfg = MiniGPTConfig(vocab_size=11, block_size=8, embedding_dim=16, num_heads=2)
+    assert MiniGPTConfig.from_dict(cfg.to_dict()) == cfg
