@@ -73,6 +73,7 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(config.embedding_dim, 3 * config.embedding_dim)
         self.proj = nn.Linear(config.embedding_dim, config.embedding_dim)
         self.dropout = config.dropout
+        self.causal = True  # False only when a check injects the no_causal_mask fault
         self.resid_dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor, cache: KVCache | None = None, layer: int = 0) -> torch.Tensor:
@@ -80,7 +81,7 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.qkv(x).split(C, dim=2)
         # (B, T, C) -> (B, H, T, head_dim)
         q, k, v = (t.view(B, T, self.num_heads, C // self.num_heads).transpose(1, 2) for t in (q, k, v))
-        mask, is_causal = None, True
+        mask, is_causal = None, self.causal
         if cache is not None:
             start = cache.length
             cache.keys[layer][:, :, start : start + T] = k
@@ -90,7 +91,7 @@ class CausalSelfAttention(nn.Module):
             if start > 0:
                 # new queries sit at positions start..start+T-1 and may see every key up to themselves
                 is_causal = False
-                if T > 1:
+                if T > 1 and self.causal:
                     q_pos = torch.arange(start, start + T, device=x.device)[:, None]
                     mask = torch.arange(start + T, device=x.device)[None, :] <= q_pos
         dropout = self.dropout if self.training else 0.0

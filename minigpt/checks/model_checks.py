@@ -1,0 +1,323 @@
+"""Checks on a fresh model: shapes, initial loss, causality, eval mode, gradients, the optimizer step,
+and where non-finite values first appear."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+
+from . import adapter
+from .data_checks import DEBUG_BATCH_SIZE, _block
+from .registry import check
+from .result import Outcome, Status
+
+
+def _shape_T(ctx) -> tuple[int, int, int]:
+    vocab = ctx.tokenizer.vocab_size
+    T = _block(ctx)
+    if T == vocab:  # [B, T, V] and [B, V, T] would look alike
+        T -= 1
+    return DEBUG_BATCH_SIZE, T, vocab
+
+
+@check("forward_shapes", "model", "Logits are [B, T, V]; the loss is a finite scalar", depends=("batch_dtype_device",))
+def forward_shapes(ctx):
+    B, T, V = _shape_T(ctx)
+    model = ctx.build_model()
+    x, y = ctx.batch(B, T)
+    logits, loss = adapter.call(model, x, y)
+    values = {"batch_shape": [B, T], "logits_shape": list(logits.shape), "expected": [B, T, V]}
+    notes = []
+    if list(logits.shape) == [B, V, T]:
+        raise Outcome(Status.FAIL, f"logits are {[B, V, T]} ([B, V, T]): vocabulary and time axes swapped",
+                      values=values, causes=["a .transpose(1, 2) or .permute left in forward",
+                                             "logits reshaped for F.cross_entropy and returned that way"],
+                      fixes=["return logits as (B, T, V); reshape only inside the loss: logits.view(B*T, V)"])
+    if list(logits.shape) != [B, T, V]:
+        raise Outcome(Status.FAIL, f"logits shape {list(logits.shape)}, expected {[B, T, V]}", values=values,
+                      causes=["lm_head output size is not vocab_size", "logits flattened to (B*T, V) before returning"],
+                      fixes=["lm_head = nn.Linear(embedding_dim, vocab_size)"])
+    if loss is None:
+        raise Outcome(Status.FAIL, "forward(idx, targets) returned no loss", values=values,
+                      causes=["the loss is only computed in the training script"],
+                      fixes=["compute F.cross_entropy(logits.view(-1, V), targets.view(-1)) in forward"])
+    values["loss_shape"] = list(loss.shape)
+    if loss.numel() != 1:
+        raise Outcome(Status.FAIL, f"loss has shape {list(loss.shape)}, expected a scalar", values=values,
+                      causes=["cross_entropy called with reduction='none'"], fixes=["reduce with .mean()"])
+    values["loss"] = loss.item()
+    if not math.isfinite(values["loss"]):
+        raise Outcome(Status.FAIL, f"loss is {values['loss']} on a fresh model", values=values,
+                      causes=["a non-finite weight or an overflow in forward (see nonfinite_localisation)"],
+                      fixes=["run nonfinite_localisation"])
+    _, note = adapter.full_logits(model, x)
+    if note:
+        notes.append(note)
+    values["notes"] = notes
+    return f"logits {[B, T, V]}, scalar loss {values['loss']:.4f}", values
+
+
+@check("initial_loss", "model", "A fresh model's loss is near log(V)", depends=("forward_shapes", "batch_shift"))
+def initial_loss(ctx):
+    B, T, V = _shape_T(ctx)
+    model = ctx.build_model().eval()
+    expected = math.log(V)
+    with torch.no_grad():
+        losses = [adapter.call(model, *ctx.batch(B, T, seed=s))[1] for s in range(4)]
+        loss = torch.stack(losses).mean().item()
+        x, y = ctx.batch(B, T)
+        zero_loss = adapter.call(model, torch.zeros_like(x), y)[1].item()
+    counts = torch.bincount(ctx.splits["train"].long().clamp(0, V - 1), minlength=V).double()
+    probs = counts[counts > 0] / counts.sum()
+    unigram = float(-(probs * probs.log()).sum())
+    margin = max(0.5, 0.15 * expected)
+    values = {"initial_loss": loss, "expected_baseline": expected, "zeroed_input_loss": zero_loss,
+              "unigram_entropy": unigram, "margin": margin}
+    if loss > expected + margin:
+        raise Outcome(Status.FAIL, f"initial loss {loss:.3f} is far above log(V) = {expected:.3f}", values=values,
+                      causes=["extreme initial logits: weights initialised with std ~1 instead of ~0.02",
+                              "a temperature/scale applied to logits", "the residual stream grows with depth"],
+                      fixes=["nn.init.normal_(w, std=0.02); zero biases; scale residual projections by 1/sqrt(2*layers)"])
+    if loss < expected - margin:
+        raise Outcome(Status.FAIL, f"initial loss {loss:.3f} is far below log(V) = {expected:.3f} before training",
+                      values=values,
+                      causes=["the targets leak into the inputs (targets not shifted)",
+                              "the model can see future tokens", "the loss is averaged over padding or ignored tokens"],
+                      fixes=["run batch_shift and causal_independence"])
+    return f"initial loss {loss:.3f} vs log(V) {expected:.3f}; zeroed inputs {zero_loss:.3f}", values
+
+
+def _embedding_module(model: nn.Module, vocab: int) -> nn.Module | None:
+    for module in model.modules():
+        if isinstance(module, nn.Embedding) and module.num_embeddings == vocab:
+            return module
+    return None
+
+
+@check("causal_independence", "model", "Position t never sees t+1", depends=("forward_shapes",))
+def causal_independence(ctx):
+    _, T, V = _shape_T(ctx)
+    model = ctx.build_model().eval()
+    x, _ = ctx.batch(1, T)
+    gen = torch.Generator().manual_seed(ctx.options.seed + 7)
+    cuts = sorted({max(0, T // 4 - 1), T // 2 - 1, (3 * T) // 4 - 1})
+    first_leak, worst = None, 0.0
+    with torch.no_grad():
+        torch.manual_seed(0)  # same dropout masks for both passes, if dropout is (wrongly) on in eval
+        base, _ = adapter.full_logits(model, x)
+        for t in cuts:
+            x2 = x.clone()
+            x2[0, t + 1:] = (x2[0, t + 1:] + torch.randint(1, V, (T - t - 1,), generator=gen).to(x.device)) % V
+            torch.manual_seed(0)
+            other, _ = adapter.full_logits(model, x2)
+            diff = (base[0, : t + 1] - other[0, : t + 1]).abs().amax(dim=-1)  # per prefix position
+            worst = max(worst, diff.max().item())
+            leaking = (diff > 1e-4 * (1 + base.abs().max())).nonzero().flatten()
+            if len(leaking):
+                pos = leaking[0].item()
+                first_leak = pos if first_leak is None else min(first_leak, pos)
+    values = {"cuts": cuts, "max_prefix_change": worst, "first_leaking_position": first_leak}
+    emb = _embedding_module(model, V)
+    if emb is not None:
+        grad_leak = _gradient_leak(model, emb, x, V)
+        values["gradient_leak_position"] = grad_leak
+        if grad_leak is not None:
+            first_leak = grad_leak if first_leak is None else min(first_leak, grad_leak)
+            values["first_leaking_position"] = first_leak
+    else:
+        values["gradient_test"] = "skipped: no nn.Embedding with vocab_size rows found"
+    if first_leak is not None:
+        raise Outcome(Status.FAIL, f"position {first_leak} changes when later tokens change: the model sees the future",
+                      values=values,
+                      causes=["attention without a causal mask (is_causal=False, or mask not applied)",
+                              "the mask built with the wrong diagonal (tril vs triu, or offset 1)",
+                              "a layer mixing across time (e.g. a non-causal convolution or normalisation over T)"],
+                      fixes=["F.scaled_dot_product_attention(q, k, v, is_causal=True)",
+                             "scores.masked_fill(torch.triu(ones(T, T), 1).bool(), -inf)"])
+    return f"prefix logits unchanged when the suffix changes (max change {worst:.1e}); no gradient to later inputs", values
+
+
+def _gradient_leak(model: nn.Module, emb: nn.Module, x: torch.Tensor, V: int) -> int | None:
+    """d(logits at t) / d(embedding at s > t) must be zero; return the first t where it is not."""
+    captured = {}
+
+    def hook(_m, _inp, out):
+        out.retain_grad()
+        captured["emb"] = out
+
+    handle = emb.register_forward_hook(hook)
+    try:
+        with torch.enable_grad():
+            torch.manual_seed(0)
+            logits, _ = adapter.full_logits(model, x)
+    finally:
+        handle.remove()
+    if "emb" not in captured or not captured["emb"].requires_grad:
+        return None
+    T = x.shape[1]
+    probe = torch.randn(V, generator=torch.Generator().manual_seed(3)).to(logits.device)
+    positions = sorted({0, T // 4, T // 2, T - 2}) if T > 2 else [0]
+    for t in positions:
+        if captured["emb"].grad is not None:
+            captured["emb"].grad = None
+        (logits[0, t] * probe).sum().backward(retain_graph=True)
+        g = captured["emb"].grad[0, t + 1:]
+        if g.abs().max().item() > 0:
+            return t
+    return None
+
+
+@check("eval_determinism", "model", "Two eval-mode passes agree (dropout off)", depends=("forward_shapes",))
+def eval_determinism(ctx):
+    B, T, _ = _shape_T(ctx)
+    cfg = ctx.base_config()
+    model = ctx.build_model().eval()
+    x, _ = ctx.batch(B, T)
+    with torch.no_grad():
+        a, _ = adapter.full_logits(model, x)
+        b, _ = adapter.full_logits(model, x)
+    diff = (a - b).abs().max().item()
+    values = {"max_difference": diff, "config_dropout": cfg.get("dropout")}
+    if diff > 1e-6:
+        raise Outcome(Status.FAIL, f"two eval-mode forward passes differ by {diff:.3g}: dropout is active in eval",
+                      values=values,
+                      causes=["F.dropout(x, p) without training=self.training", "model.eval() never reached a submodule",
+                              "sampling or noise inside forward"],
+                      fixes=["use nn.Dropout modules, or F.dropout(x, p, training=self.training)"])
+    return "eval-mode forward passes are identical", values
+
+
+@check("gradients", "gradients", "Every trainable parameter gets a finite, nonzero gradient", depends=("forward_shapes",))
+def gradients(ctx):
+    B, T, _ = _shape_T(ctx)
+    model = ctx.build_model().train()
+    x, y = ctx.batch(B, T)
+    _, loss = adapter.call(model, x, y)
+    loss.backward()
+    rows, global_norm = adapter.grad_table(model)
+    ctx.shared["grad_table"] = {"rows": rows, "global_norm": global_norm, "clip": 1.0, "source": "gradients check"}
+    problems = {flag: [r["name"] for r in rows if flag in r["flags"]] for flag in ("frozen", "no_grad", "nonfinite", "zero")}
+    values = {"global_norm": global_norm, "parameters": len(rows),
+              "missing_gradients": problems["no_grad"] + problems["frozen"],
+              "nonfinite_gradients": problems["nonfinite"], "zero_gradients": problems["zero"],
+              "table": [{k: r[k] for k in ("name", "shape", "grad_norm", "weight_norm", "flags", "tied_with")} for r in rows]}
+    if any(problems.values()):
+        parts = [f"{flag}: {names[:4]}{'...' if len(names) > 4 else ''}" for flag, names in problems.items() if names]
+        causes = []
+        if problems["frozen"]:
+            causes.append("requires_grad=False on these parameters (frozen on purpose? then ignore)")
+        if problems["no_grad"]:
+            causes += ["a layer built in __init__ and unused in forward", "a stray .detach() or torch.no_grad() in forward"]
+        if problems["nonfinite"]:
+            causes.append("a non-finite weight or an overflow (see nonfinite_localisation)")
+        if problems["zero"]:
+            causes.append("a dead path: output multiplied by zero, or ReLU units all inactive")
+        raise Outcome(Status.FAIL, "; ".join(parts), values=values, causes=causes,
+                      fixes=["for n, p in model.named_parameters(): print(n, p.requires_grad, p.grad is None)"])
+    tied = sum(1 for r in rows if r["tied_with"])
+    return (f"{len(rows)} parameters all have finite nonzero gradients; global norm {global_norm:.3f}"
+            + (f"; {tied} tied" if tied else "")), values
+
+
+@check("optimizer_update", "optimization", "An AdamW step changes every parameter by a sane amount", depends=("gradients",))
+def optimizer_update(ctx):
+    B, T, _ = _shape_T(ctx)
+    model = ctx.build_model().train()
+    x, y = ctx.batch(B, T)
+    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    before = [p.detach().clone() for _, p in params]
+    lr = ctx.learning_rate
+    opt = torch.optim.AdamW([p for _, p in params], lr=lr, weight_decay=0.1)
+    _, loss = adapter.call(model, x, y)
+    loss.backward()
+    opt.step()
+    with torch.no_grad():
+        deltas = torch._foreach_sub([p.detach() for _, p in params], before)
+        stats = torch.stack([torch.stack(torch._foreach_norm(deltas)), torch.stack(torch._foreach_norm(before))]).cpu().tolist()
+    rows = []
+    for i, (name, _) in enumerate(params):
+        upd, w = stats[0][i], stats[1][i]
+        rows.append({"name": name, "update_norm": upd, "weight_norm": w, "ratio": upd / w if w > 0 else None})
+    ctx.shared["update_ratios"] = {r["name"]: r["ratio"] for r in rows}
+    unchanged = [r["name"] for r in rows if r["update_norm"] == 0]
+    ratios = sorted(r["ratio"] for r in rows if r["ratio"] is not None and math.isfinite(r["ratio"]))
+    median = ratios[len(ratios) // 2] if ratios else 0.0
+    worst = max(rows, key=lambda r: r["ratio"] or 0.0) if rows else None
+    values = {"learning_rate": lr, "median_update_ratio": median, "max_update_ratio": worst["ratio"] if worst else None,
+              "max_ratio_parameter": worst["name"] if worst else None, "unchanged": unchanged,
+              "update_size": math.sqrt(sum(r["update_norm"] ** 2 for r in rows)), "table": rows}
+    if unchanged:
+        raise Outcome(Status.FAIL, f"{len(unchanged)} parameters unchanged by the step: {unchanged[:4]}", values=values,
+                      causes=["parameters not passed to the optimizer", "their gradient is zero or missing"],
+                      fixes=["torch.optim.AdamW(model.parameters(), ...)"])
+    if median > 0.5:
+        raise Outcome(Status.FAIL, f"median update/weight ratio {median:.2f} at lr {lr:g}: one step rewrites the weights",
+                      values=values, causes=["learning rate far too high", "no warmup"],
+                      fixes=["lower the learning rate (1e-3 to 3e-4 for small GPTs) and warm up"])
+    if median > 0.2:
+        raise Outcome(Status.WARN, f"median update/weight ratio {median:.2f} at lr {lr:g} is large", values=values,
+                      causes=["a high learning rate"], fixes=["consider a lower peak learning rate or longer warmup"])
+    return f"all {len(rows)} parameters moved; median update/weight {median:.3g} at lr {lr:g}", values
+
+
+def localise_nonfinite(model: nn.Module, x: torch.Tensor, y: torch.Tensor | None = None) -> dict:
+    """Run forward with hooks on every module; return the first module (by execution order) whose
+    output holds NaN or +inf, and every non-finite parameter. `-inf` alone is taken as a mask."""
+    found: list[tuple[str, str]] = []
+    handles = []
+
+    def make_hook(name: str):
+        def hook(module, _inp, out):
+            if found:
+                return
+            tensors = [out] if isinstance(out, torch.Tensor) else [t for t in (out if isinstance(out, (tuple, list)) else []) if isinstance(t, torch.Tensor)]
+            for t in tensors:
+                if t.is_floating_point() and (torch.isnan(t).any() or torch.isposinf(t).any()):
+                    found.append((name, type(module).__name__))
+                    return
+        return hook
+
+    bad_params = [n for n, p in model.named_parameters() if not torch.isfinite(p).all()]
+    try:
+        for name, module in model.named_modules():
+            if name:
+                handles.append(module.register_forward_hook(make_hook(name)))
+        with torch.no_grad():
+            logits, loss = adapter.call(model, x, y)
+    finally:
+        for h in handles:
+            h.remove()
+    return {"first_module": found[0][0] if found else None, "module_type": found[0][1] if found else None,
+            "nonfinite_parameters": bad_params,
+            "logits_finite": bool(torch.isfinite(logits).all()),
+            "loss": None if loss is None else loss.item()}
+
+
+@check("nonfinite_localisation", "model", "No module produces NaN/inf (first offender named)", depends=("token_range",))
+def nonfinite_localisation(ctx):
+    B, T, _ = _shape_T(ctx)
+    source = "fresh model"
+    model = None
+    if ctx.has_checkpoint:
+        try:
+            model, source = ctx.checkpoint.model, "checkpoint"
+        except Exception:
+            model = None
+    if model is None:
+        model = ctx.build_model()
+    model.eval()
+    x, y = ctx.batch(B, min(T, adapter.config_value(model, "block_size")))
+    result = localise_nonfinite(model, x, y)
+    result["model"] = source
+    if result["first_module"] or result["nonfinite_parameters"] or not result["logits_finite"]:
+        where = f"first non-finite output: {result['first_module']} ({result['module_type']})" if result["first_module"] else "outputs finite"
+        params = f"; non-finite parameters: {result['nonfinite_parameters'][:4]}" if result["nonfinite_parameters"] else ""
+        raise Outcome(Status.FAIL, f"{where}{params} [{source}]", values=result,
+                      causes=["a NaN/inf weight (saved after divergence, or a bad init)",
+                              "an overflow in that module (fp16, exp of large values, division by ~0)",
+                              "a learning rate so high the weights blew up"],
+                      fixes=["inspect that module's inputs and weights", "load the last good checkpoint",
+                             "lower the learning rate and enable gradient clipping"])
+    return f"every module's output is finite on one batch [{source}]", result

@@ -1,0 +1,65 @@
+"""What a check returns: a status, a one-line summary, the measured values, causes and fixes."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class Status(str, Enum):
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+    ERROR = "error"  # the check itself could not run
+    SKIP = "skip"  # not run: a dependency did not pass, or nothing to check
+
+    @property
+    def mark(self) -> str:
+        return {"pass": "✓", "warn": "!", "fail": "✗", "error": "E", "skip": "-"}[self.value]
+
+    @property
+    def blocks_dependents(self) -> bool:
+        return self in (Status.FAIL, Status.ERROR, Status.SKIP)
+
+
+@dataclass
+class CheckResult:
+    id: str
+    stage: str
+    status: Status
+    summary: str
+    values: dict = field(default_factory=dict)
+    causes: list[str] = field(default_factory=list)  # likely causes, for anything but pass
+    fixes: list[str] = field(default_factory=list)  # what to try
+    notes: list[str] = field(default_factory=list)  # informational, any status
+    duration_s: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.id, "stage": self.stage, "status": self.status.value, "summary": self.summary,
+            "values": _jsonable(self.values), "causes": self.causes, "fixes": self.fixes,
+            "notes": self.notes, "duration_s": round(self.duration_s, 4),
+        }
+
+
+def _jsonable(value):
+    """Plain JSON values only: tensors never reach here, non-finite floats become strings."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    return str(value)
+
+
+class Outcome(Exception):
+    """Raised inside a check to end it early with a status (keeps check bodies flat)."""
+
+    def __init__(self, status: Status, summary: str, *, causes=(), fixes=(), values=None):
+        super().__init__(summary)
+        self.status, self.summary = status, summary
+        self.causes, self.fixes, self.values = list(causes), list(fixes), dict(values or {})

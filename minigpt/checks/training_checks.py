@@ -1,0 +1,144 @@
+"""Checks that train or load: single-batch overfit, checkpoint loading, the logged training curve."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from . import adapter
+from .data_checks import DEBUG_BATCH_SIZE
+from .model_checks import localise_nonfinite
+from .registry import check
+from .result import Outcome, Status
+
+# A healthy model memorises one fixed batch: its loss must end below this fraction of log(V).
+# Far below the baseline, not merely below the initial loss: a loss computed on probabilities
+# also creeps down, but it cannot fall under about log(V - 1 + e) - 1.
+OVERFIT_THRESHOLD = 0.1
+OVERFIT_LR = 3e-3
+
+
+@check("single_batch_overfit", "training", "A debug-size model memorises one batch",
+       depends=("forward_shapes", "batch_shift"), slow=True)
+def single_batch_overfit(ctx):
+    if ctx.options.skip_overfit:
+        raise Outcome(Status.SKIP, "skipped (--skip-overfit)")
+    cfg = ctx.debug_config()
+    model = ctx.build_model(cfg).train()
+    V = ctx.tokenizer.vocab_size
+    T = int(cfg.get("block_size", 32))
+    x, y = ctx.batch(DEBUG_BATCH_SIZE, T, seed=ctx.options.seed + 11)
+    lr = OVERFIT_LR if ctx.fault != "lr_too_high" else ctx.learning_rate
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
+    steps = ctx.options.overfit_steps
+    history = torch.empty(steps)
+    nonfinite_step = None
+    for step in range(steps):
+        ctx.raise_if_cancelled()
+        _, loss = adapter.call(model, x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        history[step] = loss.detach()
+        if step % 25 == 24 or step == steps - 1:
+            ctx.report_progress((step + 1) / steps)
+            if not torch.isfinite(history[: step + 1]).all():
+                nonfinite_step = int((~torch.isfinite(history[: step + 1])).nonzero()[0])
+                break
+    baseline = math.log(V)
+    hist = history[: step + 1].tolist()
+    values = {"steps": step + 1, "learning_rate": lr, "initial_loss": hist[0], "baseline": baseline,
+              "threshold": OVERFIT_THRESHOLD * baseline, "model_config": cfg,
+              "loss_curve": hist[:: max(1, len(hist) // 50)]}
+    if nonfinite_step is not None:
+        where = localise_nonfinite(model.eval(), x, y)
+        values.update(nonfinite_step=nonfinite_step, localisation=where)
+        raise Outcome(Status.FAIL, f"loss became non-finite at overfit step {nonfinite_step} (lr {lr:g}); "
+                      f"first non-finite module: {where['first_module']}", values=values,
+                      causes=["learning rate too high", "no gradient clipping", "an overflow in forward"],
+                      fixes=["lower the learning rate", "clip gradients to norm 1.0"])
+    model.eval()
+    with torch.no_grad():
+        final = adapter.call(model, x, y)[1].item()
+    values.update(final_loss=final, min_loss=min(hist))
+    ctx.shared["single_batch_final_loss"] = final
+    if final < OVERFIT_THRESHOLD * baseline:
+        return (f"memorised one batch: loss {hist[0]:.3f} -> {final:.4f} in {step + 1} steps "
+                f"(< {OVERFIT_THRESHOLD:g} x log(V) = {OVERFIT_THRESHOLD * baseline:.3f})"), values
+    causes, fixes = [], []
+    if final > 0.6 * baseline and hist[-1] < hist[0]:
+        causes += ["the loss is computed on probabilities (softmax before F.cross_entropy) or otherwise squashed",
+                   "most parameters frozen or disconnected from the loss"]
+        fixes += ["pass raw logits to F.cross_entropy; it applies log-softmax itself"]
+    if max(hist[len(hist) // 2:]) > hist[0] or min(hist) < 0.5 * final:
+        causes += ["learning rate too high: the loss rises or oscillates"]
+        fixes += ["lower the learning rate"]
+    causes += ["dropout or noise active while memorising", "too few steps for this model (--overfit-steps)",
+               "targets not aligned with inputs"]
+    raise Outcome(Status.FAIL, f"did not memorise one batch: loss {hist[0]:.3f} -> {final:.3f} in {step + 1} steps "
+                  f"(needs < {OVERFIT_THRESHOLD * baseline:.3f})", values=values, causes=causes,
+                  fixes=fixes + ["run gradients and optimizer_update"])
+
+
+CURVE_STATUS = {"healthy": Status.PASS, "too_short": Status.SKIP, "flat": Status.FAIL, "diverged": Status.FAIL,
+                "spikes": Status.WARN, "plateau": Status.WARN, "overfitting": Status.WARN}
+
+
+@check("training_curve", "training", "The logged loss curve has a healthy shape")
+def training_curve(ctx):
+    from ..curve import diagnose, read_metrics
+
+    path = ctx.ws.metrics
+    if not path.is_file():
+        raise Outcome(Status.SKIP, f"no metrics log at {path} (train first, or pass --workspace)")
+    log = read_metrics(path)
+    baseline = None
+    try:
+        baseline = math.log(ctx.tokenizer.vocab_size)
+    except Exception:
+        pass
+    diagnosis = diagnose(log.points, baseline=baseline)
+    values = {"shape": diagnosis.shape, "points": len(log.points), "bad_lines": log.bad_lines, **diagnosis.values}
+    status = CURVE_STATUS.get(diagnosis.shape, Status.WARN)
+    if status is Status.PASS:
+        return f"{diagnosis.shape}: {diagnosis.summary}", values
+    raise Outcome(status, f"{diagnosis.shape}: {diagnosis.summary}", values=values,
+                  causes=diagnosis.causes, fixes=diagnosis.fixes)
+
+
+@check("checkpoint_load", "checkpoint", "The checkpoint loads strictly and is trained", depends=("token_range",))
+def checkpoint_load(ctx):
+    if not ctx.has_checkpoint:
+        raise Outcome(Status.SKIP, f"no checkpoint at {ctx.options.checkpoint} (checks ran on a fresh model)")
+    loaded = ctx.checkpoint  # CheckpointError -> this check fails with the typed message
+    model = loaded.model.eval()
+    params = [p.detach() for p in model.parameters()]
+    finite = bool(torch.isfinite(torch.stack(torch._foreach_norm(params))).all())
+    V = adapter.config_value(model, "vocab_size")
+    T = adapter.config_value(model, "block_size")
+    baseline = math.log(V)
+    split = "val" if "val" in ctx.splits else "train"
+    with torch.no_grad():
+        losses = [adapter.call(model, *ctx.batch(DEBUG_BATCH_SIZE, T, split=split, seed=s))[1] for s in range(4)]
+    loss = torch.stack(losses).mean().item()
+    values = {"path": loaded.path, "step": loaded.step, "best_val_loss": loaded.best_val_loss, "notices": loaded.notices,
+              "weights_finite": finite, "loss": loss, "split": split, "baseline": baseline,
+              "perplexity": math.exp(min(loss, 50)), "config": loaded.config,
+              "parameters": sum(p.numel() for p in params)}
+    if not finite:
+        raise Outcome(Status.FAIL, "checkpoint holds non-finite weights", values=values,
+                      causes=["saved after the loss diverged"], fixes=["use an earlier checkpoint; lower the learning rate"])
+    if loaded.fingerprint_mismatch:
+        values["fingerprint_mismatch"] = loaded.fingerprint_mismatch
+    if not math.isfinite(loss) or loss > 0.85 * baseline:
+        raise Outcome(Status.FAIL, f"{split} loss {loss:.3f} is not clearly below log(V) = {baseline:.3f}: "
+                      "the weights do not predict this data", values=values,
+                      causes=["the weights were not loaded (a fresh model was evaluated)",
+                              "the tokenizer does not match the checkpoint",
+                              "the checkpoint was saved before any training"] + (
+                          [loaded.fingerprint_mismatch] if loaded.fingerprint_mismatch else []),
+                      fixes=["check tokenizer_fingerprint", "load with strict=True and check the step"])
+    notes = "; ".join(loaded.notices)
+    return (f"step {loaded.step}, {split} loss {loss:.3f} (perplexity {values['perplexity']:.2f}) vs log(V) "
+            f"{baseline:.3f}" + (f"; {notes}" if notes else "")), values

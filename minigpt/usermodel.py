@@ -1,0 +1,140 @@
+"""Load a user's own model class: `--model FILE.py:CLASS[:CONFIG]` or `package.module:CLASS[:CONFIG]`.
+
+The model is built as `CLASS(CONFIG(**config))`; CONFIG defaults to `CLASS + "Config"` in the
+same module. It must follow `forward(idx, targets=None) -> (logits, loss)` and expose
+`model.config.block_size` and `model.config.vocab_size`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import inspect
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .errors import ModelSpecError
+
+
+@dataclass
+class ModelSpec:
+    spec: str
+    model_cls: type
+    config_cls: type
+    module_name: str
+
+    def factory(self, config: dict):
+        try:
+            cfg = self.config_cls(**config)
+        except TypeError as exc:
+            fields = _config_fields(self.config_cls)
+            raise ModelSpecError(
+                f"{self.config_cls.__name__}(**config) rejected the config: {exc}",
+                causes=[f"{self.config_cls.__name__} accepts {fields}" if fields else "the config class has other fields",
+                        "the checkpoint was written for another model class"],
+            ) from None
+        try:
+            return self.model_cls(cfg)
+        except Exception as exc:
+            raise ModelSpecError(
+                f"{self.model_cls.__name__}(config) raised {type(exc).__name__}: {exc}",
+                causes=[_last_user_frame(exc)],
+            ) from None
+
+    @property
+    def config_fields(self) -> list[str] | None:
+        return _config_fields(self.config_cls)
+
+
+def _config_fields(cls) -> list[str] | None:
+    if dataclasses.is_dataclass(cls):
+        return [f.name for f in dataclasses.fields(cls)]
+    try:
+        params = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return None
+    return [p for p in params if p not in ("self", "args", "kwargs")]
+
+
+def _last_user_frame(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return "see the model's constructor"
+    f = frames[-1]
+    return f"raised at {f.filename}:{f.lineno} ({f.line})"
+
+
+def _import_module(target: str, spec: str):
+    if target.endswith(".py") or "/" in target or "\\" in target:
+        path = Path(target).expanduser().resolve()
+        if not path.is_file():
+            raise ModelSpecError(f"--model {spec}: file not found: {path}", path=path)
+        name = f"minigpt_user_model_{abs(hash(str(path)))}"
+        module_spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module  # dataclasses need the module registered while it executes
+        # the file's folder on sys.path, so `from mylayers import X` next to it works
+        sys.path.insert(0, str(path.parent))
+        try:
+            module_spec.loader.exec_module(module)
+        except Exception as exc:
+            sys.modules.pop(name, None)
+            raise ModelSpecError(
+                f"--model {spec}: importing {path} raised {type(exc).__name__}: {exc}", path=path,
+                causes=[_last_user_frame(exc)],
+            ) from None
+        finally:
+            sys.path.remove(str(path.parent))
+        return module
+    try:
+        return importlib.import_module(target)
+    except Exception as exc:
+        raise ModelSpecError(
+            f"--model {spec}: importing module {target!r} raised {type(exc).__name__}: {exc}",
+            causes=["the package is not installed in this environment", "use FILE.py:CLASS for a file"],
+        ) from None
+
+
+def load_model_spec(spec: str) -> ModelSpec:
+    parts = spec.split(":")
+    if len(parts) not in (2, 3) or not all(parts[:2]):
+        raise ModelSpecError(f"--model {spec!r}: expected FILE.py:CLASS[:CONFIG] or package.module:CLASS[:CONFIG]")
+    target, class_name = parts[0], parts[1]
+    config_name = parts[2] if len(parts) == 3 else None
+    module = _import_module(target, spec)
+    config_name = config_name or class_name + "Config"
+    missing = [n for n in (class_name, config_name) if not hasattr(module, n)]
+    if missing:
+        available = sorted(n for n, v in vars(module).items() if inspect.isclass(v) and v.__module__ == module.__name__)
+        raise ModelSpecError(
+            f"--model {spec}: {target} has no {' or '.join(missing)}; classes defined there: {available}",
+            causes=["give the config class explicitly as FILE.py:CLASS:CONFIG"],
+        )
+    model_cls, config_cls = getattr(module, class_name), getattr(module, config_name)
+    try:
+        import torch.nn as nn
+
+        if not (inspect.isclass(model_cls) and issubclass(model_cls, nn.Module)):
+            raise ModelSpecError(f"--model {spec}: {class_name} is not a torch.nn.Module subclass")
+    except ImportError:  # pragma: no cover
+        pass
+    params = list(inspect.signature(model_cls.forward).parameters)
+    if len(params) < 2:
+        raise ModelSpecError(
+            f"--model {spec}: {class_name}.forward{inspect.signature(model_cls.forward)} must accept "
+            "(idx, targets=None) and return (logits, loss)"
+        )
+    return ModelSpec(spec, model_cls, config_cls, module.__name__)
+
+
+def model_factory_for(spec: str | None) -> tuple[Callable[[dict], object], ModelSpec | None]:
+    if not spec:
+        from .checkpoint import default_model_factory
+
+        return default_model_factory, None
+    loaded = load_model_spec(spec)
+    return loaded.factory, loaded
