@@ -20,6 +20,7 @@ from .data import get_batch, load_ids
 from .device import resolve_device
 from .errors import ConfigError, TrainingDiverged
 from .fileio import atomic_write_text
+from .gradstats import grad_table
 from .model import MiniGPT, MiniGPTConfig
 from .tokenizer import CharTokenizer
 from .workspace import Workspace
@@ -166,6 +167,7 @@ class Trainer:
             optimizer = make_optimizer(model, cfg)
             ws.metrics.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text("", ws.metrics)
+            atomic_write_text("", ws.root / "logs" / "grads.jsonl")
         model.train()
         last_good = str(ws.latest_checkpoint) if ws.latest_checkpoint.exists() and self.resume else None
         tokens_per_step = cfg.batch_size * cfg.block_size * cfg.grad_accum
@@ -203,6 +205,8 @@ class Trainer:
                         f"(learning rate {lr:.3g}); nothing was saved from this step; {where}",
                         step=step, last_good=last_good,
                     )
+                if (step % cfg.eval_interval == 0 or step == cfg.max_steps) and self.ws.metrics.parent.is_dir():
+                    self._log_grads(model, step, norm)  # the gradients pane follows this file
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
                 dt = time.perf_counter() - t0
@@ -251,6 +255,13 @@ class Trainer:
             "train_config": asdict(self.cfg),
             "rng_state": _rng_state(batch_gen),
         }
+
+    def _log_grads(self, model, step: int, norm_before_clip: float) -> None:
+        rows, _ = grad_table(model)
+        record = {"step": step, "global_norm": norm_before_clip, "clip": self.cfg.grad_clip,
+                  "rows": [{k: r[k] for k in ("name", "shape", "numel", "grad_norm", "weight_norm", "flags")} for r in rows]}
+        with open(self.ws.root / "logs" / "grads.jsonl", "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record) + "\n")
 
     def _truncate_metrics(self, step: int) -> None:
         """Drop lines the interrupted run logged after the checkpoint we resume from."""

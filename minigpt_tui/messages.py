@@ -1,0 +1,51 @@
+"""Messages shared across panes: past-tense events carrying plain Python values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from textual.message import Message
+
+
+@dataclass
+class CheckStarted(Message):
+    check_id: str
+    index: int
+    total: int
+
+
+@dataclass
+class CheckProgressed(Message):
+    check_id: str
+    fraction: float
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, CheckProgressed) and message.check_id == self.check_id
+
+
+@dataclass
+class CheckFinished(Message):
+    result: Any  # minigpt.checks.CheckResult (plain values only)
+    index: int
+    total: int
+
+
+@dataclass
+class ChecksFinished(Message):
+    report: Any  # minigpt.checks.Report
+
+
+@dataclass
+class FaultChanged(Message):
+    fault: str | None
+
+
+@dataclass
+class GradientsMeasured(Message):
+    """A per-parameter gradient table: from the gradients check or a live training run."""
+
+    rows: list[dict]
+    global_norm: float
+    clip: float | None
+    source: str

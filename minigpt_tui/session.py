@@ -1,0 +1,44 @@
+"""What the panes share: the check options, one CheckContext (rebuilt when a fault changes),
+and the last report. Torch is imported lazily, so the first screen paints before it loads."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # heavy imports only for type checkers
+    from minigpt.checks import CheckContext, CheckOptions, Report
+
+
+class Session:
+    def __init__(self, options: "CheckOptions"):
+        self.options = options
+        self._context: "CheckContext | None" = None
+        self._lock = threading.Lock()
+        self.last_report: "Report | None" = None
+
+    @property
+    def fault(self) -> str | None:
+        return self.options.fault
+
+    @property
+    def context(self) -> "CheckContext":
+        """Built on first use (in a worker thread: it imports torch)."""
+        with self._lock:
+            if self._context is None:
+                from minigpt.checks import CheckContext
+
+                self._context = CheckContext(self.options)
+            return self._context
+
+    def set_fault(self, fault: str | None) -> None:
+        """Apply or clear an injected fault; the next context is built fresh."""
+        with self._lock:
+            self.options = replace(self.options, fault=fault)
+            self._context = None
+
+    def reload(self) -> None:
+        """Forget cached files (after training wrote a new checkpoint, say)."""
+        with self._lock:
+            self._context = None
