@@ -60,3 +60,22 @@ def wikitext_dir() -> Path:
 @pytest.fixture(autouse=True)
 def torch_seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture(scope="session")
+def _trained_template(tmp_path_factory, _workspace_template) -> Path:
+    from minigpt.train import Trainer, TrainConfig
+
+    root = tmp_path_factory.mktemp("trained") / "ws"
+    shutil.copytree(_workspace_template, root)
+    cfg = TrainConfig.from_preset("debug", max_steps=120, eval_interval=40, device="cpu")
+    Trainer(root, cfg).run()
+    return root
+
+
+@pytest.fixture
+def trained_workspace(tmp_path, _trained_template) -> Workspace:
+    """A copy of a workspace with a short debug training run: checkpoints and metrics.jsonl."""
+    root = tmp_path / "trained"
+    shutil.copytree(_trained_template, root)
+    return Workspace(root)

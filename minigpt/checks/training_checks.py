@@ -67,13 +67,18 @@ def single_batch_overfit(ctx):
         return (f"memorised one batch: loss {hist[0]:.3f} -> {final:.4f} in {step + 1} steps "
                 f"(< {OVERFIT_THRESHOLD:g} x log(V) = {OVERFIT_THRESHOLD * baseline:.3f})"), values
     causes, fixes = [], []
-    if final > 0.6 * baseline and hist[-1] < hist[0]:
-        causes += ["the loss is computed on probabilities (softmax before F.cross_entropy) or otherwise squashed",
+    second = hist[len(hist) // 2:]
+    rises = sum(b > a * 1.02 for a, b in zip(second, second[1:])) / max(1, len(second) - 1)
+    softmax_floor = math.log(V - 1 + math.e) - 1  # the least a loss on probabilities can reach
+    values.update(rising_step_fraction=rises, softmax_loss_floor=softmax_floor)
+    if rises > 0.15 or max(hist[1:], default=0.0) > 1.2 * hist[0]:
+        causes += [f"learning rate too high (lr {lr:g}): the loss jumped above its start or rises on {rises:.0%} of late steps"]
+        fixes += ["lower the learning rate"]
+    elif final > 0.6 * baseline and final >= softmax_floor - 0.25:
+        causes += [f"the loss is computed on probabilities (softmax before F.cross_entropy): it cannot fall "
+                   f"below log(V - 1 + e) - 1 = {softmax_floor:.2f}",
                    "most parameters frozen or disconnected from the loss"]
         fixes += ["pass raw logits to F.cross_entropy; it applies log-softmax itself"]
-    if max(hist[len(hist) // 2:]) > hist[0] or min(hist) < 0.5 * final:
-        causes += ["learning rate too high: the loss rises or oscillates"]
-        fixes += ["lower the learning rate"]
     causes += ["dropout or noise active while memorising", "too few steps for this model (--overfit-steps)",
                "targets not aligned with inputs"]
     raise Outcome(Status.FAIL, f"did not memorise one batch: loss {hist[0]:.3f} -> {final:.3f} in {step + 1} steps "
