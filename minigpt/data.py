@@ -58,7 +58,7 @@ def get_batch(
     starts = torch.randint(n - block_size, (batch_size,), generator=generator)
     window = starts[:, None] + torch.arange(block_size + 1)  # (B, T+1)
     rows = data[window].long()
-    x, y = rows[:, :-1], rows[:, 1:]
+    x, y = rows[:, :-1].contiguous(), rows[:, 1:].contiguous()  # user models often call .view(-1)
     if torch.device(device).type == "cuda":
         # pinned memory + non_blocking lets the copy overlap with compute
         return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
