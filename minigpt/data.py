@@ -56,8 +56,8 @@ def get_batch(
             causes=["the split is too small for this block_size", "the encoded file is truncated"],
         )
     starts = torch.randint(n - block_size, (batch_size,), generator=generator)
-    window = starts[:, None] + torch.arange(block_size + 1)  # (B, T+1)
-    rows = data[window].long()
+    # unfold is a strided view of every window; indexing it copies B rows in one gather
+    rows = data.unfold(0, block_size + 1, 1)[starts].long()  # (B, T+1)
     x, y = rows[:, :-1].contiguous(), rows[:, 1:].contiguous()  # user models often call .view(-1)
     if torch.device(device).type == "cuda":
         # pinned memory + non_blocking lets the copy overlap with compute

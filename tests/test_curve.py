@@ -1,0 +1,337 @@
+"""Curve reading, following, downsampling and diagnosis on synthetic metrics logs."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+import time
+
+import pytest
+
+from minigpt.curve import (
+    MetricPoint,
+    MetricsFollower,
+    diagnose,
+    downsample,
+    parse_line,
+    read_metrics,
+    series,
+)
+from minigpt.errors import DataError
+
+LOG_V = math.log(65)
+
+
+def points_from(losses, *, every=10, lr=1e-3, vals=None):
+    """Train points at steps every, 2*every, ...; `vals` maps step -> val loss."""
+    vals = vals or {}
+    pts = []
+    for i, loss in enumerate(losses):
+        step = (i + 1) * every
+        pts.append(MetricPoint(step=step, train_loss=loss, val_loss=vals.get(step), lr=lr))
+    return pts
+
+
+def decaying(n=500, *, noise=0.05, seed=0, floor=1.3, tau=None):
+    rng = random.Random(seed)
+    tau = tau or n / 2
+    return [floor + (LOG_V - floor) * math.exp(-i / tau) + rng.gauss(0, noise) for i in range(n)]
+
+
+# -- diagnosis ------------------------------------------------------------------------------
+
+
+def test_noisy_exponential_decay_is_healthy():
+    d = diagnose(points_from(decaying()), baseline=LOG_V)
+    assert d.shape == "healthy", d.summary
+    assert d.values["spike_steps"] == []
+    assert d.causes == [] and d.fixes == []
+
+
+@pytest.mark.parametrize("baseline", [LOG_V, None])
+def test_constant_loss_at_uniform_guess_is_flat(baseline):
+    rng = random.Random(1)
+    d = diagnose(points_from([LOG_V + rng.gauss(0, 0.05) for _ in range(300)]), baseline=baseline)
+    assert d.shape == "flat", d.summary
+    assert any("learning rate" in c for c in d.causes)
+
+
+def test_loss_stuck_at_baseline_after_bad_init_is_flat_only_with_baseline():
+    # GIVEN a loss that falls from 6.0 (bad init) to log V and stays there
+    losses = [LOG_V + (6.0 - LOG_V) * math.exp(-i / 10) for i in range(300)]
+    # THEN only the baseline shows it learned nothing beyond guessing
+    assert diagnose(points_from(losses), baseline=LOG_V).shape == "flat"
+    assert diagnose(points_from(losses)).shape != "flat"
+
+
+def test_zero_learning_rate_named_first_cause_of_flat():
+    d = diagnose(points_from([3.0] * 50, lr=0.0))
+    assert d.shape == "flat"
+    assert "learning rate is 0" in d.causes[0]
+
+
+def test_two_big_spikes_are_reported_at_their_steps():
+    losses = decaying(seed=2)
+    losses[199] += 2.0  # step 2000
+    losses[349] += 1.5  # step 3500
+    d = diagnose(points_from(losses, lr=3e-3))
+    assert d.shape == "spikes", d.summary
+    assert d.values["spike_steps"] == [2000, 3500]
+    assert d.values["lr_at_instability"] == 3e-3
+
+
+def test_healthy_noisy_curve_is_not_called_spikes():
+    for seed in range(5):
+        d = diagnose(points_from(decaying(seed=100 + seed, noise=0.05)))
+        assert d.shape == "healthy", (seed, d.summary)
+
+
+def test_very_noisy_healthy_curve_is_not_called_spikes():
+    # GIVEN minibatch noise so large (std 0.3) that jumps of 0.5 nats are ordinary
+    for seed in range(5):
+        d = diagnose(points_from(decaying(n=2000, seed=200 + seed, noise=0.3)))
+        # THEN the noise scale (MAD), not the 0.5 floor, sets the spike threshold
+        assert d.shape == "healthy", (seed, d.summary)
+
+
+def test_val_rising_while_train_falls_is_overfitting_with_positive_gap():
+    losses = decaying(n=500, noise=0.02, seed=3, floor=0.5)
+    # val every 500 steps: falls to 1.6 at step 2500, then rises
+    vals = {500: 3.0, 1000: 2.2, 1500: 1.8, 2000: 1.65, 2500: 1.6, 3000: 1.63, 3500: 1.68, 4000: 1.75,
+            4500: 1.83, 5000: 1.9}
+    d = diagnose(points_from(losses, vals=vals))
+    assert d.shape == "overfitting", d.summary
+    assert d.values["best_val_step"] == 2500
+    assert d.values["generalisation_gap"] > 0.5
+    assert any("best checkpoint" in f for f in d.fixes)
+
+
+def test_val_falling_with_train_is_not_overfitting():
+    losses = decaying(n=500, noise=0.02, seed=3)
+    vals = {s: 1.5 + 3.0 * math.exp(-s / 2500) for s in range(500, 5001, 500)}
+    assert diagnose(points_from(losses, vals=vals)).shape == "healthy"
+
+
+@pytest.mark.parametrize("nan_text", ['"nan"', "NaN"])
+def test_nan_at_step_57_is_diverged_with_the_lr_there(tmp_path, nan_text):
+    path = tmp_path / "metrics.jsonl"
+    lines = [json.dumps({"step": s, "train_loss": 4.0 - 0.01 * s, "lr": 1e-4 * s}) for s in range(1, 57)]
+    lines.append(f'{{"step": 57, "train_loss": {nan_text}, "lr": 0.0057, "grad_norm": "inf", "nonfinite": true}}')
+    path.write_text("\n".join(lines) + "\n")
+    log = read_metrics(path)
+    assert log.bad_lines == 0 and len(log.points) == 57
+    d = diagnose(log.points)
+    assert d.shape == "diverged", d.summary
+    assert d.values["first_nonfinite_step"] == 57
+    assert d.values["lr_at_instability"] == pytest.approx(0.0057)
+    assert "57" in d.summary
+
+
+def test_nonfinite_grad_norm_on_the_last_line_is_diverged():
+    pts = points_from(decaying(n=50))
+    pts[-1].grad_norm = math.inf
+    assert diagnose(pts).shape == "diverged"
+
+
+def test_fewer_than_five_points_is_too_short():
+    assert diagnose(points_from([4.0, 3.5, 3.2, 3.0])).shape == "too_short"
+    assert diagnose([]).shape == "too_short"
+
+
+def test_every_value_key_is_present_whatever_the_shape():
+    from minigpt.curve import VALUE_KEYS
+
+    for pts in ([], points_from([4.0, math.nan]), points_from(decaying())):
+        assert set(diagnose(pts).values) == set(VALUE_KEYS)
+
+
+def test_steadily_rising_loss_is_not_healthy_and_blames_the_learning_rate():
+    d = diagnose(points_from([2.0 + 0.004 * i for i in range(300)]))
+    assert d.shape == "flat", d.summary
+    assert "too high" in d.causes[0]
+
+
+def test_long_plateau_is_plateau_with_its_start():
+    rng = random.Random(4)
+    # falls fast for ~100 points, then stays at 2.5 for the remaining 400
+    losses = [2.5 + 1.7 * math.exp(-i / 20) + rng.gauss(0, 0.03) for i in range(500)]
+    d = diagnose(points_from(losses))
+    assert d.shape == "plateau", d.summary
+    assert 200 <= d.values["plateau_start_step"] <= 1500
+    assert d.values["recent_improvement"] < 0.01
+
+
+def test_perplexity_does_not_overflow():
+    d = diagnose(points_from([1000.0 - i for i in range(100)]))
+    assert d.values["train_perplexity"] == math.inf
+
+
+# -- reading --------------------------------------------------------------------------------
+
+
+def test_parse_line_normalises_aliases_and_nonfinite_strings():
+    p = parse_line('{"iter": 12, "loss": 2.5, "valid_loss": "inf", "learning_rate": 3e-4}')
+    assert (p.step, p.train_loss, p.val_loss, p.lr) == (12, 2.5, math.inf, 3e-4)
+    p = parse_line('{"iteration": 3, "train_loss": "-inf", "eval_loss": NaN}')
+    assert p.step == 3 and p.train_loss == -math.inf and math.isnan(p.val_loss)
+    assert parse_line('{"step": 1, "val": 1.25}').val_loss == 1.25
+    assert parse_line("   ") is None
+    assert parse_line('{"train_loss": 2.0}') is None  # no step
+    assert parse_line("[1, 2]") is None
+    assert parse_line('{"step": 1, "loss": true}').train_loss is None
+
+
+def test_read_metrics_counts_bad_lines_and_tolerates_a_partial_tail(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 1, "train_loss": 3.0}\n\nnot json\n{"step": 2, "train_loss": 2.9}\n{"step": 3, "tr')
+    log = read_metrics(path)
+    assert [p.step for p in log.points] == [1, 2]
+    assert log.bad_lines == 1 and log.bad_line_numbers == [3]
+    assert log.partial_tail
+
+
+def test_read_metrics_missing_file_is_a_data_error(tmp_path):
+    with pytest.raises(DataError) as e:
+        read_metrics(tmp_path / "nope.jsonl")
+    assert "nope.jsonl" in str(e.value)
+
+
+def test_follower_waits_for_newline_and_resets_on_truncation(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    follower = MetricsFollower(path)
+    assert follower.poll() == []  # not created yet
+    with open(path, "a") as f:
+        f.write('{"step": 1, "train_loss": 3.0}\n{"step": 2, "tr')
+        f.flush()
+        assert [p.step for p in follower.poll()] == [1]
+        f.write('ain_loss": 2.9}\n')
+        f.flush()
+        got = follower.poll()
+        assert [(p.step, p.train_loss) for p in got] == [(2, 2.9)]
+        assert follower.poll() == [] and not follower.reset
+        f.write('{"step": 3, "train_loss": 2.8}\n')
+        f.flush()
+        assert [p.step for p in follower.poll()] == [3]
+    with open(path, "r+") as f:  # truncate in place (same inode)
+        f.truncate(0)
+        f.write('{"step": 1, "train_loss": 4.1}\n')
+    got = follower.poll()
+    assert follower.reset and follower.resets == 1
+    assert [(p.step, p.train_loss) for p in got] == [(1, 4.1)]
+    follower.poll()
+    assert not follower.reset
+
+
+def lines_text(last_step):
+    return "".join(json.dumps({"step": s, "train_loss": 3.0}) + "\n" for s in range(1, last_step + 1))
+
+
+def test_follower_resets_when_the_file_is_replaced_by_a_longer_one(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(lines_text(3))
+    follower = MetricsFollower(path)
+    assert len(follower.poll()) == 3
+    # GIVEN an atomic rewrite (a fresh run) that starts with the same bytes and is longer
+    tmp = tmp_path / "metrics.tmp"
+    tmp.write_text(lines_text(5))
+    os.replace(tmp, path)
+    # THEN the new inode alone shows it: everything is read again
+    got = follower.poll()
+    assert follower.reset and [p.step for p in got] == [1, 2, 3, 4, 5]
+
+
+def test_follower_resets_when_the_file_shrinks_keeping_its_start(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(lines_text(20))  # longer than the 256 head bytes the follower compares
+    follower = MetricsFollower(path)
+    follower.poll()
+    with open(path, "r+") as f:  # a resume dropping lines after its checkpoint, in place
+        f.truncate(len(lines_text(10)))
+    got = follower.poll()
+    assert follower.reset and [p.step for p in got] == list(range(1, 11))
+
+
+def test_follower_resets_when_rewritten_in_place_with_other_content(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(lines_text(3))
+    follower = MetricsFollower(path)
+    follower.poll()
+    with open(path, "r+") as f:  # same inode, not shorter, other first bytes
+        f.write(lines_text(6).replace("3.0", "4.5"))
+    got = follower.poll()
+    assert follower.reset and [(p.step, p.train_loss) for p in got] == [(s, 4.5) for s in range(1, 7)]
+
+
+def test_follower_reads_only_new_bytes_of_a_big_file(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    line = json.dumps({"step": 0, "train_loss": 2.0, "lr": 1e-3, "grad_norm": 0.5}) + "\n"
+    path.write_text(line * 200_000)
+    follower = MetricsFollower(path)
+    assert len(follower.poll()) == 200_000
+    with open(path, "a") as f:
+        f.write(line)
+    t0 = time.perf_counter()
+    assert len(follower.poll()) == 1
+    assert time.perf_counter() - t0 < 0.05
+
+
+# -- plotting -------------------------------------------------------------------------------
+
+
+def test_downsample_a_million_points_keeps_the_spike():
+    rng = random.Random(5)
+    n, width = 1_000_000, 200
+    xs = list(range(n))
+    ys = [2.0 + rng.random() * 0.1 for _ in range(n)]
+    ys[654_321] = 9.5
+    ys[123_456] = -1.0
+    t0 = time.perf_counter()
+    dx, dy = downsample(xs, ys, width)
+    elapsed = time.perf_counter() - t0
+    assert len(dx) == len(dy) <= 2 * width
+    assert max(dy) == 9.5 and dx[dy.index(9.5)] == 654_321
+    assert min(dy) == -1.0
+    assert dx == sorted(dx)
+    assert elapsed < 1.0
+
+
+def test_downsample_drops_nonfinite_and_keeps_short_series():
+    dx, dy = downsample([1, 2, 3], [1.0, math.nan, math.inf], 10)
+    assert (dx, dy) == ([1], [1.0])
+    assert downsample([1, 2], [3.0, 4.0], 1) == ([1, 2], [3.0, 4.0])
+    with pytest.raises(ValueError):
+        downsample([1], [1.0], 0)
+
+
+def test_series_skips_absent_values():
+    pts = [MetricPoint(1, train_loss=3.0), MetricPoint(2, val_loss=2.0), MetricPoint(3, train_loss=2.5)]
+    assert series(pts) == ([1, 3], [3.0, 2.5])
+    assert series(pts, "val_loss") == ([2], [2.0])
+
+
+def test_curve_imports_no_torch_rich_or_textual():
+    code = "import sys, minigpt.curve; print([m for m in ('torch', 'rich', 'textual') if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_blow_up_above_uniform_guess_is_spikes_when_baseline_given():
+    # GIVEN a run whose loss exploded to hundreds, then half recovered (lr 3.0, no clipping)
+    rng = random.Random(6)
+    losses = [300 * math.exp(-i / 12) + 3.3 + rng.gauss(0, 0.05) for i in range(150)]
+    d = diagnose(points_from(losses, every=5, lr=3.0), baseline=LOG_V)
+    assert d.shape == "spikes", d.summary
+    assert d.values["spike_steps"][0] < 300 and d.values["lr_at_instability"] == 3.0
+
+
+def test_tail_too_noisy_to_resolve_one_percent_is_not_called_plateau():
+    # GIVEN 120 points with minibatch noise std 0.13 (batch 8): the tail slope has a ~3% error
+    rng = random.Random(7)
+    losses = [2.4 + 1.0 * math.exp(-i / 15) + rng.gauss(0, 0.13) for i in range(120)]
+    d = diagnose(points_from(losses, every=5))
+    assert d.shape == "healthy", d.summary
+    assert "too noisy" in d.summary and d.values["recent_improvement_se"] > 0.01
