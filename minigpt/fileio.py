@@ -6,7 +6,7 @@ import contextlib
 import os
 import tempfile
 from pathlib import Path
-from typing import IO, Callable, Iterator
+from typing import IO, Iterator
 
 import torch
 
