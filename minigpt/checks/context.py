@@ -27,7 +27,6 @@ from ..workspace import Workspace
 from . import faults
 
 DEBUG_SHAPE = {k: v for k, v in PRESETS["debug"].items() if k in MODEL_FIELDS}
-DEBUG_BATCH = PRESETS["debug"]["batch_size"]
 
 
 @dataclass

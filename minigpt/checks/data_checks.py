@@ -13,6 +13,11 @@ from .result import Outcome, Status
 
 SAMPLE_TEXT = "Hello, world!\nThe quick brown fox jumps over the lazy dog. 0123456789"
 SMALL_FILE_BYTES = 64  # smaller than any real tokenizer or token file: an interrupted conversion
+DEBUG_BATCH_SIZE = 8  # rows per batch in the batch and model checks
+
+
+def _block(ctx) -> int:
+    return int(ctx.base_config().get("block_size", 32))
 
 
 def _torch_version_tuple() -> tuple[int, int]:
@@ -206,13 +211,6 @@ def batch_shift(ctx):
                               "the shift applied twice (in the batch and again in the loss)"],
                       fixes=["y = data[i + 1 : i + 1 + block_size]", "check get_batch against inputs[:, 1:] == targets[:, :-1]"])
     return f"inputs[:, 1:] == targets[:, :-1] on a {x.shape[0]}x{x.shape[1]} batch", values
-
-
-DEBUG_BATCH_SIZE = 8
-
-
-def _block(ctx) -> int:
-    return int(ctx.base_config().get("block_size", 32))
 
 
 @check("batch_dtype_device", "batches", "Batches are int64 [B, T] on the model's device", depends=("batch_shift",))
