@@ -49,3 +49,28 @@ class GradientsMeasured(Message):
     global_norm: float
     clip: float | None
     source: str
+
+
+@dataclass
+class ChecksStarted(Message):
+    """A check run began: the ids it will run, in pipeline order."""
+
+    check_ids: list[str]
+    only: list[str] | None
+
+
+@dataclass
+class DemoProgressed(Message):
+    """Building the demo workspace: a stage name and the overall fraction done."""
+
+    stage: str
+    fraction: float
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, DemoProgressed)
+
+
+@dataclass
+class DemoReady(Message):
+    workspace: str
+    seconds: float

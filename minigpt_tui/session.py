@@ -5,18 +5,34 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:  # heavy imports only for type checkers
     from minigpt.checks import CheckContext, CheckOptions, Report
 
 
 class Session:
-    def __init__(self, options: "CheckOptions"):
-        self.options = options
+    def __init__(self, options: "CheckOptions | Callable[[], CheckOptions]"):
+        # a callable builds the options on first use: CheckOptions imports torch, and the UI
+        # passes a factory so its first screen paints before torch has loaded
+        self._make_options = options if callable(options) else None
+        self._options = None if callable(options) else options
+        self._options_lock = threading.Lock()
         self._context: "CheckContext | None" = None
         self._lock = threading.Lock()
         self.last_report: "Report | None" = None
+
+    @property
+    def options(self) -> "CheckOptions":
+        if self._options is None:
+            with self._options_lock:
+                if self._options is None:
+                    self._options = self._make_options()
+        return self._options
+
+    @options.setter
+    def options(self, value: "CheckOptions") -> None:
+        self._options = value
 
     @property
     def fault(self) -> str | None:

@@ -107,8 +107,8 @@ def training_curve(ctx):
     values = {"shape": diagnosis.shape, "points": len(log.points), "bad_lines": log.bad_lines, **diagnosis.values}
     status = CURVE_STATUS.get(diagnosis.shape, Status.WARN)
     if status is Status.PASS:
-        return f"{diagnosis.shape}: {diagnosis.summary}", values
-    raise Outcome(status, f"{diagnosis.shape}: {diagnosis.summary}", values=values,
+        return _curve_summary(diagnosis), values
+    raise Outcome(status, _curve_summary(diagnosis), values=values,
                   causes=diagnosis.causes, fixes=diagnosis.fixes)
 
 
@@ -147,3 +147,8 @@ def checkpoint_load(ctx):
     notes = "; ".join(loaded.notices)
     return (f"step {loaded.step}, {split} loss {loss:.3f} (perplexity {values['perplexity']:.2f}) vs log(V) "
             f"{baseline:.3f}" + (f"; {notes}" if notes else "")), values
+
+
+def _curve_summary(diagnosis) -> str:
+    prefix = f"{diagnosis.shape}:"
+    return diagnosis.summary if diagnosis.summary.startswith(prefix) else f"{prefix} {diagnosis.summary}"

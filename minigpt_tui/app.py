@@ -1,0 +1,401 @@
+"""The App: bindings, commands, composing the panes, app-level handlers, the worker-error handler.
+
+Neither torch nor minigpt.checks is imported at module level: the first screen paints while
+the check worker imports them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+import time
+from functools import partial
+from pathlib import Path
+
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.containers import Container
+from textual.message import Message
+from textual.widgets import Footer, Header, Input, TabbedContent
+from textual.worker import Worker, WorkerState
+
+from minigpt.workspace import Workspace
+
+from . import demo
+from .messages import (CheckFinished, CheckProgressed, ChecksFinished, ChecksStarted, CheckStarted, DemoProgressed,
+                       DemoReady, FaultChanged, GradientsMeasured)
+from .screens.confirm import ConfirmScreen
+from .screens.faults import CLEAR, FaultMenuScreen
+from .screens.help import HelpScreen
+from .screens.setup import DemoSetupScreen
+from .session import Session
+from .widgets.workbench import PANES, Workbench, build_panes
+
+
+class MiniGPTCommands(Provider):
+    """ctrl+p: run all/one check, start/stop training, inject/clear a fault, export the report."""
+
+    async def startup(self) -> None:
+        # the check and fault lists import torch: not on the event loop
+        self._commands = await asyncio.to_thread(self.app.palette_commands)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for title, help_text, callback in self._commands:
+            score = matcher.match(title)
+            if score > 0:
+                yield Hit(score, matcher.highlight(title), callback, help=help_text)
+
+    async def discover(self) -> Hits:
+        for title, help_text, callback in self._commands:
+            yield DiscoveryHit(title, callback, help=help_text)
+
+
+class MiniGPTApp(App):
+    CSS_PATH = "app.tcss"
+    # focus the checks table at start; "*" could land on an Input of a pane not yet hidden,
+    # and that Input would then swallow the pane keys
+    AUTO_FOCUS = "#checks-table"
+    TITLE = "minigpt-tui"
+    COMMANDS = App.COMMANDS | {MiniGPTCommands}
+    BINDINGS = [
+        *[Binding(str(n), f"show_pane('{pane_id}')", title, show=False) for n, (pane_id, title) in
+          enumerate(PANES, start=1)],
+        Binding("r", "run_all", "Re-run all"),
+        Binding("f", "fault_menu", "Fault"),
+        Binding("e", "export", "Export"),
+        Binding("t", "toggle_training", "Train"),
+        Binding("question_mark", "help", "Help"),
+        Binding("q", "quit", "Quit"),
+        Binding("escape", "leave_input", "Leave field", show=False),
+    ]
+
+    def __init__(self, workspace: str | Path = ".", *, checkpoint: str | None = None, model_spec: str | None = None,
+                 device: str = "auto", demo_mode: bool = False, fault: str | None = None,
+                 skip_overfit: bool = False, overfit_steps: int | None = None, demo_steps: int = demo.DEMO_STEPS,
+                 started_at: float | None = None) -> None:
+        super().__init__()
+        self.started_at = time.perf_counter() if started_at is None else started_at
+        self.timings: dict[str, float] = {}
+        self.device_name = device
+        self.fault_name = fault
+        self.demo_mode, self.demo_steps = demo_mode, demo_steps
+        self._option_args = dict(checkpoint=checkpoint, model_spec=model_spec, device=device, fault=fault,
+                                 skip_overfit=skip_overfit, **({"overfit_steps": overfit_steps} if overfit_steps else {}))
+        if demo_mode:
+            workspace = demo.demo_dir()
+        self.workspace = Workspace(workspace)
+        self.session = self._new_session()
+        self.panes: dict = {}
+        self._cancel: threading.Event | None = None
+        self._checks_lock = threading.Lock()  # one run at a time on the shared context
+        self._demo_cancel = threading.Event()
+        self.checkpoint_step: int | None = None
+        self.resolved_device: str | None = None  # from the environment check
+
+    def _new_session(self) -> Session:
+        def make_options():
+            from minigpt.checks import CheckOptions
+
+            return CheckOptions(workspace=self.workspace.root, **self._option_args)
+
+        return Session(make_options)
+
+    @property
+    def needs_setup(self) -> bool:
+        if self.demo_mode:
+            return not demo.is_ready(self.workspace.root)
+        return not self.workspace.tokenizer.is_file()
+
+    # -- layout -----------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Container(id="main"):
+            if not self.needs_setup:
+                self.panes = build_panes()
+                yield Workbench(self.panes)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._update_title()
+        self.call_after_refresh(self._first_paint)
+        if not self.needs_setup:
+            # torch work starts once the first frame is out: its import holds the GIL for ~2 s
+            self.call_after_refresh(self.run_checks)
+        elif self.demo_mode:
+            self.call_after_refresh(self._start_demo)
+        else:
+            self.push_screen(ConfirmScreen(
+                f"There is no workspace at {self.workspace.root} (no tokenizer file).\n\n"
+                f"Build the demo workspace from the embedded corpus in {demo.demo_dir()}, "
+                f"train it for {self.demo_steps} steps and open it?", yes="Build the demo", no="Open as it is"),
+                self._answer_demo)
+
+    def _first_paint(self) -> None:
+        self.timings["first_paint_s"] = time.perf_counter() - self.started_at
+        self.log.info(f"first paint after {self.timings['first_paint_s']:.2f}s")
+
+    def _update_title(self) -> None:
+        step = f"step {self.checkpoint_step}" if self.checkpoint_step is not None else "checkpoint: ?"
+        fault = f" · fault {self.fault_name}" if self.fault_name else ""
+        device = self.device_name if self.resolved_device in (None, self.device_name) else \
+            f"{self.resolved_device} ({self.device_name})"
+        self.sub_title = f"{self.workspace.root} · device {device} · {step}{fault}"
+
+    async def _open_workbench(self) -> None:
+        if not self.panes:
+            self.panes = build_panes()
+            await self.query_one("#main", Container).mount(Workbench(self.panes))
+        self.run_checks()
+
+    # -- demo workspace ---------------------------------------------------------------------
+    async def _answer_demo(self, yes: bool | None) -> None:
+        if yes:
+            self.workspace = Workspace(demo.demo_dir())
+            self.session = self._new_session()
+            self._update_title()
+            if demo.is_ready(self.workspace.root):
+                await self._open_workbench()
+            else:
+                self._start_demo()
+        else:
+            await self._open_workbench()  # the files check says what is missing
+
+    def _start_demo(self) -> None:
+        self.push_screen(DemoSetupScreen(str(self.workspace.root)))
+        self._build_demo(self.workspace.root)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="demo", name="build demo")
+    def _build_demo(self, root: Path) -> None:
+        result = demo.build_demo(root, lambda stage, f: self.post_message(DemoProgressed(stage, f)),
+                                 self._demo_cancel.is_set, steps=self.demo_steps)
+        if not self._demo_cancel.is_set():
+            self.post_message(DemoReady(str(root), result["seconds"]))
+
+    @on(DemoProgressed)
+    def show_demo_progress(self, message: DemoProgressed) -> None:
+        if isinstance(self.screen, DemoSetupScreen):
+            self.screen.show_progress(message.stage, message.fraction)
+
+    @on(DemoReady)
+    async def open_demo(self, message: DemoReady) -> None:
+        self.timings["demo_s"] = message.seconds
+        if isinstance(self.screen, DemoSetupScreen):
+            self.pop_screen()
+        self.session = self._new_session()
+        self.notify(f"demo workspace ready in {message.seconds:.0f}s", markup=False)
+        await self._open_workbench()
+
+    # -- checks -----------------------------------------------------------------------------
+    def run_checks(self, only: list[str] | None = None) -> None:
+        """Cancel a run in progress and start a new one (all checks, or `only` and their dependencies)."""
+        if self._cancel is not None:
+            self._cancel.set()
+        self._cancel = threading.Event()
+        self._checks_started = time.perf_counter()
+        self._check_worker(only, self._cancel)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="checks", name="checks")
+    def _check_worker(self, only: list[str] | None, cancel: threading.Event) -> None:
+        with self._checks_lock:  # a cancelled run still finishing its current check goes first
+            if cancel.is_set():
+                return
+            from minigpt.checks import resolve_selection, run_checks
+
+            ctx = self.session.context
+            ids, _ = resolve_selection(only, None)
+            self.post_message(ChecksStarted(ids, only))
+
+            def listener(kind: str, payload: tuple) -> None:
+                if cancel.is_set():
+                    return
+                if kind == "started":
+                    self.post_message(CheckStarted(*payload))
+                elif kind == "progress":
+                    self.post_message(CheckProgressed(*payload))
+                elif kind == "finished":
+                    self.post_message(CheckFinished(*payload))
+
+            report = run_checks(ctx, only=only, listener=listener, cancel=cancel)
+            if not cancel.is_set():
+                report.shared = dict(report.shared, only=only)
+                self.post_message(ChecksFinished(report))
+
+    def _forward(self, message: Message) -> None:
+        """Give every pane its own copy; copies do not bubble back up to the app."""
+        for pane in self.panes.values():
+            copy = dataclasses.replace(message)
+            copy.bubble = False
+            pane.post_message(copy)
+
+    @on(ChecksStarted)
+    @on(CheckStarted)
+    @on(CheckProgressed)
+    def forward_progress(self, message: Message) -> None:
+        self._forward(message)
+
+    @on(CheckFinished)
+    def forward_result(self, message: CheckFinished) -> None:
+        values = message.result.values
+        if message.result.id == "checkpoint_load" and "step" in values:
+            self.checkpoint_step = values["step"]
+            self._update_title()
+        elif message.result.id == "environment" and "device" in values:
+            self.resolved_device = values["device"]
+            self._update_title()
+        self._forward(message)
+
+    @on(ChecksFinished)
+    def merge_report(self, message: ChecksFinished) -> None:
+        report = message.report
+        only = report.shared.pop("only", None)
+        previous = self.session.last_report
+        if only and previous is not None and not previous.cancelled:
+            fresh = report.by_id()
+            merged = [fresh.pop(r.id, r) for r in previous.results] + list(fresh.values())
+            report = dataclasses.replace(previous, results=merged, fault=report.fault, fault_notes=report.fault_notes,
+                                         shared={**previous.shared, **report.shared})
+        else:
+            self.timings["all_checks_s"] = time.perf_counter() - self._checks_started
+            self.timings.setdefault("first_checks_done_s", time.perf_counter() - self.started_at)
+            self.log.info(f"all checks done in {self.timings['all_checks_s']:.2f}s")
+        self.session.last_report = report
+        self._forward(ChecksFinished(report))
+        grads = report.shared.get("grad_table")
+        if grads and "gradients" in fresh_ids(message.report):
+            pane = self.panes.get("gradients")
+            if pane is not None:
+                pane.post_message(GradientsMeasured(**grads))
+
+    # -- actions ----------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        # a digit, letter or ? typed into a text field belongs to the field
+        focused = self.focused
+        if action in ("show_pane", "run_all", "fault_menu", "export", "toggle_training", "help", "quit") \
+                and isinstance(focused, Input) and focused.region.area > 0:
+            return False
+        return True
+
+    def action_show_pane(self, pane_id: str) -> None:
+        if not self.panes:
+            return
+        self.query_one(TabbedContent).active = pane_id
+        self.call_after_refresh(self._focus_pane, pane_id)
+
+    def _focus_pane(self, pane_id: str) -> None:
+        pane = self.panes[pane_id]
+        focusable = pane if pane.can_focus else next((w for w in pane.query("*") if w.focusable), None)
+        if focusable is not None and not isinstance(focusable, Input):
+            focusable.focus()
+        else:
+            self.query_one(TabbedContent).query_one("Tabs").focus()
+
+    def action_leave_input(self) -> None:
+        if isinstance(self.focused, Input) and self.panes:
+            self.query_one(TabbedContent).query_one("Tabs").focus()
+
+    def action_run_all(self) -> None:
+        self.run_checks()
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_fault_menu(self) -> None:
+        self._open_fault_menu()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="fault-menu", name="fault menu")
+    def _open_fault_menu(self) -> None:
+        from minigpt.checks.faults import FAULTS  # imports torch: not on the event loop
+
+        items = [(f.name, f.description, f.intended) for f in FAULTS.values()]
+        self.call_from_thread(lambda: self.push_screen(FaultMenuScreen(items, self.fault_name), self.inject_fault))
+
+    def inject_fault(self, choice: str | None) -> None:
+        if choice is None:
+            return
+        fault = None if choice == CLEAR else choice
+        self.fault_name = fault
+        self.session.set_fault(fault)
+        self._update_title()
+        self.notify(f"fault injected: {fault}; re-running the checks" if fault else "fault cleared; re-running the checks",
+                    markup=False)
+        self._forward(FaultChanged(fault))
+        self.run_checks()
+
+    def action_export(self) -> None:
+        report = self.session.last_report
+        if report is None:
+            self.notify("no report yet: the checks are still running", severity="warning")
+            return
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        self._export(report, self.workspace.root / "reports" / f"check-{stamp}.json")
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="export", name="export report")
+    def _export(self, report, path: Path) -> None:
+        from minigpt.checks.report import write_report
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_report(report, path)
+        self.call_from_thread(self.notify, f"report written to {path}", markup=False)
+        self.exported = path
+
+    def action_toggle_training(self) -> None:
+        pane = self.panes.get("loss")
+        if pane is None:
+            return
+        if getattr(pane, "training", False):
+            pane.stop_training()
+        else:
+            pane.start_training()
+
+    def palette_commands(self) -> list[tuple[str, str, object]]:
+        """(title, help, callback) for the command palette; runs in a thread (imports torch)."""
+        from minigpt.checks import CHECKS, FAULTS, ordered_ids
+
+        commands = [("Run all checks", "re-run the whole pipeline (r)", self.action_run_all),
+                    ("Start/stop training", "train in the Loss pane (t)", self.action_toggle_training),
+                    ("Export the report", "write <workspace>/reports/check-<time>.json (e)", self.action_export),
+                    ("Clear fault", "run the pipeline without an injected bug", partial(self.inject_fault, CLEAR)),
+                    ("Help", "key bindings (?)", self.action_help)]
+        commands += [(f"Run check: {cid}", CHECKS[cid].title, partial(self.run_checks, [cid])) for cid in ordered_ids()]
+        commands += [(f"Inject fault: {f.name}", f"{f.description} (trips {f.intended})",
+                      partial(self.inject_fault, f.name)) for f in FAULTS.values()]
+        return commands
+
+    # -- errors and shutdown ----------------------------------------------------------------
+    @on(Worker.StateChanged)
+    def report_worker_error(self, event: Worker.StateChanged) -> None:
+        if event.state != WorkerState.ERROR:
+            return
+        error = event.worker.error
+        text = f"{event.worker.name or event.worker.group} failed: {type(error).__name__}: {error}"
+        self.log.error(text)
+        self.notify(text, title="error", severity="error", timeout=10, markup=False)
+        if event.worker.group == "demo" and isinstance(self.screen, DemoSetupScreen):
+            self.pop_screen()
+        if event.worker.group == "checks" and "checks" in self.panes:
+            self.panes["checks"].query_one("#checks-status").update(f"check run failed: {type(error).__name__}")
+
+    def stop_threads(self) -> None:
+        """Tell every thread to stop at its next check: a thread that ignores cancel keeps the process alive."""
+        if self._cancel is not None:
+            self._cancel.set()
+        self._demo_cancel.set()
+        loss = self.panes.get("loss")
+        if loss is not None and getattr(loss, "training", False):
+            loss.stop_training()
+
+    async def action_quit(self) -> None:
+        self.stop_threads()
+        self.exit()
+
+    def on_unmount(self) -> None:
+        self.stop_threads()
+
+
+def fresh_ids(report) -> set[str]:
+    return {r.id for r in report.results}

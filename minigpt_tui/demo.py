@@ -1,0 +1,54 @@
+"""The demo workspace: the embedded corpus, prepared and trained briefly with the `debug` preset,
+in the user's cache folder. Runs in a worker thread; reports through a plain callback."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Callable
+
+from minigpt.workspace import Workspace
+
+DEMO_STEPS = 200  # a few seconds on 2 CPU cores; enough for a curve and readable-ish samples
+PREPARE_SHARE = 0.1  # of the progress bar
+
+
+def demo_dir() -> Path:
+    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache) / "minigpt-tui" / "demo"
+
+
+def is_ready(root: Path) -> bool:
+    ws = Workspace(root)
+    return ws.tokenizer.is_file() and ws.best_checkpoint.is_file() and ws.ids("train").is_file()
+
+
+def build_demo(root: Path, progress: Callable[[str, float], None], cancelled: Callable[[], bool],
+               steps: int = DEMO_STEPS) -> dict:
+    """Prepare (unless the files are there) and train (unless a checkpoint is there)."""
+    from minigpt.prepare import prepare_workspace
+    from minigpt.train import TrainConfig, Trainer
+
+    started = time.perf_counter()
+    ws = Workspace(root)
+    if not (ws.tokenizer.is_file() and ws.ids("train").is_file() and ws.ids("val").is_file()):
+        prepare_workspace("demo", ws, force=True,
+                          progress=lambda stage, f: progress(f"preparing: {stage}", PREPARE_SHARE * f))
+    if ws.best_checkpoint.is_file():
+        progress("reusing the trained demo checkpoint", 1.0)
+        return {"seconds": time.perf_counter() - started, "trained": False}
+    cfg = TrainConfig.from_preset("debug", max_steps=steps, device="cpu")
+    trainer = Trainer(ws, cfg)
+
+    def on_step(record: dict) -> None:
+        if cancelled():
+            trainer.request_stop()
+        step = record["step"]
+        progress(f"training step {step}/{steps}  loss {record['train_loss']:.3f}",
+                 PREPARE_SHARE + (1 - PREPARE_SHARE) * step / steps)
+
+    trainer.register_callback("on_step_end", on_step)
+    summary = trainer.run()
+    progress("done", 1.0)
+    return {"seconds": time.perf_counter() - started, "trained": True, **summary}

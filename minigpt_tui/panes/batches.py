@@ -1,0 +1,163 @@
+"""Pane 4: a batch drawn through the check context (so an injected fault shows), inputs above
+targets char by char, with every target[t] != input[t+1] highlighted and marked."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.console import Group
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.widgets import Static
+
+from ..messages import CheckFinished, ChecksFinished
+from ..widgets.status import status_text, visible_char
+
+BATCH_SIZE = 8
+MISMATCH_STYLE = "bold white on red"
+OK_MARK, BAD_MARK, UNCHECKED_MARK = "✓", "✗", "·"
+
+
+def mismatches(inputs: list[int], targets: list[int]) -> list[int]:
+    """Positions t where target[t] != input[t+1] (the last target has no input to compare with)."""
+    return [t for t in range(len(targets) - 1) if targets[t] != inputs[t + 1]]
+
+
+class BatchesPane(VerticalScroll, can_focus=True):
+    BINDINGS = [
+        Binding("up,k", "row(-1)", "Prev row"),
+        Binding("down,j", "row(1)", "Next row"),
+        Binding("n", "new_batch", "New batch"),
+    ]
+
+    @dataclass
+    class BatchDrawn(Message):
+        inputs: list[list[int]]  # (B, T) token IDs
+        targets: list[list[int]]
+        input_chars: list[list[str]]  # decoded, one char per ID ('¿' outside the vocabulary)
+        target_chars: list[list[str]]
+        seed: int
+        fault: str | None
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.batch: BatchesPane.BatchDrawn | None = None
+        self.row = 0
+        self.seed = 0
+        self.shift_check = None  # CheckResult of batch_shift
+
+    def compose(self) -> ComposeResult:
+        yield Static("drawing a batch…", id="batch-view", markup=False)
+
+    def on_mount(self) -> None:
+        self.call_after_refresh(self.draw_batch)  # after the first frame: the worker imports torch
+
+    def draw_batch(self) -> None:
+        seed = self.seed
+        self.app.run_worker(lambda: self._draw(seed), thread=True, exclusive=True, group="batches",
+                            exit_on_error=False, name="draw batch")
+
+    def _draw(self, seed: int) -> None:
+        """Worker thread: ctx.batch applies the injected fault, exactly as the batch_shift check sees it."""
+        ctx = self.app.session.context
+        block = int(ctx.base_config().get("block_size", 32))
+        x, y = ctx.batch(BATCH_SIZE, block, seed=seed)
+        chars = ctx.tokenizer.chars
+        inputs, targets = x.tolist(), y.tolist()
+
+        def decode(row: list[int]) -> list[str]:
+            return [chars[i] if 0 <= i < len(chars) else "¿" for i in row]
+
+        self.post_message(self.BatchDrawn(inputs, targets, [decode(r) for r in inputs], [decode(r) for r in targets],
+                                          seed, ctx.fault))
+
+    @on(BatchDrawn)
+    def show_batch(self, message: BatchDrawn) -> None:
+        self.batch = message
+        self.row = min(self.row, len(message.inputs) - 1)
+        self.render_batch()
+
+    @on(CheckFinished)
+    def note_shift_check(self, message: CheckFinished) -> None:
+        if message.result.id == "batch_shift":
+            self.shift_check = message.result
+            self.render_batch()
+
+    @on(ChecksFinished)
+    def redraw_after_checks(self, message: ChecksFinished) -> None:
+        # the fault may have changed with this run: draw again through the new context
+        if self.batch is None or self.batch.fault != message.report.fault:
+            self.draw_batch()
+
+    def action_row(self, delta: int) -> None:
+        if self.batch:
+            self.row = (self.row + delta) % len(self.batch.inputs)
+            self.render_batch()
+
+    def action_new_batch(self) -> None:
+        self.seed += 1
+        self.draw_batch()
+
+    @property
+    def mismatch_count(self) -> int:
+        if not self.batch:
+            return 0
+        return sum(len(mismatches(i, t)) for i, t in zip(self.batch.inputs, self.batch.targets))
+
+    def render_batch(self) -> None:
+        view = self.query_one("#batch-view", Static)
+        b = self.batch
+        if b is None:
+            return
+        B, T = len(b.inputs), len(b.inputs[0])
+        parts = []
+        check = (Text.assemble(status_text(self.shift_check.status), " ", Text(self.shift_check.summary))
+                 if self.shift_check else Text("not run yet", style="dim"))
+        parts.append(Text.assemble(("shift invariant (batch_shift check): ", "bold"), check))
+        total = self.mismatch_count
+        drawn = Text(f"this batch: {B}×{T}, seed {b.seed}" + (f", fault {b.fault}" if b.fault else "") + ", ")
+        drawn.append(f"{BAD_MARK} {total} mismatches" if total else f"{OK_MARK} targets are inputs shifted by one",
+                     style="bold red" if total else "green")
+        parts.append(drawn)
+        parts.append(Text(f"row {self.row + 1}/{B}   (↑↓/j k: row, n: new batch;  ␣ space  ⏎ newline  → tab)",
+                          style="dim"))
+        parts.append(self._row_view(b.inputs[self.row], b.targets[self.row], b.input_chars[self.row],
+                                    b.target_chars[self.row]))
+        parts.append(Text("rows:", style="bold"))
+        for i in range(B):
+            bad = mismatches(b.inputs[i], b.targets[i])
+            line = Text("▶ " if i == self.row else "  ", style="bold")
+            line.append(f"{i + 1:>2} ")
+            line.append(f"{BAD_MARK} {len(bad):>2} mismatches " if bad else f"{OK_MARK}  0 mismatches ",
+                        style="bold red" if bad else "green")
+            line.append("".join(visible_char(c) for c in b.input_chars[i]))
+            parts.append(line)
+        view.update(Group(*parts))
+
+    @staticmethod
+    def _row_view(inputs: list[int], targets: list[int], in_chars: list[str], tg_chars: list[str]) -> Text:
+        bad = set(mismatches(inputs, targets))
+        label = "{:<9}".format
+        tens = "".join(str(t // 10) if t % 10 == 0 else " " for t in range(len(inputs)))
+        ones = "".join(str(t % 10) for t in range(len(inputs)))
+        lines = [Text(label("t") + tens, style="dim"), Text(label("") + ones, style="dim")]
+        inp = Text(label("input"))
+        for t, ch in enumerate(in_chars):
+            inp.append(visible_char(ch), style=MISMATCH_STYLE if t - 1 in bad else "")
+        tgt = Text(label("target"))
+        for t, ch in enumerate(tg_chars):
+            tgt.append(visible_char(ch), style=MISMATCH_STYLE if t in bad else "")
+        marks = Text(label("t→t+1"))
+        for t in range(len(targets)):
+            if t == len(targets) - 1:
+                marks.append(UNCHECKED_MARK, style="dim")
+            elif t in bad:
+                marks.append(BAD_MARK, style="bold red")
+            else:
+                marks.append(OK_MARK, style="green")
+        lines += [inp, tgt, marks]
+        return Text("\n").join(lines)

@@ -1,0 +1,156 @@
+"""Pane 1: the checks in pipeline order, live progress, and the selected check's details."""
+
+from __future__ import annotations
+
+from rich.console import Group
+from rich.pretty import Pretty
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import DataTable, Label, ProgressBar, Static
+
+from ..messages import CheckFinished, CheckProgressed, ChecksFinished, ChecksStarted, CheckStarted
+from ..widgets.status import status_text
+
+
+class ChecksTable(DataTable):
+    """The checks, one row each; `enter` re-runs the highlighted one (not a mouse click)."""
+
+    BINDINGS = [
+        Binding("enter", "rerun_highlighted", "Re-run check"),
+        Binding("j", "cursor_down", "Down", show=False),
+        Binding("k", "cursor_up", "Up", show=False),
+    ]
+
+    def action_rerun_highlighted(self) -> None:
+        if self.row_count and self.cursor_row >= 0:
+            check_id = self.coordinate_to_cell_key((self.cursor_row, 0)).row_key.value
+            self.app.run_checks(only=[check_id])
+
+
+class ChecksPane(Vertical):
+    """Renders the engine's CheckResults as they arrive; never computes a result itself."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.results: dict = {}  # check id -> CheckResult (latest)
+        self.order: list[str] = []  # ids in pipeline order, as far as known
+        self.running: str | None = None
+        self._run_total = 0
+        self._run_done = 0
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="checks-progress-row"):
+            yield Label("waiting for torch…", id="checks-status", markup=False)
+            yield ProgressBar(total=100, show_eta=False, id="checks-progress")
+        table = ChecksTable(id="checks-table", cursor_type="row", zebra_stripes=True)
+        table.add_column("status", key="status", width=9)
+        table.add_column("check", key="check", width=22)
+        table.add_column("time", key="time", width=7)
+        table.add_column("summary", key="summary")
+        yield table
+        with VerticalScroll(id="checks-detail"):
+            yield Static("Select a check to see its values, likely causes and what to try.", id="checks-detail-body",
+                         markup=False)
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._fit_summary)
+
+    def _fit_summary(self) -> None:
+        """The summary column takes the width left over (DataTable has no fr columns)."""
+        table = self.table
+        fixed = sum(c.get_render_width(table) for key, c in table.columns.items() if key.value != "summary")
+        summary = next(c for key, c in table.columns.items() if key.value == "summary")
+        summary.auto_width = False
+        summary.width = max(20, table.size.width - fixed - 2 * table.cell_padding - 2)
+        table._require_update_dimensions = True  # no public way to say "widths changed"
+        table.refresh()
+
+    @property
+    def table(self) -> ChecksTable:
+        return self.query_one(ChecksTable)
+
+    # -- worker events ----------------------------------------------------------------------
+    @on(ChecksStarted)
+    def mark_pending(self, message: ChecksStarted) -> None:
+        table = self.table
+        if not self.order:
+            self.order = list(message.check_ids)
+        for cid in message.check_ids:
+            if cid in table.rows:
+                table.update_cell(cid, "status", status_text("pending"))
+            else:
+                table.add_row(status_text("pending"), cid, "", "", key=cid)
+        self._run_total, self._run_done = len(message.check_ids), 0
+        self._set_progress(0.0, f"running {len(message.check_ids)} checks")
+
+    @on(CheckStarted)
+    def mark_running(self, message: CheckStarted) -> None:
+        self.running = message.check_id
+        if message.check_id in self.table.rows:
+            self.table.update_cell(message.check_id, "status", status_text("running"))
+        self._set_progress(message.index / max(1, message.total),
+                           f"{message.index + 1}/{message.total} {message.check_id}")
+
+    @on(CheckProgressed)
+    def show_check_progress(self, message: CheckProgressed) -> None:
+        total = max(1, self._run_total)
+        self._set_progress((self._run_done + message.fraction) / total,
+                           f"{self._run_done + 1}/{total} {message.check_id} {message.fraction:.0%}")
+
+    @on(CheckFinished)
+    def fill_row(self, message: CheckFinished) -> None:
+        r = message.result
+        self.results[r.id] = r
+        self._run_done = message.index + 1
+        cells = (status_text(r.status), r.id, f"{r.duration_s:.2f}s", Text(r.summary, no_wrap=True, overflow="ellipsis"))
+        table = self.table
+        if r.id in table.rows:
+            for key, value in zip(("status", "check", "time", "summary"), cells):
+                table.update_cell(r.id, key, value)
+        else:
+            table.add_row(*cells, key=r.id)
+        self._set_progress(self._run_done / max(1, message.total), f"{self._run_done}/{message.total} done")
+        if table.row_count and table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value == r.id:
+            self.show_detail(r.id)
+
+    @on(ChecksFinished)
+    def show_totals(self, message: ChecksFinished) -> None:
+        report = message.report
+        self.running = None
+        counts = {}
+        for r in self.results.values():
+            counts[r.status.value] = counts.get(r.status.value, 0) + 1
+        text = ", ".join(f"{n} {k}" for k, n in counts.items() if n)
+        state = "cancelled" if report.cancelled else f"done in {report.seconds:.1f}s"
+        fault = f"  fault: {report.fault}" if report.fault else ""
+        self._set_progress(1.0, f"{state}: {text}{fault}")
+
+    def _set_progress(self, fraction: float, text: str) -> None:
+        self.query_one("#checks-progress", ProgressBar).update(progress=round(100 * min(1.0, fraction)))
+        self.query_one("#checks-status", Label).update(text)
+
+    # -- details ----------------------------------------------------------------------------
+    @on(DataTable.RowHighlighted, "#checks-table")
+    def follow_cursor(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key is not None:
+            self.show_detail(event.row_key.value)
+
+    def show_detail(self, check_id: str) -> None:
+        body = self.query_one("#checks-detail-body", Static)
+        r = self.results.get(check_id)
+        if r is None:
+            body.update(Text(f"{check_id}: not run yet"))
+            return
+        parts = [Text.assemble(status_text(r.status), " ", (r.id, "bold"), f"  [{r.stage}]  {r.duration_s:.2f}s"),
+                 Text(r.summary)]
+        for title, items in (("likely causes", r.causes), ("what to try", r.fixes), ("notes", r.notes)):
+            if items:
+                parts.append(Text(title + ":", style="bold"))
+                parts.extend(Text(f"  • {item}") for item in items)
+        if r.values:
+            parts.append(Text("values:", style="bold"))
+            parts.append(Pretty(r.values, max_length=12, max_string=400))
+        body.update(Group(*parts))

@@ -1,0 +1,446 @@
+"""Pane 7: sample from the model with two sets of settings side by side.
+
+Numbers are parsed here as they are typed; their ranges are checked by `minigpt.sampling.validate`
+in a worker (minigpt.sampling imports torch, which must not load on first paint). Generation
+streams into the pane from a thread worker; the next-token distribution after each filter stage
+comes from `filter_stages`, and the output's repetition from `repetition_report`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.message import Message
+from textual.widgets import Button, Input, Static
+from textual.worker import Worker, WorkerState, get_current_worker
+
+from minigpt.repetition import repetition_report
+
+from ..widgets.prob_bars import StageBars
+
+# field, label, parser kind ("float" | "int" | "int?" where blank means None)
+FIELDS = [("temperature", "temperature", "float"), ("top_k", "top-k", "int?"), ("top_p", "top-p", "float"),
+          ("repetition_penalty", "rep. penalty", "float"), ("max_new_tokens", "max new", "int"),
+          ("seed", "seed (A=B)", "int?")]
+COLUMNS = ("A", "B")
+STREAM_EVERY_S = 0.05  # batch streamed characters: at most ~20 UI updates a second per column
+TOP_TOKENS = 8
+
+
+@dataclass
+class VocabLoaded(Message):
+    chars: list[str] | None
+    error: str | None
+    defaults: dict | None  # the session's sampler settings and prompt (options may import torch)
+
+
+@dataclass
+class SettingsChecked(Message):
+    column: str
+    values: dict
+    errors: dict[str, str]  # field -> message
+    notes: list[str]
+
+
+@dataclass
+class StagesComputed(Message):
+    run_id: int
+    stages: list[dict]
+    title: str
+
+
+@dataclass
+class TextGenerated(Message):
+    run_id: int
+    column: str
+    text: str  # the characters since the last TextGenerated (every one matters: no can_replace)
+
+
+@dataclass
+class SampleFinished(Message):
+    run_id: int
+    column: str
+    report: dict
+
+
+@dataclass
+class SamplerFailed(Message):
+    run_id: int
+    error: str
+
+
+def parse_field(kind: str, text: str):
+    """Parse one settings field; raises ValueError with a message for the inline error."""
+    text = text.strip()
+    if kind == "int?" and text in ("", "none", "None", "off"):
+        return None
+    try:
+        return float(text) if kind == "float" else int(text)
+    except ValueError:
+        what = "a number" if kind == "float" else "a whole number"
+        raise ValueError(f"{text!r} is not {what}") from None
+
+
+def _field_of(message: str) -> str:
+    """validate() names the field first: 'temperature must be ...'."""
+    return next((f for f, _, _ in FIELDS if message.startswith(f)), "temperature")
+
+
+class SamplerPane(VerticalScroll):
+    """Prompt, settings A and B, streamed outputs, repetition metrics and filter stages."""
+
+    DEFAULT_CSS = """
+    SamplerPane { height: 1fr; }
+    SamplerPane #prompt-row { height: auto; }
+    SamplerPane #prompt { width: 1fr; }
+    SamplerPane #prompt-check, SamplerPane #sampler-status { height: auto; padding: 0 1; }
+    SamplerPane #settings { grid-size: 3; grid-columns: 14 1fr 1fr; grid-rows: auto; height: auto; padding: 0 1; }
+    SamplerPane .field { height: auto; }
+    SamplerPane .field-error { display: none; height: auto; }
+    SamplerPane .field-error.-shown { display: block; }
+    SamplerPane #outputs { height: auto; }
+    SamplerPane .output-col { width: 1fr; height: auto; padding: 0 1; }
+    SamplerPane .output { height: auto; min-height: 3; }
+    SamplerPane StageBars { padding: 0 1; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.chars: list[str] | None = None
+        self.unknown: dict[str, list[int]] = {}
+        self.values: dict[str, dict] = {c: {} for c in COLUMNS}
+        self.errors: dict[str, dict[str, str]] = {c: {} for c in COLUMNS}
+        self.outputs: dict[str, str] = {c: "" for c in COLUMNS}
+        self.reports: dict[str, dict | None] = {c: None for c in COLUMNS}
+        self.stages: list[dict] = []
+        self.model_note = ""
+        self._run_id = 0
+        self._cancel = threading.Event()
+        self._model_cache: tuple | None = None  # (context, model, tokenizer, note)
+        self._model_lock = threading.Lock()
+
+    # -- layout ---------------------------------------------------------------------------
+    @staticmethod
+    def _defaults(sampler=None) -> dict[str, dict]:
+        a = {f: getattr(sampler, f, d) for f, d in (("temperature", 1.0), ("top_k", None), ("top_p", 1.0),
+                                                    ("repetition_penalty", 1.0), ("max_new_tokens", 200), ("seed", 0))}
+        b = dict(a, temperature=0.7, top_k=a["top_k"] or 10)
+        return {"A": a, "B": b}
+
+    def compose(self) -> ComposeResult:
+        prompt, defaults = "The ", self._defaults()  # the session's own arrive with the vocabulary
+        with Horizontal(id="prompt-row"):
+            yield Input(prompt, placeholder="prompt (enter generates A)", id="prompt", compact=True)
+            yield Button("Generate A", id="generate", compact=True)
+            yield Button("Compare A/B", id="compare", compact=True)
+            yield Button("Stop", id="stop", compact=True)
+        yield Static("", id="prompt-check", markup=False)
+        with Grid(id="settings"):
+            yield Static("setting")
+            yield Static("A", classes="col-head")
+            yield Static("B", classes="col-head")
+            for field, label, _ in FIELDS:
+                yield Static(label)
+                for col in COLUMNS:
+                    with Vertical(classes="field"):
+                        if field == "seed" and col == "B":
+                            yield Static("same as A", markup=False)
+                            continue
+                        value = defaults[col][field]
+                        yield Input("" if value is None else str(value), id=f"{col}-{field}", compact=True)
+                        yield Static("", id=f"{col}-{field}-error", classes="field-error", markup=False)
+        yield Static("model: loaded on first generate", id="sampler-status", markup=False)
+        with Horizontal(id="outputs"):
+            for col in COLUMNS:
+                with Vertical(classes="output-col"):
+                    yield Static(f"{col}:", id=f"{col}-title", markup=False)
+                    yield Static("", id=f"{col}-output", classes="output", markup=False)
+                    yield Static("", id=f"{col}-report", markup=False)
+        yield StageBars(id="stages")
+
+    def on_mount(self) -> None:
+        for col in COLUMNS:
+            self._parse_column(col)
+        self._load_vocab()
+
+    # -- vocabulary and prompt --------------------------------------------------------------
+    @work(thread=True, exclusive=True, exit_on_error=False, group="sampler-vocab")
+    def _load_vocab(self) -> None:
+        """The session's options (building them may import torch) and the tokenizer's characters."""
+        session, workspace = getattr(self.app, "session", None), getattr(self.app, "workspace", None)
+        options = session.options if session is not None else None
+        defaults = None
+        if options is not None:
+            defaults = {**self._defaults(options.sampler), "prompt": options.prompt}
+        path = getattr(options, "tokenizer", None) or (workspace.tokenizer if workspace is not None else None)
+        if path is None:
+            self.post_message(VocabLoaded(None, "no workspace: unknown prompt characters cannot be flagged", defaults))
+            return
+        try:  # plain JSON: minigpt.tokenizer would import torch
+            chars = json.loads(Path(path).read_text(encoding="utf-8"))["chars"]
+            self.post_message(VocabLoaded(list(chars), None, defaults))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            self.post_message(VocabLoaded(None, f"cannot read the tokenizer {path}: {exc}", defaults))
+
+    @on(VocabLoaded)
+    def _vocab_loaded(self, message: VocabLoaded) -> None:
+        self.chars = message.chars
+        if message.error:
+            self._status(message.error, problem=True)
+        if message.defaults:  # only fields still at the built-in default: never overwrite typing
+            built_in = self._defaults()
+            for col in COLUMNS:
+                for field, _, _ in FIELDS:
+                    if field == "seed" and col == "B":
+                        continue
+                    box = self.query_one(f"#{col}-{field}", Input)
+                    old, new = built_in[col][field], message.defaults[col][field]
+                    if box.value == ("" if old is None else str(old)) and new != old:
+                        box.value = "" if new is None else str(new)
+            prompt = self.query_one("#prompt", Input)
+            if prompt.value == "The " and message.defaults["prompt"]:
+                prompt.value = message.defaults["prompt"]
+        self._check_prompt()
+        for col in COLUMNS:
+            self._parse_column(col)
+
+    @on(Input.Changed, "#prompt")
+    def _check_prompt(self) -> None:
+        prompt = self.query_one("#prompt", Input).value
+        vocab = set(self.chars or [])
+        self.unknown = {}
+        if self.chars is not None:
+            for pos, ch in enumerate(prompt):
+                if ch not in vocab:
+                    self.unknown.setdefault(ch, []).append(pos)
+        widget = self.query_one("#prompt-check", Static)
+        if not self.unknown:
+            widget.update(Text("prompt: all characters are in the vocabulary" if prompt else "prompt: empty"))
+            return
+        marked, carets = Text("prompt: "), Text("        ")
+        for ch in prompt:
+            bad = ch in self.unknown
+            marked.append(ch if ch.isprintable() else "?", style="bold reverse red" if bad else "")
+            carets.append("^" if bad else " ")
+        listing = ", ".join(f"{ch!r} at {pos[:3]}" for ch, pos in list(self.unknown.items())[:5])
+        marked.append("\n").append_text(carets)
+        marked.append(f"\n! {len(self.unknown)} character(s) not in the vocabulary: {listing}", style="bold red")
+        widget.update(marked)
+
+    # -- settings ---------------------------------------------------------------------------
+    @on(Input.Changed)
+    def _setting_changed(self, event: Input.Changed) -> None:
+        if event.input.id and event.input.id[:2] in ("A-", "B-"):
+            self._parse_column(event.input.id[0])
+
+    def _parse_column(self, col: str) -> None:
+        values, errors = {}, {}
+        for field, label, kind in FIELDS:
+            source = "A" if field == "seed" else col
+            try:
+                values[field] = parse_field(kind, self.query_one(f"#{source}-{field}", Input).value)
+            except ValueError as exc:
+                errors[field] = f"{label}: {exc}"
+        self.values[col], self.errors[col] = values, errors
+        self._show_errors(col)
+        if not errors:  # one group per column, so checking B never cancels checking A
+            vocab_size = len(self.chars) if self.chars else 1 << 30
+            self.run_worker(lambda: self._validate(col, dict(values), vocab_size), thread=True, exclusive=True,
+                            exit_on_error=False, group=f"sampler-validate-{col}")
+
+    def _validate(self, col: str, values: dict, vocab_size: int) -> None:
+        """Runs in a thread worker: minigpt.sampling imports torch."""
+        from minigpt.errors import SamplerSettingsError
+        from minigpt.sampling import SamplerSettings, unusual_settings, validate
+
+        settings = SamplerSettings(**values)
+        try:
+            notes = validate(settings, vocab_size) + unusual_settings(settings)
+            self.post_message(SettingsChecked(col, values, {}, notes))
+        except SamplerSettingsError as exc:
+            self.post_message(SettingsChecked(col, values, {_field_of(exc.message): exc.message}, []))
+
+    @on(SettingsChecked)
+    def _settings_checked(self, message: SettingsChecked) -> None:
+        if message.values != self.values[message.column]:
+            return  # typed over since
+        self.errors[message.column] = message.errors
+        self._show_errors(message.column)
+        if message.notes:
+            self._status(f"{message.column}: " + "; ".join(message.notes))
+
+    def _show_errors(self, col: str) -> None:
+        for field, _, _ in FIELDS:
+            if field == "seed" and col == "B":
+                continue
+            msg = self.errors[col].get(field)
+            self.query_one(f"#{col}-{field}", Input).set_class(msg is not None, "-invalid")
+            error = self.query_one(f"#{col}-{field}-error", Static)
+            error.update(Text(f"x {msg}") if msg else "")
+            error.set_class(msg is not None, "-shown")
+
+    # -- generation -------------------------------------------------------------------------
+    @on(Button.Pressed, "#generate")
+    @on(Input.Submitted)
+    def _generate_pressed(self) -> None:
+        self.generate(("A",))
+
+    @on(Button.Pressed, "#compare")
+    def compare(self) -> bool:
+        """Generate with A and B on the same seed, one after the other."""
+        return self.generate(COLUMNS)
+
+    @on(Button.Pressed, "#stop")
+    def stop(self) -> None:
+        self._cancel.set()
+        self.workers.cancel_group(self, "sampler-generate")
+        self._status("stopped")
+
+    def generate(self, columns: tuple[str, ...] = ("A",)) -> bool:
+        """Start generating for `columns`; False (with the reason shown) when the input is invalid."""
+        prompt = self.query_one("#prompt", Input).value
+        bad = [f"{col}: {m}" for col in columns for m in self.errors[col].values()]
+        if bad:
+            self._status("fix the marked settings first: " + "; ".join(bad), problem=True)
+            return False
+        if not prompt:
+            self._status("the prompt is empty: generation needs at least one character", problem=True)
+            return False
+        if self.unknown:
+            self._status("the prompt has characters the model has never seen (marked ^): remove them", problem=True)
+            return False
+        self._run_id += 1
+        self._cancel = threading.Event()
+        for col in columns:
+            self.outputs[col], self.reports[col] = "", None
+            self._show_output(col, running=True)
+        self._status("generating...")
+        self._run(self._run_id, prompt, [(col, dict(self.values[col])) for col in columns], self._cancel)
+        return True
+
+    def _load_model(self):
+        """(model, tokenizer, note), cached until the session's context is rebuilt."""
+        with self._model_lock:
+            ctx = self.app.session.context
+            if self._model_cache is None or self._model_cache[0] is not ctx:
+                if ctx.has_checkpoint:
+                    model, note = ctx.checkpoint.model, f"checkpoint {Path(ctx.options.checkpoint).name}"
+                else:
+                    model, note = ctx.build_model(), "FRESH MODEL (no checkpoint; untrained output is noise)"
+                self._model_cache = (ctx, model, ctx.tokenizer, note)
+            return self._model_cache[1:]
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="sampler-generate")
+    def _run(self, run_id: int, prompt: str, columns: list[tuple[str, dict]], cancel: threading.Event) -> None:
+        import torch
+
+        from minigpt.errors import MiniGPTError
+        from minigpt.sampling import SamplerSettings, encode_prompt, filter_stages, validate
+
+        worker = get_current_worker()
+        try:
+            model, tokenizer, note = self._load_model()
+            chars = tokenizer.chars
+            ids = encode_prompt(tokenizer, prompt)
+            settings = {col: SamplerSettings(**values) for col, values in columns}
+            for s in settings.values():
+                validate(s, model.config.vocab_size)
+            # the distribution after each filter, for the prompt's last position, with the first settings
+            block = model.config.block_size
+            context = ids[-block:]
+            device = next(model.parameters()).device
+            was_training = model.training
+            model.eval()
+            with torch.no_grad():
+                out = model(torch.tensor([context], dtype=torch.long, device=device))
+            model.train(was_training)
+            logits = (out[0] if isinstance(out, tuple) else out)[0, -1, :]
+            first = columns[0][0]
+            stages = []
+            for st in filter_stages(logits, context, settings[first]):
+                probs, idx = torch.topk(st.probs.float().cpu(), min(TOP_TOKENS, st.probs.numel()))
+                top = [(chars[i] if i < len(chars) else "?", p) for p, i in zip(probs.tolist(), idx.tolist())]
+                stages.append({"name": st.name, "survivors": st.survivors, "top": top})
+            self.post_message(StagesComputed(run_id, stages, f"next token after the prompt, settings {first} ({note})"))
+            self._stream(worker, run_id, model, ids, settings, chars, cancel)
+        except MiniGPTError as exc:
+            self.post_message(SamplerFailed(run_id, str(exc)))
+
+    def _stream(self, worker, run_id, model, ids, settings, chars, cancel) -> None:
+        from minigpt.sampling import generate
+
+        for col, s in settings.items():
+            pending, last = [], time.monotonic()
+
+            def on_token(token: int) -> bool:
+                nonlocal last
+                pending.append(chars[token] if token < len(chars) else "?")
+                if time.monotonic() - last >= STREAM_EVERY_S:
+                    self.post_message(TextGenerated(run_id, col, "".join(pending)))
+                    pending.clear()
+                    last = time.monotonic()
+                return not (worker.is_cancelled or cancel.is_set())
+
+            new = generate(model, ids, s, on_token=on_token)
+            if pending:
+                self.post_message(TextGenerated(run_id, col, "".join(pending)))
+            text = "".join(chars[t] if t < len(chars) else "?" for t in new)
+            self.post_message(SampleFinished(run_id, col, repetition_report(text)))
+            if worker.is_cancelled or cancel.is_set():
+                return
+
+    @on(StagesComputed)
+    def _stages_computed(self, message: StagesComputed) -> None:
+        if message.run_id == self._run_id:
+            self.stages = message.stages
+            self.model_note = message.title
+            self.query_one(StageBars).show(message.stages, message.title)
+
+    @on(TextGenerated)
+    def _text_generated(self, message: TextGenerated) -> None:
+        if message.run_id == self._run_id:
+            self.outputs[message.column] += message.text
+            self._show_output(message.column, running=True)
+
+    @on(SampleFinished)
+    def _sample_finished(self, message: SampleFinished) -> None:
+        if message.run_id != self._run_id:
+            return
+        self.reports[message.column] = r = message.report
+        self._show_output(message.column, running=False)
+        loop = f"loops with period {r['tail_period']} over its last {r['tail_length']} chars" if r["tail_period"] else "no loop at the end"
+        self.query_one(f"#{message.column}-report", Static).update(Text(
+            f"repetition {r['repetition_rate']:.2f}  distinct-1 {r['distinct_1']:.2f}  distinct-2 {r['distinct_2']:.2f}"
+            f"  {loop}", style="bold yellow" if r["repetition_rate"] > 0.5 else ""))
+        if all(self.reports[c] is not None for c in COLUMNS if self.outputs[c]):
+            self._status(f"done ({self.model_note})")
+
+    @on(SamplerFailed)
+    def _sampler_failed(self, message: SamplerFailed) -> None:
+        if message.run_id == self._run_id:
+            self._status(f"cannot generate: {message.error}", problem=True)
+
+    @on(Worker.StateChanged)
+    def _worker_failed(self, event: Worker.StateChanged) -> None:
+        if event.worker.group.startswith("sampler") and event.state == WorkerState.ERROR:
+            self._status(f"{event.worker.group} failed: {event.worker.error!r}", problem=True)
+
+    def _show_output(self, col: str, running: bool) -> None:
+        v = self.values[col]
+        self.query_one(f"#{col}-title", Static).update(Text(
+            f"{col}: T={v.get('temperature')} k={v.get('top_k') or 'off'} p={v.get('top_p')} "
+            f"rep={v.get('repetition_penalty')} seed={self.values['A'].get('seed')}" + (" ..." if running else "")))
+        prompt = self.query_one("#prompt", Input).value
+        self.query_one(f"#{col}-output", Static).update(Text(prompt, style="dim") + Text(self.outputs[col]))
+
+    def _status(self, text: str, problem: bool = False) -> None:
+        self.query_one("#sampler-status", Static).update(
+            Text(("! " if problem else "") + text, style="bold red" if problem else ""))

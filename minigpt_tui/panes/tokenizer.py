@@ -1,0 +1,149 @@
+"""Pane 3: the vocabulary and fingerprints (from the tokenizer checks), a live encoder for typed
+text with unknown characters flagged, and a decoded sample of the stored data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import VerticalScroll
+from textual.message import Message
+from textual.widgets import Input, Static
+
+from ..messages import CheckFinished
+from ..widgets.status import status_text, visible_char
+
+UNKNOWN_STYLE = "bold white on red"
+
+
+class TokenizerPane(VerticalScroll):
+    @dataclass
+    class TokenizerLoaded(Message):
+        tokenizer: Any  # minigpt.tokenizer.CharTokenizer (pure Python, no tensors)
+
+    @dataclass
+    class TokenizerFailed(Message):
+        error: str
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.tokenizer = None
+        self.roundtrip = None  # CheckResult of tokenizer_roundtrip
+        self.fingerprint = None  # CheckResult of tokenizer_fingerprint
+        self.last_ids: list[int] = []
+        self.last_unknown: dict[str, list[int]] = {}
+
+    def compose(self) -> ComposeResult:
+        yield Static("vocabulary: waiting for the tokenizer checks…", id="tok-info", markup=False)
+        yield Input(placeholder="type text to encode (unknown characters are flagged)", id="tok-input")
+        yield Static("", id="tok-encoded", markup=False)
+        yield Static("decoded sample: waiting for the decoded_sample check…", id="tok-sample", markup=False)
+
+    def on_mount(self) -> None:
+        self.call_after_refresh(self._start_loading)
+
+    def _start_loading(self) -> None:
+        self.app.run_worker(self._load_tokenizer, thread=True, exclusive=True, group="tokenizer",
+                            exit_on_error=False, name="load tokenizer")
+
+    def _load_tokenizer(self) -> None:
+        """Worker thread: the first use of the session's context imports torch."""
+        try:
+            tokenizer = self.app.session.context.tokenizer
+        except Exception as exc:
+            self.post_message(self.TokenizerFailed(str(exc)))
+            raise
+        self.post_message(self.TokenizerLoaded(tokenizer))
+
+    @on(TokenizerLoaded)
+    def use_tokenizer(self, message: TokenizerLoaded) -> None:
+        self.tokenizer = message.tokenizer
+        self.encode_input(self.query_one("#tok-input", Input).value)
+
+    @on(TokenizerFailed)
+    def show_failure(self, message: TokenizerFailed) -> None:
+        self.query_one("#tok-encoded", Static).update(Text(f"tokenizer could not be loaded: {message.error}",
+                                                            style="bold red"))
+
+    @on(Input.Changed, "#tok-input")
+    def encode_typed(self, event: Input.Changed) -> None:
+        self.encode_input(event.value)
+
+    def encode_input(self, text: str) -> None:
+        out = self.query_one("#tok-encoded", Static)
+        tok = self.tokenizer
+        if tok is None:
+            out.update(Text("loading the tokenizer…", style="dim"))
+            return
+        if not text:
+            self.last_ids, self.last_unknown = [], {}
+            out.update(Text("(type above to see the IDs)", style="dim"))
+            return
+        unknown = tok.unknown_chars(text)
+        ids = [tok.stoi[c] for c in text if c in tok.stoi]
+        decoded = tok.decode(ids)
+        self.last_ids, self.last_unknown = ids, unknown
+        typed = Text()
+        for ch in text:
+            typed.append(visible_char(ch), style=UNKNOWN_STYLE if ch in unknown else "")
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="bold", no_wrap=True)
+        grid.add_column(overflow="fold")
+        grid.add_row("text", typed)
+        grid.add_row("IDs", Text(str(ids)))
+        grid.add_row("decoded", Text(repr(decoded)))
+        if unknown:
+            shown = ", ".join(f"{ch!r} at {pos[:5]}" for ch, pos in unknown.items())
+            grid.add_row("round trip", Text(f"✗ {len(unknown)} unknown character(s) not in the vocabulary: {shown}",
+                                            style="bold red"))
+        elif decoded == text:
+            grid.add_row("round trip", Text("✓ exact: decode(encode(text)) == text", style="green"))
+        else:
+            grid.add_row("round trip", Text("✗ decode(encode(text)) differs from the text", style="bold red"))
+        out.update(grid)
+
+    @on(CheckFinished)
+    def render_result(self, message: CheckFinished) -> None:
+        r = message.result
+        if r.id == "tokenizer_roundtrip":
+            self.roundtrip = r
+        elif r.id == "tokenizer_fingerprint":
+            self.fingerprint = r
+        elif r.id == "decoded_sample":
+            self._show_sample(r)
+            return
+        else:
+            return
+        self._show_info()
+
+    def _show_info(self) -> None:
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="bold", no_wrap=True)
+        grid.add_column(overflow="fold")
+        if self.roundtrip is not None:
+            v = self.roundtrip.values
+            grid.add_row("round trip check", Text.assemble(status_text(self.roundtrip.status), " ",
+                                                          Text(self.roundtrip.summary)))
+            grid.add_row("vocab size", str(v.get("vocab_size", "?")))
+            grid.add_row("tokenizer fingerprint", Text(str(v.get("fingerprint", "?"))))
+            grid.add_row("first characters", Text(" ".join(v.get("first_chars", []))))
+            grid.add_row("last characters", Text(" ".join(v.get("last_chars", []))))
+        if self.fingerprint is not None:
+            v = self.fingerprint.values
+            grid.add_row("checkpoint fingerprint", Text(str(v.get("checkpoint_fingerprint", "none"))))
+            grid.add_row("fingerprint check", Text.assemble(status_text(self.fingerprint.status), " ",
+                                                           Text(self.fingerprint.summary)))
+        self.query_one("#tok-info", Static).update(grid)
+
+    def _show_sample(self, r) -> None:
+        text = r.values.get("text")
+        head = Text.assemble("decoded sample of the training IDs  ", status_text(r.status), "  ", Text(r.summary))
+        if text is None:
+            self.query_one("#tok-sample", Static).update(head)
+            return
+        body = Text(text.replace("\t", "→"))
+        self.query_one("#tok-sample", Static).update(Text("\n").join([head, body]))

@@ -1,0 +1,1 @@
+"""Modal screens: help, fault menu, confirm, demo setup."""

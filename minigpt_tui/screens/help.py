@@ -1,0 +1,41 @@
+"""`?`: the key bindings and what each pane shows."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+KEYS = [
+    ("1-7", "switch pane: Checks, Device & files, Tokenizer, Batches, Gradients, Loss, Sampler"),
+    ("r", "re-run all checks"),
+    ("enter", "re-run the highlighted check (Checks pane)"),
+    ("f", "inject a fault (or clear it) and re-run the checks"),
+    ("e", "export the report JSON to <workspace>/reports/"),
+    ("↑ ↓ / j k, n", "Batches: move between rows, draw a new batch"),
+    ("ctrl+p", "command palette: every action, one command per check and fault"),
+    ("?", "this help"),
+    ("q", "quit"),
+]
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,question_mark,q", "dismiss_help", "Close")]
+
+    def compose(self) -> ComposeResult:
+        table = Table(title="minigpt-tui keys", show_header=False, box=None, padding=(0, 2), title_style="bold")
+        table.add_column(style="bold cyan", no_wrap=True)
+        table.add_column()
+        for key, what in KEYS:
+            table.add_row(key, Text(what))
+        with VerticalScroll(id="help-box", classes="modal-box"):
+            yield Static(table, id="help-keys")
+            yield Static(Text("Digits typed into a text field go into the field; press escape or tab to leave it.\n"
+                              "Press escape, ? or q to close.", style="dim"))
+
+    def action_dismiss_help(self) -> None:
+        self.dismiss(None)

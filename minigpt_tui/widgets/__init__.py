@@ -1,0 +1,1 @@
+"""Small reusable renderables and widgets shared by the panes."""

@@ -1,0 +1,58 @@
+"""A minimal App for testing one pane alone: the attributes the real App gives panes
+(`session`, `workspace`, `device_name`) and nothing else."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import shutil
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from textual.app import App, ComposeResult
+from textual.widget import Widget
+
+from minigpt.workspace import Workspace
+
+
+def sync(test):
+    """Run an async Pilot test under plain pytest (no async plugin is installed)."""
+
+    @functools.wraps(test)
+    def run(*args, **kwargs):
+        return asyncio.run(test(*args, **kwargs))
+
+    return run
+
+
+class PaneHarness(App):
+    def __init__(self, make_pane: Callable[[], Widget], workspace: Workspace | None, session=None):
+        super().__init__()
+        self.make_pane = make_pane
+        self.workspace = workspace
+        self.session = session
+        self.device_name = "cpu (test)"
+        self.pane: Widget | None = None
+
+    def compose(self) -> ComposeResult:
+        self.pane = self.make_pane()
+        yield self.pane
+
+
+@pytest.fixture(scope="session")
+def demo_template(tmp_path_factory) -> Path:
+    """A prepared demo workspace (tokenizer + IDs, no checkpoint), built once per session (~0.2 s)."""
+    from minigpt.prepare import prepare_workspace
+
+    root = tmp_path_factory.mktemp("tui_demo") / "ws"
+    prepare_workspace("demo", root)
+    return root
+
+
+@pytest.fixture
+def demo_ws(tmp_path, demo_template) -> Workspace:
+    """A fresh copy of the demo workspace per test."""
+    shutil.copytree(demo_template, tmp_path / "ws")
+    return Workspace(tmp_path / "ws")

@@ -1,0 +1,80 @@
+"""Pilot fixtures: one small real workspace per session, an app factory, and waiting helpers."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import io
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from minigpt.prepare import prepare_workspace
+from minigpt.train import Trainer, TrainConfig
+from minigpt.workspace import Workspace
+from minigpt_tui.app import MiniGPTApp
+
+SIZE = (120, 40)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem):
+    """Run `async def` tests in a fresh event loop (no pytest-asyncio/anyio needed for Pilot)."""
+    if inspect.iscoroutinefunction(pyfuncitem.obj):
+        args = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
+        asyncio.run(pyfuncitem.obj(**args))
+        return True
+    return None
+
+
+@pytest.fixture(scope="session")
+def _tui_workspace_template(tmp_path_factory) -> Path:
+    """The demo corpus, prepared and trained for 60 debug steps (a few seconds on CPU)."""
+    root = tmp_path_factory.mktemp("tui_workspace")
+    prepare_workspace("demo", root)
+    Trainer(Workspace(root), TrainConfig.from_preset("debug", max_steps=60, eval_interval=30, device="cpu")).run()
+    return root
+
+
+@pytest.fixture
+def workspace(tmp_path, _tui_workspace_template) -> Path:
+    """A fresh copy per test: tests export reports into it and may break files."""
+    root = tmp_path / "ws"
+    shutil.copytree(_tui_workspace_template, root)
+    return root
+
+
+@pytest.fixture
+def make_app():
+    def factory(workspace: Path, **kw) -> MiniGPTApp:
+        kw.setdefault("skip_overfit", True)  # the 300-step overfit check alone takes ~25 s on 2 cores
+        kw.setdefault("device", "cpu")
+        return MiniGPTApp(workspace, **kw)
+
+    return factory
+
+
+async def wait_until(pilot, condition, timeout: float = 60.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        await pilot.pause(0.05)
+
+
+async def wait_for_report(pilot, app: MiniGPTApp, previous=None, timeout: float = 90.0):
+    """Wait until a check run newer than `previous` has finished and reached the panes."""
+    await wait_until(pilot, lambda: app.session.last_report is not None and app.session.last_report is not previous,
+                     timeout, "the checks to finish")
+    await pilot.pause(0.1)
+    return app.session.last_report
+
+
+def rendered(widget) -> str:
+    """The plain text a Static currently shows (its Rich renderable printed without styles)."""
+    console = Console(width=SIZE[0], record=True, file=io.StringIO(), color_system=None)
+    console.print(widget.content)
+    return console.export_text()

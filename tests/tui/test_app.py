@@ -1,0 +1,158 @@
+"""The app shell: pane keys, inputs keep their digits, help, quit, export, palette, worker errors."""
+
+from __future__ import annotations
+
+import json
+
+from textual.widgets import Input, TabbedContent
+
+from minigpt_tui.screens.confirm import ConfirmScreen
+from minigpt_tui.screens.help import HelpScreen
+from minigpt_tui.widgets.workbench import PANES
+
+from .conftest import SIZE, wait_for_report, wait_until
+
+
+async def test_number_keys_show_the_seven_panes_in_order(workspace, make_app):
+    app = make_app(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        tabs = app.query_one(TabbedContent)
+        for n, (pane_id, _) in enumerate(PANES, start=1):
+            await pilot.press(str(n))
+            await pilot.pause()
+            assert tabs.active == pane_id
+        assert [p for p, _ in PANES] == ["checks", "device", "tokenizer", "batches", "gradients", "loss", "sampler"]
+        assert app.is_running
+
+
+async def test_digits_typed_into_an_input_stay_in_the_input(workspace, make_app):
+    app = make_app(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("3")
+        field = app.query_one("#tok-input", Input)
+        field.focus()
+        await pilot.press("1", "2", "q", "f")
+        await pilot.pause()
+        assert field.value == "12qf"
+        assert app.query_one(TabbedContent).active == "tokenizer"
+        assert app.is_running
+        await pilot.press("escape", "1")  # leaving the field gives the keys back
+        await pilot.pause()
+        assert app.query_one(TabbedContent).active == "checks"
+
+
+async def test_help_screen_opens_and_closes(workspace, make_app):
+    app = make_app(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_q_quits(workspace, make_app):
+    app = make_app(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("q")
+        await pilot.pause()
+        assert not app.is_running
+
+
+async def test_export_writes_the_report_json_into_the_workspace(workspace, make_app):
+    app = make_app(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for_report(pilot, app)
+        await pilot.press("e")
+        await wait_until(pilot, lambda: list((workspace / "reports").glob("check-*.json")), 10, "the report file")
+        data = json.loads(next((workspace / "reports").glob("check-*.json")).read_text())
+        assert data["exit_code"] == 0
+        assert [c["id"] for c in data["checks"]][:2] == ["environment", "files"]
+
+
+async def test_palette_has_one_command_per_check_and_fault(workspace, make_app):
+    from minigpt.checks import FAULTS, ordered_ids
+
+    app = make_app(workspace)
+    async with app.run_test(size=SIZE):
+        titles = [title for title, _, _ in app.palette_commands()]
+    for cid in ordered_ids():
+        assert f"Run check: {cid}" in titles
+    for name in FAULTS:
+        assert f"Inject fault: {name}" in titles
+    for title in ("Run all checks", "Start/stop training", "Export the report", "Clear fault"):
+        assert title in titles
+
+
+async def test_a_failing_worker_is_notified_and_the_app_keeps_running(workspace, make_app):
+    # GIVEN a tokenizer file that is not JSON (the tokenizer pane's loader raises)
+    (workspace / "tokenizer" / "char_tokenizer.json").write_text("garbage " * 20)
+    app = make_app(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        report = await wait_for_report(pilot, app)
+        await wait_until(pilot, lambda: any(n.severity == "error" for n in app._notifications), 20,
+                         "an error notification")
+        # THEN the error is visible, the checks name the broken file, and the app still answers keys
+        assert app.is_running
+        assert report.by_id()["tokenizer_roundtrip"].status.value == "fail"
+        await pilot.press("2")
+        await pilot.pause()
+        assert app.query_one(TabbedContent).active == "device"
+
+
+async def test_a_check_run_that_raises_is_notified_and_the_app_keeps_running(workspace, make_app, monkeypatch):
+    import minigpt.checks
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("engine exploded")
+
+    monkeypatch.setattr(minigpt.checks, "run_checks", broken)
+    app = make_app(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: any("engine exploded" in str(n.message) for n in app._notifications), 30,
+                         "the error notification")
+        assert app.is_running
+        await pilot.press("4")
+        await pilot.pause()
+        assert app.query_one(TabbedContent).active == "batches"
+
+
+async def test_without_a_workspace_the_app_asks_before_building_the_demo(tmp_path, make_app):
+    app = make_app(tmp_path / "empty")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")  # open as it is: the files check says what is missing
+        report = await wait_for_report(pilot, app)
+        assert report.by_id()["files"].status.value == "fail"
+        assert app.is_running
+
+
+def test_tmux_drive_script_runs_the_real_program(workspace, tmp_path):
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    import pytest
+
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux not installed")
+    script = Path(__file__).with_name("tmux_drive.sh")
+    done = subprocess.run(["bash", str(script), str(workspace), str(tmp_path / "captures")],
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "selected device" in (tmp_path / "captures" / "2.txt").read_text()
+
+
+async def test_demo_flag_builds_trains_and_opens_the_demo_workspace(tmp_path, make_app, monkeypatch):
+    from minigpt_tui import demo
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    app = make_app(".", demo_mode=True, demo_steps=20)
+    async with app.run_test(size=SIZE) as pilot:
+        report = await wait_for_report(pilot, app, timeout=120)
+        assert app.workspace.root == tmp_path / "cache" / "minigpt-tui" / "demo"
+        assert demo.is_ready(app.workspace.root)
+        assert report.by_id()["checkpoint_load"].values["step"] == 20
+        assert report.exit_code == 0

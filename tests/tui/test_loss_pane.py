@@ -1,0 +1,151 @@
+"""Pilot tests for the loss pane (6): tail -f of metrics.jsonl, downsampling, training subprocess."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+from pathlib import Path
+
+import pytest
+from textual.widgets import Static
+
+from minigpt.workspace import Workspace
+from minigpt_tui.panes.loss import LossPane
+from minigpt_tui.widgets.loss_plot import LossPlot
+
+from ._pane_harness import PaneHarness, demo_template, demo_ws, sync  # noqa: F401 (fixtures)
+
+
+def _lines(start: int, stop: int, *, val_every: int = 50) -> str:
+    out = []
+    for step in range(start, stop):
+        rec = {"step": step, "train_loss": 4.0 * math.exp(-step / 300) + 1.0, "lr": 1e-3}
+        if step % val_every == 0:
+            rec["val_loss"] = rec["train_loss"] + 0.1
+        out.append(json.dumps(rec))
+    return "".join(line + "\n" for line in out)
+
+
+async def _until(pilot, condition, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        await pilot.pause()
+        if condition():
+            return True
+        await asyncio.sleep(0.05)
+    return condition()
+
+
+def _workspace_with_metrics(tmp_path: Path, text: str = "") -> Workspace:
+    ws = Workspace(tmp_path / "ws")
+    ws.metrics.parent.mkdir(parents=True)
+    ws.tokenizer.parent.mkdir(parents=True)
+    ws.tokenizer.write_text(json.dumps({"chars": [chr(c) for c in range(32, 32 + 65)]}))  # V = 65
+    ws.metrics.write_text(text)
+    return ws
+
+
+@sync
+async def test_follows_a_growing_metrics_file_and_resets_when_truncated(tmp_path):
+    ws = _workspace_with_metrics(tmp_path, _lines(1, 101))
+    app = PaneHarness(LossPane, ws)
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = app.query_one(LossPane)
+        plot = pane.query_one(LossPlot)
+        assert await _until(pilot, lambda: pane.points_count == 100 and plot.replots > 0)
+        assert pane.baseline == pytest.approx(math.log(65))
+        first_x = list(plot.plotted("train_loss")[0])
+        assert first_x[-1] == 100
+
+        # WHEN the run appends while we watch (a partial last line waits for its newline)
+        with open(ws.metrics, "a") as f:
+            f.write(_lines(101, 301))
+            f.write('{"step": 301, "train_lo')
+        assert await _until(pilot, lambda: pane.points_count == 300)
+        replots = plot.replots
+        assert await _until(pilot, lambda: plot.plotted("train_loss")[0][-1] == 300)
+        assert await _until(pilot, lambda: plot.replots > replots)
+        status = str(pane.query_one("#loss-status", Static).render())
+        assert "300 points" in status and "ppl" in status
+        assert await _until(pilot, lambda: pane.diagnosis is not None)
+        assert "curve" in str(pane.query_one("#loss-diagnosis", Static).render())
+
+        # WHEN the file is truncated (a fresh run), THEN the plot starts again
+        ws.metrics.write_text(_lines(1, 11))
+        assert await _until(pilot, lambda: pane.resets >= 1 and pane.points_count == 10)
+        assert await _until(pilot, lambda: len(plot.plotted("train_loss")[0]) == 10)
+
+
+@sync
+async def test_metrics_file_that_appears_later_is_picked_up(tmp_path):
+    ws = _workspace_with_metrics(tmp_path)
+    ws.metrics.unlink()
+    app = PaneHarness(LossPane, ws)
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = app.query_one(LossPane)
+        await pilot.pause()
+        assert pane.points_count == 0
+        ws.metrics.write_text(_lines(1, 41))
+        assert await _until(pilot, lambda: pane.points_count == 40)
+        assert await _until(pilot, lambda: pane.diagnosis is not None)
+        assert pane.diagnosis.shape in {"healthy", "plateau", "flat", "too_short"}
+
+
+@pytest.mark.slow
+@sync
+async def test_a_million_line_log_loads_and_is_downsampled_to_the_plot_width(tmp_path):
+    # GIVEN a 1e6-line log, written with string formatting (json.dumps per line is slower)
+    ws = _workspace_with_metrics(tmp_path)
+    with open(ws.metrics, "w") as f:
+        for start in range(1, 1_000_001, 100_000):
+            f.write("".join(f'{{"step": {s}, "train_loss": {1 + 3 / (1 + s / 1e4):.5f}, "lr": 0.001}}\n'
+                            for s in range(start, start + 100_000)))
+    app = PaneHarness(LossPane, ws)
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = app.query_one(LossPane)
+        plot = pane.query_one(LossPlot)
+        assert await _until(pilot, lambda: pane.points_count == 1_000_000 and pane.initial_load_s is not None, 60)
+        assert await _until(pilot, lambda: plot.plotted("train_loss")[0][-1] > 990_000, 10)
+        xs, ys = plot.plotted("train_loss")
+        assert 0 < len(xs) <= 2 * plot.size.width
+        print(f"1e6-line load: {pane.initial_load_s:.2f} s")
+
+
+@sync
+async def test_starts_and_stops_a_training_subprocess(demo_ws):
+    app = PaneHarness(LossPane, demo_ws)
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = app.query_one(LossPane)
+        pane.train_args = ["--preset", "debug", "--steps", "100000", "--device", "cpu"]
+        pane.focus()
+        await pilot.press("s")
+        assert pane.training
+        pid = pane._proc.pid
+        assert "RUNNING" in str(pane.query_one("#train-status", Static).render())
+        # the trainer logs every 10 steps; the pane follows the file it (re)creates
+        assert await _until(pilot, lambda: pane.points_count >= 2, 60)
+        grown = pane.points_count
+        assert await _until(pilot, lambda: pane.points_count > grown, 30)
+        await pilot.press("x")
+        assert await _until(pilot, lambda: not pane.training and pane.last_exit is not None, 15)
+        assert pane._proc.poll() is not None
+        with pytest.raises(ProcessLookupError):
+            import os
+
+            os.kill(pid, 0)
+        assert "stopped from here" in str(pane.query_one("#train-status", Static).render())
+
+
+@sync
+async def test_a_crashing_training_run_shows_its_exit_code_and_log_tail(tmp_path):
+    ws = _workspace_with_metrics(tmp_path)  # no encoded data: `minigpt train` fails
+    app = PaneHarness(LossPane, ws)
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = app.query_one(LossPane)
+        assert pane.start_training()
+        assert await _until(pilot, lambda: pane.last_exit is not None, 30)
+        assert pane.last_exit.returncode != 0
+        status = str(pane.query_one("#train-status", Static).render())
+        assert "FAILED (exit code" in status and pane.last_exit.log_tail

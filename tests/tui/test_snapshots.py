@@ -1,0 +1,86 @@
+"""SVG snapshots of layouts with fixed content (no durations, no clocks): help, fault menu, and the
+checks pane fed fixed results. Pinned: they break on every Textual upgrade, so other versions skip."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import textual
+from textual.app import App, ComposeResult
+
+from minigpt_tui.messages import CheckFinished, ChecksFinished, ChecksStarted
+from minigpt_tui.panes.checks import ChecksPane
+from minigpt_tui.screens.faults import FaultMenuScreen
+from minigpt_tui.screens.help import HelpScreen
+
+pytestmark = pytest.mark.skipif(textual.__version__ != "8.2.8",
+                                reason=f"snapshots pinned to textual 8.2.8 (found {textual.__version__})")
+
+CSS = Path(__file__).resolve().parents[2] / "minigpt_tui" / "app.tcss"
+
+
+class ScreenHost(App):
+    CSS_PATH = CSS
+
+    def __init__(self, screen_factory) -> None:
+        super().__init__()
+        self.screen_factory = screen_factory
+
+    def on_mount(self) -> None:
+        self.push_screen(self.screen_factory())
+
+
+def fault_menu() -> FaultMenuScreen:
+    from minigpt.checks import FAULTS
+
+    return FaultMenuScreen([(f.name, f.description, f.intended) for f in FAULTS.values()], current="no_shift")
+
+
+class FixedChecks(App):
+    """The checks pane fed fixed results through its messages (no threads, fixed durations)."""
+
+    CSS_PATH = CSS
+
+    def compose(self) -> ComposeResult:
+        yield ChecksPane()
+
+    def on_mount(self) -> None:
+        from minigpt.checks import CheckResult, Report, Status
+
+        pane = self.query_one(ChecksPane)
+        results = [
+            CheckResult("environment", "environment", Status.PASS, "Python 3.x, torch 2.x, device cpu"),
+            CheckResult("files", "files", Status.PASS, "6 files found"),
+            CheckResult("batch_shift", "batches", Status.FAIL,
+                        "targets equal inputs: the model would learn to copy, not to predict the next token",
+                        values={"shape": [8, 32], "shift_invariant": False, "targets_equal_inputs": True},
+                        causes=["targets built as data[i:i+T] instead of data[i+1:i+T+1]"],
+                        fixes=["y = data[i + 1 : i + 1 + block_size]"], duration_s=0.01),
+            CheckResult("initial_loss", "model", Status.SKIP, "skipped: batch_shift fail"),
+            CheckResult("training_curve", "training", Status.WARN, "plateau: loss flat over the last 30%"),
+        ]
+        pane.post_message(ChecksStarted([r.id for r in results], None))
+        for i, r in enumerate(results):
+            pane.post_message(CheckFinished(r, i, len(results)))
+        pane.post_message(ChecksFinished(Report(results=results, fault="no_shift", seconds=1.0)))
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+def test_help_screen_layout(snap_compare, size):
+    assert snap_compare(ScreenHost(HelpScreen), terminal_size=size)
+
+
+def test_fault_menu_layout(snap_compare):
+    assert snap_compare(ScreenHost(fault_menu), terminal_size=(80, 24))
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+def test_checks_pane_layout(snap_compare, size):
+    async def select_failed_check(pilot):
+        pane = pilot.app.query_one(ChecksPane)
+        pane.table.focus()
+        pane.table.move_cursor(row=2)
+        await pilot.pause()
+
+    assert snap_compare(FixedChecks(), terminal_size=size, run_before=select_failed_check)

@@ -1,0 +1,46 @@
+"""Pane 3: fingerprints from the checks, a live encoder that flags unknown characters."""
+
+from __future__ import annotations
+
+from textual.widgets import Input
+
+from minigpt_tui.panes.tokenizer import TokenizerPane
+
+from .conftest import SIZE, rendered, wait_for_report, wait_until
+
+
+async def test_typed_text_shows_ids_and_flags_unknown_characters(workspace, make_app):
+    app = make_app(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        report = await wait_for_report(pilot, app)
+        await pilot.press("3")
+        pane = app.query_one(TokenizerPane)
+        await wait_until(pilot, lambda: pane.tokenizer is not None, 30, "the tokenizer")
+        app.query_one("#tok-input", Input).focus()
+        await pilot.press("H", "i", "☃")
+        await pilot.pause()
+        tok = pane.tokenizer
+        assert pane.last_ids == [tok.stoi["H"], tok.stoi["i"]]
+        assert pane.last_unknown == {"☃": [2]}
+        text = rendered(pane.query_one("#tok-encoded"))
+        assert str(pane.last_ids) in text
+        assert "✗ 1 unknown character" in text and "'☃' at [2]" in text
+        info = rendered(pane.query_one("#tok-info"))
+        fingerprint = report.by_id()["tokenizer_roundtrip"].values["fingerprint"]
+        assert fingerprint in info and "checkpoint fingerprint" in info
+        assert str(tok.vocab_size) in info
+        sample = rendered(pane.query_one("#tok-sample"))
+        assert report.by_id()["decoded_sample"].values["text"][:20] in sample
+
+
+async def test_known_text_round_trips(workspace, make_app):
+    app = make_app(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("3")
+        pane = app.query_one(TokenizerPane)
+        await wait_until(pilot, lambda: pane.tokenizer is not None, 30, "the tokenizer")
+        app.query_one("#tok-input", Input).focus()
+        await pilot.press("T", "h", "e", "space")
+        await pilot.pause()
+        assert pane.last_unknown == {}
+        assert "✓ exact" in rendered(pane.query_one("#tok-encoded"))
