@@ -169,7 +169,8 @@ class SamplerPane(VerticalScroll):
     def on_mount(self) -> None:
         for col in COLUMNS:
             self._parse_column(col)
-        self._load_vocab()
+        # after the first frame: building the options imports torch, which holds the GIL for a while
+        self.call_after_refresh(self._load_vocab)
 
     # -- vocabulary and prompt --------------------------------------------------------------
     @work(thread=True, exclusive=True, exit_on_error=False, group="sampler-vocab")
