@@ -56,9 +56,9 @@ class MiniGPTCommands(Provider):
 
 class MiniGPTApp(App):
     CSS_PATH = "app.tcss"
-    # focus the checks table at start; "*" could land on an Input of a pane not yet hidden,
-    # and that Input would then swallow the pane keys
-    AUTO_FOCUS = "#checks-table"
+    # no automatic focus: "*" could land on an Input of a pane not yet hidden, and that Input
+    # would swallow the pane keys; on_mount focuses the checks pane instead
+    AUTO_FOCUS = None
     TITLE = "minigpt-tui"
     COMMANDS = App.COMMANDS | {MiniGPTCommands}
     BINDINGS = [
@@ -123,6 +123,7 @@ class MiniGPTApp(App):
         self._update_title()
         self.call_after_refresh(self._first_paint)
         if not self.needs_setup:
+            self.call_after_refresh(self._focus_pane, "checks")
             # torch work starts once the first frame is out: its import holds the GIL for ~2 s
             self.call_after_refresh(self.run_checks)
         elif self.demo_mode:
@@ -149,6 +150,7 @@ class MiniGPTApp(App):
         if not self.panes:
             self.panes = build_panes()
             await self.query_one("#main", Container).mount(Workbench(self.panes))
+            self.call_after_refresh(self._focus_pane, "checks")
         self.run_checks()
 
     # -- demo workspace ---------------------------------------------------------------------
