@@ -288,6 +288,10 @@ class MiniGPTApp(App):
         self.call_after_refresh(self._focus_pane, pane_id)
 
     def _focus_pane(self, pane_id: str) -> None:
+        # focusing a widget in another pane makes TabbedContent switch to it: a late call
+        # (from on_mount, under load) must not undo a pane key pressed in the meantime
+        if self.query_one(TabbedContent).active != pane_id:
+            return
         pane = self.panes[pane_id]
         focusable = pane if pane.can_focus else next((w for w in pane.query("*") if w.focusable), None)
         if focusable is not None and not isinstance(focusable, Input):

@@ -26,13 +26,27 @@ def build_panes() -> dict[str, Widget]:
     return {pane_id: classes[pane_id]() for pane_id, _ in PANES}  # the contract: no arguments
 
 
+class PaneTabs(TabbedContent):
+    """TabbedContent that follows a focus change only while that focus still stands.
+
+    Textual switches to the tab of a programmatically focused widget when the TabPane.Focused
+    message arrives; under load that can be after a pane key moved elsewhere (and the focused
+    widget was hidden), which would undo the key press."""
+
+    def _on_tab_pane_focused(self, event: TabPane.Focused) -> None:
+        focused = self.screen.focused
+        if focused is None or event.tab_pane not in focused.ancestors_with_self:
+            event.prevent_default()  # Textual calls the base class's handler too unless prevented
+            event.stop()
+
+
 class Workbench(Vertical):
     def __init__(self, panes: dict[str, Widget], **kwargs) -> None:
         super().__init__(**kwargs)
         self.panes = panes
 
     def compose(self) -> ComposeResult:
-        with TabbedContent(id="tabs", initial="checks"):
+        with PaneTabs(id="tabs", initial="checks"):
             for n, (pane_id, title) in enumerate(PANES, start=1):
                 with TabPane(f"{n} {title}", id=pane_id):
                     yield self.panes[pane_id]

@@ -20,7 +20,7 @@ async def test_number_keys_show_the_seven_panes_in_order(workspace, make_app):
         for n, (pane_id, _) in enumerate(PANES, start=1):
             await pilot.press(str(n))
             await pilot.pause()
-            assert tabs.active == pane_id
+            assert tabs.active == pane_id, (app.focused, app.screen, n)
         assert [p for p, _ in PANES] == ["checks", "device", "tokenizer", "batches", "gradients", "loss", "sampler"]
         assert app.is_running
 
