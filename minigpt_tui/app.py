@@ -367,6 +367,8 @@ class MiniGPTApp(App):
                     ("Export the report", "write <workspace>/reports/check-<time>.json (e)", self.action_export),
                     ("Clear fault", "run the pipeline without an injected bug", partial(self.inject_fault, CLEAR)),
                     ("Help", "key bindings (?)", self.action_help)]
+        commands += [(f"Show pane {n}: {title}", f"switch to the {title} pane ({n})", partial(self.action_show_pane, pane_id))
+                     for n, (pane_id, title) in enumerate(PANES, start=1)]
         commands += [(f"Run check: {cid}", CHECKS[cid].title, partial(self.run_checks, [cid])) for cid in ordered_ids()]
         commands += [(f"Inject fault: {f.name}", f"{f.description} (trips {f.intended})",
                       partial(self.inject_fault, f.name)) for f in FAULTS.values()]

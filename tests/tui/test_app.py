@@ -85,6 +85,15 @@ async def test_palette_has_one_command_per_check_and_fault(workspace, make_app):
         assert title in titles
 
 
+async def test_palette_pane_commands_switch_panes(workspace, make_app):
+    app = make_app(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        commands = {title: callback for title, _, callback in app.palette_commands()}
+        commands["Show pane 5: Gradients"]()
+        await pilot.pause()
+        assert app.query_one(TabbedContent).active == "gradients"
+
+
 async def test_a_failing_worker_is_notified_and_the_app_keeps_running(workspace, make_app):
     # GIVEN a tokenizer file that is not JSON (the tokenizer pane's loader raises)
     (workspace / "tokenizer" / "char_tokenizer.json").write_text("garbage " * 20)
