@@ -37,6 +37,15 @@ def test_check_exit_code_2_on_bad_usage(tiny_workspace, capsys):
     assert "unknown check id" in capsys.readouterr().err
 
 
+def test_check_exit_code_2_on_an_unavailable_device(tiny_workspace, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        return  # this machine has the device: nothing to refuse
+    assert main(["check", "--workspace", str(tiny_workspace.root), "--device", "cuda"]) == 2
+    assert "CUDA is not available" in capsys.readouterr().err
+
+
 def test_report_diff_shows_status_changes(trained_workspace, tmp_path, capsys):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     base = ["check", "--workspace", str(trained_workspace.root), "--skip-overfit", "--device", "cpu",

@@ -54,6 +54,9 @@ def run(args: argparse.Namespace) -> int:
         model_spec=args.model_spec, config_path=args.config_path, device=args.device, expect_gpu=args.expect_gpu,
         overfit_steps=args.overfit_steps, skip_overfit=args.skip_overfit, fault=args.inject,
     )
+    from ..device import resolve_device
+
+    resolve_device(args.device)  # an unavailable --device is bad usage (exit 2), not a failed check
     ctx = CheckContext(options)
     err = Console(stderr=True, highlight=False)
     if args.inject:
