@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -105,7 +107,7 @@ def _set_rng_state(state: dict, batch_gen: torch.Generator) -> None:
 
 
 class Trainer:
-    EVENTS = ("on_step_end", "on_eval", "on_checkpoint", "on_log")
+    EVENTS = ("on_step_end", "on_eval", "on_checkpoint", "on_log", "on_archive")
 
     def __init__(self, workspace: Workspace | str, cfg: TrainConfig, *, resume: bool = False):
         self.ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
@@ -113,6 +115,7 @@ class Trainer:
         self.resume = resume
         self.callbacks: dict[str, list[Callable]] = defaultdict(list)
         self.stop_requested = False
+        self.archived: Path | None = None  # where a fresh run moved the previous run's files
         self.device = resolve_device(cfg.device)
 
     def register_callback(self, event: str, fn: Callable) -> None:
@@ -167,6 +170,7 @@ class Trainer:
         else:
             model = MiniGPT(cfg.model_config(tokenizer.vocab_size)).to(self.device)
             optimizer = make_optimizer(model, cfg)
+            self.archived = self._archive_previous_run()
             ws.metrics.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text("", ws.metrics)
             atomic_write_text("", ws.root / "logs" / "grads.jsonl")
@@ -257,6 +261,25 @@ class Trainer:
             "train_config": asdict(self.cfg),
             "rng_state": _rng_state(batch_gen),
         }
+
+    def _archive_previous_run(self) -> Path | None:
+        """A fresh run never overwrites an earlier one: its checkpoints and logs move to
+        `<workspace>/previous/<time>/` first (use --resume to continue it instead)."""
+        ws = self.ws
+        old = [p for p in (ws.best_checkpoint, ws.latest_checkpoint, ws.metrics, ws.root / "logs" / "grads.jsonl")
+               if p.is_file() and p.stat().st_size > 0]
+        if not old:
+            return None
+        dest = ws.root / "previous" / time.strftime("%Y%m%d-%H%M%S")
+        n = 1
+        while dest.exists():
+            dest, n = dest.with_name(f"{dest.name.split('.')[0]}.{n}"), n + 1
+        for path in old:
+            target = dest / path.relative_to(ws.root)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, target)
+        self._fire("on_archive", str(dest))
+        return dest
 
     def _log_grads(self, model, step: int, norm_before_clip: float) -> None:
         rows, _ = grad_table(model)

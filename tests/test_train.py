@@ -162,3 +162,17 @@ def test_cosine_decays_monotonically_to_the_floor():
 def test_unknown_preset_is_a_config_error():
     with pytest.raises(ConfigError, match="preset"):
         TrainConfig.from_preset("huge")
+
+
+def test_a_fresh_run_moves_the_previous_run_aside_instead_of_overwriting_it(tiny_workspace):
+    from minigpt.train import Trainer, TrainConfig
+
+    cfg = TrainConfig.from_preset("debug", max_steps=10, eval_interval=5, device="cpu")
+    Trainer(tiny_workspace, cfg).run()
+    first = tiny_workspace.best_checkpoint.read_bytes()
+    trainer = Trainer(tiny_workspace, TrainConfig.from_preset("debug", max_steps=10, eval_interval=5, device="cpu", seed=7))
+    trainer.run()
+    assert trainer.archived is not None
+    assert (trainer.archived / "checkpoints" / "mini_gpt_best.pt").read_bytes() == first
+    assert (trainer.archived / "logs" / "metrics.jsonl").stat().st_size > 0
+    assert tiny_workspace.best_checkpoint.read_bytes() != first

@@ -55,6 +55,9 @@ def run(args: argparse.Namespace) -> int:
                         info=f"loss {rec['train_loss']:.4f} val {state['val']} {rec['tokens_per_s']:,.0f} tok/s")
 
     trainer.register_callback("on_step_end", on_step)
+    trainer.register_callback("on_archive", lambda dest: console.print(
+        f"the previous run's checkpoints and logs were moved to {dest} (use --resume to continue a run)",
+        markup=False, highlight=False))
     try:
         with progress:
             summary = trainer.run()
