@@ -18,7 +18,7 @@ from typing import Callable
 import torch
 import torch.nn as nn
 
-from .errors import CheckpointError, ConfigError
+from .errors import CheckpointError, ConfigError, ModelSpecError
 from .fileio import atomic_torch_save
 from .model import MiniGPT, MiniGPTConfig
 
@@ -116,13 +116,17 @@ def _zip_lacks_end_record(path: Path, size: int) -> bool:
 
 
 def strip_prefixes(state_dict: dict) -> tuple[dict, list[str]]:
-    """Remove `_orig_mod.` / `module.` key prefixes; return the new dict and notices."""
+    """Remove `_orig_mod.` / `module.` key prefixes, in any nesting order; return the dict and notices."""
     notices = []
-    for prefix in KEY_PREFIXES:
-        if state_dict and all(k.startswith(prefix) for k in state_dict):
-            state_dict = {k[len(prefix):]: v for k, v in state_dict.items()}
-            origin = "torch.compile" if prefix == "_orig_mod." else "DistributedDataParallel/DataParallel"
-            notices.append(f"stripped the '{prefix}' key prefix (written by {origin})")
+    stripped = True
+    while stripped:
+        stripped = False
+        for prefix in KEY_PREFIXES:
+            if state_dict and all(k.startswith(prefix) for k in state_dict):
+                state_dict = {k[len(prefix):]: v for k, v in state_dict.items()}
+                origin = "torch.compile" if prefix == "_orig_mod." else "DistributedDataParallel/DataParallel"
+                notices.append(f"stripped the '{prefix}' key prefix (written by {origin})")
+                stripped = True
     return state_dict, notices
 
 
@@ -177,6 +181,11 @@ def build_model(config: dict, model_factory: ModelFactory | None, path: object) 
         return (model_factory or default_model_factory)(dict(config))
     except ConfigError as exc:
         raise CheckpointError(f"Invalid model config in {path}: {exc.message}", path=path) from None
+    except ModelSpecError as exc:
+        raise CheckpointError(
+            f"The config in {path} does not fit the given model class: {exc.message}", path=path,
+            causes=["the checkpoint was written by another model class (check --model)"] + exc.causes,
+        ) from None
     except TypeError as exc:
         raise CheckpointError(
             f"The model could not be built from the config in {path}: {exc}", path=path,

@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 
 from .errors import SamplerSettingsError
+from .modelio import config_value, unpack
 
 # Mass already kept within float32 rounding of top_p counts as having reached it, so that
 # probabilities [0.5, 0.3, 0.2] with top_p=0.5 keep exactly one token whatever the rounding.
@@ -211,10 +212,10 @@ def generate(
     the output identical to full recomputation. `on_token(token_id)` is called per token;
     returning False stops generation early (that token is still included).
     """
-    validate(settings, model.config.vocab_size)
+    validate(settings, config_value(model, "vocab_size"))
     if len(ids) == 0:
         raise SamplerSettingsError("empty prompt: generation needs at least one token to condition on")
-    block_size = model.config.block_size
+    block_size = config_value(model, "block_size")
     device = _model_device(model)
     if generator is None and settings.seed is not None:
         generator = torch.Generator(device=device)
@@ -232,7 +233,7 @@ def generate(
             else:
                 x, kwargs = tokens[cache.length :], {"cache": cache}  # prefill, then one token
             out = model(torch.tensor([x], dtype=torch.long, device=device), **kwargs)
-            logits = (out[0] if isinstance(out, tuple) else out)[0, -1, :]  # (V,)
+            logits = unpack(out)[0][0, -1, :]  # (V,): tuple, bare logits, dict or .logits
             logits = filter_logits(logits, tokens[-block_size:], settings)
             if settings.temperature == 0:
                 token = int(logits.argmax().item())  # greedy: no randomness consumed

@@ -27,6 +27,14 @@ from ..workspace import Workspace
 from . import faults
 
 DEBUG_SHAPE = {k: v for k, v in PRESETS["debug"].items() if k in MODEL_FIELDS}
+# the debug shape under the names common model configs use (recipe, nanoGPT, GPT-2/HF)
+_DEBUG_ALIASES = [
+    (("block_size", "n_positions", "n_ctx"), DEBUG_SHAPE["block_size"]),
+    (("embedding_dim", "n_embd", "d_model", "hidden_size"), DEBUG_SHAPE["embedding_dim"]),
+    (("num_heads", "n_head", "n_heads"), DEBUG_SHAPE["num_heads"]),
+    (("num_layers", "n_layer", "n_layers"), DEBUG_SHAPE["num_layers"]),
+    (("dropout", "attn_pdrop", "resid_pdrop", "embd_pdrop"), 0.0),
+]
 
 
 @dataclass
@@ -50,7 +58,8 @@ class CheckOptions:
     def __post_init__(self) -> None:
         self.workspace = Path(self.workspace)
         ws = Workspace(self.workspace)
-        self.checkpoint = Path(self.checkpoint) if self.checkpoint else ws.best_checkpoint
+        self.fresh_only = str(self.checkpoint).lower() == "none"  # `--checkpoint none`: a fresh model
+        self.checkpoint = Path(self.checkpoint) if self.checkpoint and not self.fresh_only else ws.best_checkpoint
         self.tokenizer = Path(self.tokenizer) if self.tokenizer else ws.tokenizer
         self.train_data = Path(self.train_data) if self.train_data else ws.ids("train")
         if self.fault is not None and self.fault not in faults.FAULTS:
@@ -131,7 +140,7 @@ class CheckContext:
 
     @property
     def has_checkpoint(self) -> bool:
-        return self.options.checkpoint.exists()
+        return not self.options.fresh_only and self.options.checkpoint.exists()
 
     @property
     def checkpoint_raw(self) -> dict:
@@ -160,18 +169,45 @@ class CheckContext:
 
     # -- models -----------------------------------------------------------------------------
     def base_config(self) -> dict:
-        """The model config checks build fresh models from: checkpoint, --config JSON, or the debug preset."""
+        """The model config fresh-model checks use: --config JSON (explicit wins), else the
+        checkpoint's, else the debug preset restricted to the fields the model's config accepts."""
+        if self.options.config_path:
+            return self._config_file()
         if self.has_checkpoint:
             try:
-                return dict(self.checkpoint_raw["config"])
+                config = dict(self.checkpoint_raw["config"])
             except MiniGPTError:
-                pass  # checkpoint_load reports it; fresh-model checks fall back to the preset
-        if self.options.config_path:
-            try:
-                return json.loads(Path(self.options.config_path).read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError) as exc:
-                raise ConfigError(f"--config {self.options.config_path}: {exc}", path=self.options.config_path) from None
-        return {"vocab_size": self.tokenizer.vocab_size, **DEBUG_SHAPE}
+                config = None  # checkpoint_load reports it; fresh-model checks fall back to the preset
+            spec = self.model_spec
+            fields = spec.config_fields if spec is not None else None
+            # a config the model's config class cannot take is checkpoint_load's finding; the
+            # fresh-model checks still examine the class itself
+            if config is not None and (fields is None or set(config) <= set(fields)):
+                return config
+        return self._preset_for_config_class()
+
+    def _config_file(self) -> dict:
+        path = Path(self.options.config_path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ConfigError(f"--config {path}: cannot read a JSON model config ({exc})", path=path) from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"--config {path}: expected a JSON object of config fields, found {type(data).__name__}",
+                              path=path)
+        return data
+
+    def _preset_for_config_class(self) -> dict:
+        """The debug preset, spelled with the field names the model's config class has."""
+        vocab = self.tokenizer.vocab_size
+        spec = self.model_spec
+        fields = spec.config_fields if spec is not None else None
+        if fields is None:
+            return {"vocab_size": vocab, **DEBUG_SHAPE}
+        config = {"vocab_size": vocab} if "vocab_size" in fields else {}
+        for names, value in _DEBUG_ALIASES:
+            config.update({name: value for name in names if name in fields})
+        return config
 
     def build_model(self, config: dict | None = None, *, seed: int | None = None) -> nn.Module:
         """A freshly initialised model on the check device, with the injected fault (if any) applied."""
@@ -183,11 +219,14 @@ class CheckContext:
         return model
 
     def debug_config(self) -> dict:
-        """Debug-size version of the base config, dropout 0 (for the overfit check)."""
+        """Debug-size version of the base config with dropout 0 (for the overfit check): the
+        debug shape replaces the fields the config has under the recipe's names or nanoGPT's."""
         base = self.base_config()
-        small = {**base, **{k: v for k, v in DEBUG_SHAPE.items() if k in base}}
-        if "dropout" in small:
-            small["dropout"] = 0.0
+        small = dict(base)
+        for names, value in _DEBUG_ALIASES:
+            for name in names:
+                if name in small:
+                    small[name] = value
         try:
             self.model_factory(dict(small))
             return small

@@ -12,6 +12,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..errors import ConfigError
+from ..modelio import call
+
 
 @dataclass(frozen=True)
 class Fault:
@@ -57,7 +60,7 @@ class _OutputFault(nn.Module):
         self.config = inner.config
 
     def forward(self, idx, targets=None):
-        logits, loss = self.inner(idx, targets)[:2]
+        logits, loss = call(self.inner, idx, targets)
         if self.kind == "transposed_logits":
             return logits.transpose(1, 2), loss  # (B, V, T)
         if targets is not None:  # softmax_loss
@@ -79,7 +82,8 @@ def apply_to_model(fault: str | None, model: nn.Module, *, fresh: bool) -> tuple
     if fault == "no_causal_mask":
         flagged = [m for m in model.modules() if hasattr(m, "causal")]
         if not flagged:
-            raise ValueError("no_causal_mask needs attention modules with a `causal` attribute (the built-in MiniGPT)")
+            raise ConfigError("--inject no_causal_mask needs attention modules with a `causal` attribute "
+                              "(the built-in MiniGPT); it cannot be injected into this model")
         for m in flagged:
             m.causal = False
         return model, f"causal=False on {len(flagged)} attention modules"

@@ -27,9 +27,9 @@ def forward_shapes(ctx):
     B, T, V = _shape_T(ctx)
     model = ctx.build_model()
     x, y = ctx.batch(B, T)
-    logits, loss = adapter.call(model, x, y)
+    notes: list[str] = []
+    logits, loss = adapter.call(model, x, y, notes)
     values = {"batch_shape": [B, T], "logits_shape": list(logits.shape), "expected": [B, T, V]}
-    notes = []
     if list(logits.shape) == [B, V, T]:
         raise Outcome(Status.FAIL, f"logits are {[B, V, T]} ([B, V, T]): vocabulary and time axes swapped",
                       values=values, causes=["a .transpose(1, 2) or .permute left in forward",

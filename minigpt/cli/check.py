@@ -56,8 +56,17 @@ def run(args: argparse.Namespace) -> int:
     )
     from ..device import resolve_device
 
-    resolve_device(args.device)  # an unavailable --device is bad usage (exit 2), not a failed check
+    # bad usage is exit 2, not a failed check: an unavailable device, an unreadable --config,
+    # a fault that cannot be injected into the given model
+    resolve_device(args.device)
     ctx = CheckContext(options)
+    if args.config_path:
+        ctx.base_config()
+    if args.inject == "no_causal_mask" and args.model_spec:
+        from ..errors import ConfigError
+
+        raise ConfigError("--inject no_causal_mask needs the built-in MiniGPT's attention (a `causal` attribute); "
+                          "it cannot be injected into --model")
     err = Console(stderr=True, highlight=False)
     if args.inject:
         err.print(f"[yellow]injecting fault[/] {args.inject}: {escape(FAULTS[args.inject].description)}")
