@@ -58,7 +58,7 @@ class CheckOptions:
     def __post_init__(self) -> None:
         self.workspace = Path(self.workspace)
         ws = Workspace(self.workspace)
-        self.fresh_only = str(self.checkpoint).lower() == "none"  # `--checkpoint none`: a fresh model
+        self.fresh_only = isinstance(self.checkpoint, str) and self.checkpoint.lower() == "none"  # a fresh model
         self.checkpoint = Path(self.checkpoint) if self.checkpoint and not self.fresh_only else ws.best_checkpoint
         self.tokenizer = Path(self.tokenizer) if self.tokenizer else ws.tokenizer
         self.train_data = Path(self.train_data) if self.train_data else ws.ids("train")
