@@ -20,7 +20,7 @@ import torch
 from .checkpoint import load_checkpoint, save_checkpoint
 from .data import get_batch, load_ids
 from .device import resolve_device
-from .errors import ConfigError, TrainingDiverged
+from .errors import CheckpointError, ConfigError, TrainingDiverged
 from .fileio import atomic_write_text
 from .gradstats import grad_table
 from .model import MiniGPT, MiniGPTConfig
@@ -61,6 +61,18 @@ class TrainConfig:
     seed: int = 1337
     device: str = "auto"
 
+    def __post_init__(self) -> None:
+        positive = ("batch_size", "grad_accum", "max_steps", "eval_interval", "eval_batches", "log_interval")
+        for name in positive:
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name.replace('_', '-')} must be a positive integer; found {value!r}")
+        if not self.learning_rate > 0 or not math.isfinite(self.learning_rate):
+            raise ConfigError(f"learning rate must be a positive number; found {self.learning_rate!r}")
+        if self.warmup_steps < 0 or self.grad_clip < 0 or not 0 <= self.min_lr_ratio <= 1:
+            raise ConfigError("warmup-steps and grad-clip must be >= 0, min_lr_ratio in [0, 1]")
+        self.model_config(vocab_size=1)  # shape errors (heads not dividing the width, ...) now
+
     @classmethod
     def from_preset(cls, name: str, **overrides) -> "TrainConfig":
         if name not in PRESETS:
@@ -70,6 +82,9 @@ class TrainConfig:
 
     def model_config(self, vocab_size: int) -> MiniGPTConfig:
         return MiniGPTConfig(vocab_size=vocab_size, **{k: getattr(self, k) for k in sorted(MODEL_FIELDS)})
+
+
+TRAIN_FIELDS = {f.name for f in fields(TrainConfig)}
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
@@ -109,9 +124,12 @@ def _set_rng_state(state: dict, batch_gen: torch.Generator) -> None:
 class Trainer:
     EVENTS = ("on_step_end", "on_eval", "on_checkpoint", "on_log", "on_archive")
 
-    def __init__(self, workspace: Workspace | str, cfg: TrainConfig, *, resume: bool = False):
+    def __init__(self, workspace: Workspace | str, cfg: TrainConfig, *, resume: bool = False,
+                 overrides: dict | None = None):
         self.ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
         self.cfg = cfg
+        # flags the user gave explicitly: on --resume they override the saved run's settings
+        self.overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
         self.resume = resume
         self.callbacks: dict[str, list[Callable]] = defaultdict(list)
         self.stop_requested = False
@@ -157,9 +175,20 @@ class Trainer:
             ckpt = load_checkpoint(ws.latest_checkpoint, self.device, tokenizer=tokenizer)
             if ckpt.fingerprint_mismatch:
                 raise ConfigError(f"cannot resume: {ckpt.fingerprint_mismatch}")
-            saved = ckpt.raw.get("train_config") or {}
-            # the model shape must come from the checkpoint; schedule flags may be overridden
-            self.cfg = cfg = replace(cfg, **{k: saved[k] for k in MODEL_FIELDS if k in saved})
+            missing = [k for k in ("optimizer_state_dict", "rng_state", "step") if ckpt.raw.get(k) is None]
+            if missing:
+                raise CheckpointError(
+                    f"cannot resume from {ws.latest_checkpoint}: it has no {', '.join(missing)} "
+                    "(not written by `minigpt train`)", path=ws.latest_checkpoint,
+                    causes=["the checkpoint comes from another training script"],
+                )
+            # the saved run's settings, then the flags given now; the model shape is the checkpoint's
+            saved = {k: v for k, v in (ckpt.raw.get("train_config") or {}).items() if k in TRAIN_FIELDS}
+            shape = {k: v for k, v in ckpt.config.items() if k in MODEL_FIELDS}
+            ignored = sorted(k for k in self.overrides if k in MODEL_FIELDS)
+            if ignored:
+                raise ConfigError(f"--resume keeps the checkpoint's model shape; drop {', '.join(ignored)}")
+            self.cfg = cfg = replace(cfg, **{**saved, **shape, **self.overrides, "device": cfg.device})
             model = ckpt.model
             model.train()
             optimizer = make_optimizer(model, cfg)
@@ -222,6 +251,8 @@ class Trainer:
                 is_eval = step % cfg.eval_interval == 0 or step == cfg.max_steps or self.stop_requested
                 if is_eval:
                     if not _weights_finite(model):
+                        log.write(json.dumps({**record, "nonfinite": True}) + "\n")
+                        log.flush()
                         raise TrainingDiverged(
                             f"weights became non-finite after the update at step {step} (learning rate {lr:.3g}); "
                             f"not saved; last good checkpoint: {last_good or 'none yet'}",
@@ -292,6 +323,10 @@ class Trainer:
         """Drop lines the interrupted run logged after the checkpoint we resume from."""
         if not self.ws.metrics.exists():
             return
+        grads = self.ws.root / "logs" / "grads.jsonl"
+        if grads.is_file():
+            lines = [l for l in grads.read_text(encoding="utf-8").splitlines() if _step_of(l) <= step]
+            atomic_write_text("".join(l + "\n" for l in lines), grads)
         kept = []
         for line in self.ws.metrics.read_text(encoding="utf-8").splitlines():
             try:
@@ -300,6 +335,13 @@ class Trainer:
             except (json.JSONDecodeError, AttributeError):
                 continue
         atomic_write_text("".join(l + "\n" for l in kept), self.ws.metrics)
+
+
+def _step_of(line: str) -> float:
+    try:
+        return json.loads(line).get("step", 0)
+    except (json.JSONDecodeError, AttributeError):
+        return float("inf")
 
 
 def _weights_finite(model: torch.nn.Module) -> bool:

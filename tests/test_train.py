@@ -90,7 +90,7 @@ def test_resume_drops_metrics_logged_after_the_checkpoint(tiny_workspace):
     Trainer(tiny_workspace, cfg).run()
     with open(tiny_workspace.metrics, "a", encoding="utf-8") as fh:
         fh.write(json.dumps({"step": 25, "train_loss": 1.0}) + "\n")  # logged, then the run crashed
-    Trainer(tiny_workspace, debug_config(max_steps=30, eval_interval=10), resume=True).run()
+    Trainer(tiny_workspace, debug_config(), resume=True, overrides={"max_steps": 30}).run()
     assert [r["step"] for r in read_metrics(tiny_workspace)] == [10, 20, 30]
 
 
@@ -176,3 +176,46 @@ def test_a_fresh_run_moves_the_previous_run_aside_instead_of_overwriting_it(tiny
     assert (trainer.archived / "checkpoints" / "mini_gpt_best.pt").read_bytes() == first
     assert (trainer.archived / "logs" / "metrics.jsonl").stat().st_size > 0
     assert tiny_workspace.best_checkpoint.read_bytes() != first
+
+
+def test_bad_training_flags_are_config_errors_before_anything_moves(tiny_workspace):
+    import pytest
+
+    from minigpt.errors import ConfigError
+    from minigpt.train import TrainConfig
+
+    for bad in ({"eval_interval": 0}, {"batch_size": 0}, {"learning_rate": -1.0}, {"grad_accum": 0},
+                {"num_heads": 5}):
+        with pytest.raises(ConfigError):
+            TrainConfig.from_preset("debug", **bad)
+
+
+def test_resume_keeps_the_saved_schedule_unless_a_flag_overrides_it(tiny_workspace):
+    from minigpt.train import Trainer, TrainConfig
+
+    first = Trainer(tiny_workspace, TrainConfig.from_preset("debug", max_steps=30, eval_interval=10,
+                                                            learning_rate=3e-3, device="cpu"))
+    first.register_callback("on_step_end", lambda rec: rec["step"] == 10 and first.request_stop())
+    first.run()
+    resumed = Trainer(tiny_workspace, TrainConfig.from_preset("debug", device="cpu"), resume=True)
+    summary = resumed.run()
+    assert resumed.cfg.learning_rate == 3e-3 and summary["steps"] == 30
+    extended = Trainer(tiny_workspace, TrainConfig.from_preset("debug", device="cpu"), resume=True,
+                       overrides={"max_steps": 40})
+    assert extended.run()["steps"] == 40
+
+
+def test_resume_from_a_foreign_checkpoint_is_a_typed_error(tiny_workspace):
+    import pytest
+    import torch
+
+    from minigpt.errors import CheckpointError
+    from minigpt.fileio import atomic_torch_save
+    from minigpt.train import Trainer, TrainConfig
+
+    Trainer(tiny_workspace, TrainConfig.from_preset("debug", max_steps=10, eval_interval=10, device="cpu")).run()
+    payload = torch.load(tiny_workspace.latest_checkpoint, weights_only=True)
+    del payload["rng_state"]
+    atomic_torch_save(payload, tiny_workspace.latest_checkpoint)
+    with pytest.raises(CheckpointError, match="rng_state"):
+        Trainer(tiny_workspace, TrainConfig.from_preset("debug", device="cpu"), resume=True).run()

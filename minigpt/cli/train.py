@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
         "max_steps", "learning_rate", "batch_size", "grad_accum", "eval_interval", "warmup_steps",
         "grad_clip", "dropout", "seed")}
     cfg = TrainConfig.from_preset(args.preset, device=args.device, **overrides)
-    trainer = Trainer(args.workspace, cfg, resume=args.resume)
+    trainer = Trainer(args.workspace, cfg, resume=args.resume, overrides=overrides)
     console = Console(stderr=True)
     console.print(f"training preset [bold]{args.preset}[/] on {trainer.device} "
                   f"({'resuming' if args.resume else 'fresh'}), {cfg.max_steps} steps", highlight=False)
