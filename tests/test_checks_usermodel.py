@@ -42,6 +42,12 @@ def test_healthy_user_model_has_no_false_alarm(tiny_workspace, user_config):
     assert report.by_id()["nonfinite_localisation"].status is Status.PASS
 
 
+def test_zero_initialised_residual_projections_are_not_a_false_alarm(tiny_workspace, user_config):
+    report = run(tiny_workspace, "ZeroInitGPT", user_config)
+    assert failed(report) == {}
+    assert any("initialisation only" in n for n in report.by_id()["gradients"].values["notes"])
+
+
 @pytest.mark.parametrize("cls, check, phrase", [
     ("NoMaskGPT", "causal_independence", "sees the future"),
     ("BadInitGPT", "initial_loss", "far above"),

@@ -199,9 +199,23 @@ def gradients(ctx):
     rows, global_norm = adapter.grad_table(model)
     ctx.shared["grad_table"] = {"rows": rows, "global_norm": global_norm, "clip": 1.0, "source": "gradients check"}
     problems = {flag: [r["name"] for r in rows if flag in r["flags"]] for flag in ("frozen", "no_grad", "nonfinite", "zero")}
+    notes = []
+    if problems["zero"]:
+        # zero-initialised layers (e.g. residual projections, as in modded-nanogpt) give the layers
+        # before them a zero gradient at step 0 only: take one step and look again
+        opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        adapter.call(model, x, y)[1].backward()
+        again = {r["name"]: r for r in adapter.grad_table(model)[0]}
+        recovered = [n for n in problems["zero"] if "zero" not in again[n]["flags"]]
+        problems["zero"] = [n for n in problems["zero"] if n not in recovered]
+        if recovered:
+            notes.append(f"{len(recovered)} parameters had a zero gradient at initialisation only "
+                         f"(zero-initialised layers after them): {recovered[:4]}")
     values = {"global_norm": global_norm, "parameters": len(rows),
               "missing_gradients": problems["no_grad"] + problems["frozen"],
-              "nonfinite_gradients": problems["nonfinite"], "zero_gradients": problems["zero"],
+              "nonfinite_gradients": problems["nonfinite"], "zero_gradients": problems["zero"], "notes": notes,
               "table": [{k: r[k] for k in ("name", "shape", "grad_norm", "weight_norm", "flags", "tied_with")} for r in rows]}
     if any(problems.values()):
         parts = [f"{flag}: {names[:4]}{'...' if len(names) > 4 else ''}" for flag, names in problems.items() if names]
@@ -242,12 +256,25 @@ def optimizer_update(ctx):
         rows.append({"name": name, "update_norm": upd, "weight_norm": w, "ratio": upd / w if w > 0 else None})
     ctx.shared["update_ratios"] = {r["name"]: r["ratio"] for r in rows}
     unchanged = [r["name"] for r in rows if r["update_norm"] == 0]
+    notes = []
+    if unchanged:
+        # a zero gradient at step 0 (zero-initialised layers downstream) leaves a parameter still
+        # for one step only: take a second step before calling it stuck
+        opt.zero_grad(set_to_none=True)
+        adapter.call(model, x, y)[1].backward()
+        opt.step()
+        with torch.no_grad():
+            moved = torch.stack(torch._foreach_norm(torch._foreach_sub([p.detach() for _, p in params], before))).tolist()
+        still = {name for (name, _), m in zip(params, moved) if m == 0}
+        notes = [f"moved only from the second step: {[n for n in unchanged if n not in still][:4]}"] \
+            if len(still) < len(unchanged) else []
+        unchanged = [n for n in unchanged if n in still]
     ratios = sorted(r["ratio"] for r in rows if r["ratio"] is not None and math.isfinite(r["ratio"]))
     median = ratios[len(ratios) // 2] if ratios else 0.0
     worst = max(rows, key=lambda r: r["ratio"] or 0.0) if rows else None
     values = {"learning_rate": lr, "median_update_ratio": median, "max_update_ratio": worst["ratio"] if worst else None,
               "max_ratio_parameter": worst["name"] if worst else None, "unchanged": unchanged,
-              "update_size": math.sqrt(sum(r["update_norm"] ** 2 for r in rows)), "table": rows}
+              "update_size": math.sqrt(sum(r["update_norm"] ** 2 for r in rows)), "table": rows, "notes": notes}
     if unchanged:
         raise Outcome(Status.FAIL, f"{len(unchanged)} parameters unchanged by the step: {unchanged[:4]}", values=values,
                       causes=["parameters not passed to the optimizer", "their gradient is zero or missing"],
