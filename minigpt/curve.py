@@ -290,5 +290,6 @@ def diagnose(points: list[MetricPoint], *, baseline: float | None = None) -> Cur
     gap = "" if last_val is None else f", val {last_val:.3f} (gap {last_val - end:+.3f})"
     trend = (f"still improving ({100 * recent:.1f}% over the last {PLATEAU_TAIL:.0%})"
              if noise < PLATEAU_REL or recent > 2 * noise
+             else "too few points to tell whether it still improves" if not math.isfinite(noise)
              else f"too noisy to tell whether it still improves ({100 * recent:+.1f}% +- {100 * noise:.1f}%)")
     return _result("healthy", f"healthy: train loss {start:.3f} -> {end:.3f} over {span}{gap}; {trend}", v)

@@ -141,10 +141,10 @@ class MiniGPTApp(App):
 
     def _update_title(self) -> None:
         step = f"step {self.checkpoint_step}" if self.checkpoint_step is not None else "checkpoint: ?"
-        fault = f" · fault {self.fault_name}" if self.fault_name else ""
+        fault = f"FAULT {self.fault_name} · " if self.fault_name else ""  # first, so narrow terminals show it
         device = self.device_name if self.resolved_device in (None, self.device_name) else \
             f"{self.resolved_device} ({self.device_name})"
-        self.sub_title = f"{self.workspace.root} · device {device} · {step}{fault}"
+        self.sub_title = f"{fault}{self.workspace.root} · device {device} · {step}"
 
     async def _open_workbench(self) -> None:
         if not self.panes:

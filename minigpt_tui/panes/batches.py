@@ -14,7 +14,7 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widgets import Static
 
-from ..messages import CheckFinished, ChecksFinished
+from ..messages import CheckFinished, ChecksFinished, FaultChanged
 from ..widgets.status import status_text, visible_char
 
 BATCH_SIZE = 8
@@ -61,12 +61,22 @@ class BatchesPane(VerticalScroll, can_focus=True):
         self.app.run_worker(lambda: self._draw(seed), thread=True, exclusive=True, group="batches",
                             exit_on_error=False, name="draw batch")
 
+    @dataclass
+    class BatchFailed(Message):
+        error: str
+
     def _draw(self, seed: int) -> None:
         """Worker thread: ctx.batch applies the injected fault, exactly as the batch_shift check sees it."""
+        from minigpt.errors import MiniGPTError
+
         ctx = self.app.session.context
-        block = int(ctx.base_config().get("block_size", 32))
-        x, y = ctx.batch(BATCH_SIZE, block, seed=seed)
-        chars = ctx.tokenizer.chars
+        try:
+            block = int(ctx.base_config().get("block_size", 32))
+            x, y = ctx.batch(BATCH_SIZE, block, seed=seed)
+            chars = ctx.tokenizer.chars
+        except MiniGPTError as exc:  # bad files: say so here, the files/tokenizer checks explain
+            self.post_message(self.BatchFailed(f"cannot draw a batch: {exc.message}"))
+            return
         inputs, targets = x.tolist(), y.tolist()
 
         def decode(row: list[int]) -> list[str]:
@@ -80,6 +90,16 @@ class BatchesPane(VerticalScroll, can_focus=True):
         self.batch = message
         self.row = min(self.row, len(message.inputs) - 1)
         self.render_batch()
+
+    @on(BatchFailed)
+    def show_failure(self, message: BatchFailed) -> None:
+        self.batch = None
+        self.query_one("#batch-view", Static).update(Text(message.error + "\n(see the files and tokenizer checks, key 1)"))
+
+    @on(FaultChanged)
+    def redraw_for_fault(self, message: FaultChanged) -> None:
+        self.shift_check = None  # the old verdict belongs to the old fault
+        self.draw_batch()
 
     @on(CheckFinished)
     def note_shift_check(self, message: CheckFinished) -> None:

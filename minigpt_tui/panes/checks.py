@@ -125,8 +125,13 @@ class ChecksPane(Vertical):
             counts[r.status.value] = counts.get(r.status.value, 0) + 1
         text = ", ".join(f"{n} {k}" for k, n in counts.items() if n)
         state = "cancelled" if report.cancelled else f"done in {report.seconds:.1f}s"
-        fault = f"  fault: {report.fault}" if report.fault else ""
-        self._set_progress(1.0, f"{state}: {text}{fault}")
+        fault = f"fault {report.fault} · " if report.fault else ""  # first: the most important state
+        failed = [cid for cid, r in self.results.items() if r.status.value in ("fail", "error")]
+        failing = f" ({', '.join(failed[:3])}{'…' if len(failed) > 3 else ''})" if failed else ""
+        self._set_progress(1.0, f"{fault}{state}: {text}{failing}")
+        table = self.query_one("#checks-table", DataTable)
+        if failed and table.cursor_row <= 0:  # the user has not moved: show the first failure's causes
+            table.move_cursor(row=table.get_row_index(failed[0]))
 
     def _set_progress(self, fraction: float, text: str) -> None:
         self.query_one("#checks-progress", ProgressBar).update(progress=round(100 * min(1.0, fraction)))

@@ -83,7 +83,7 @@ class GradientsPane(Vertical):
     BINDINGS = [
         Binding("n", "sort('name')", "Sort name"),
         Binding("g", "sort('grad')", "Sort grad"),
-        Binding("r", "sort('ratio')", "Sort ratio"),
+        Binding("o", "sort('ratio')", "Sort ratio"),  # not r: that re-runs the checks everywhere
     ]
     POLL_S = 1.0  # grads.jsonl is written once per evaluation: 1 s is plenty
 
@@ -142,8 +142,8 @@ class GradientsPane(Vertical):
     @on(ChecksFinished)
     def show_check_results(self, message: ChecksFinished) -> None:
         shared = getattr(message.report, "shared", None) or {}
-        if shared.get("update_ratios") is not None:
-            self.ratios = dict(shared["update_ratios"])
+        # ratios from this run only: a skipped optimizer_update must not leave the last run's numbers
+        self.ratios = dict(shared.get("update_ratios") or {})
         table = shared.get("grad_table")
         if table:
             self.show_rows(table["rows"], table.get("global_norm"), table.get("clip"),
@@ -208,7 +208,10 @@ class GradientsPane(Vertical):
         if self.clip and self.global_norm is not None and self.global_norm > self.clip:
             over = " (clipped)"
         arrow = "v" if self.sort_reverse else "^"
+        frozen = sum(1 for r in self.rows if "frozen" in (r.get("flags") or []))
+        found = f"! {problems} with problems" if problems else "no problems"
+        found += f", {frozen} frozen" if frozen else ""
         text = (f"global norm {_num(self.global_norm, '.4g')}  clip {clip}{over}  |  source: {self.source}  |  "
-                f"{len(self.rows)} parameters, {problems} with problems (!)  |  sort: {SORTS[self.sort_key]} {arrow}  "
-                f"[n]ame [g]rad [r]atio")
+                f"{len(self.rows)} parameters, {found}  |  sort: {SORTS[self.sort_key]} {arrow}  "
+                f"[n]ame [g]rad rati[o]")
         self.query_one("#grad-header", Static).update(Text(text))

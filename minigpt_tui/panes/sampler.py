@@ -223,6 +223,9 @@ class SamplerPane(VerticalScroll):
                 if ch not in vocab:
                     self.unknown.setdefault(ch, []).append(pos)
         widget = self.query_one("#prompt-check", Static)
+        if self.chars is None:
+            widget.update(Text("prompt: not checked yet (the tokenizer is not loaded)"))
+            return
         if not self.unknown:
             widget.update(Text("prompt: all characters are in the vocabulary" if prompt else "prompt: empty"))
             return

@@ -17,7 +17,7 @@ KEYS = [
     ("f", "inject a fault (or clear it) and re-run the checks"),
     ("e", "export the report JSON to <workspace>/reports/"),
     ("↑ ↓ / j k, n", "Batches: move between rows, draw a new batch"),
-    ("n g r", "Gradients: sort by name, gradient norm, update/weight ratio (again: reverse)"),
+    ("n g o", "Gradients: sort by name, gradient norm, update/weight ratio (again: reverse)"),
     ("s / x, t", "Loss: start / stop a training subprocess; t toggles it from any pane"),
     ("enter", "Sampler: generate with settings A (buttons: Compare A/B, Stop)"),
     ("ctrl+p", "command palette: every action, one command per check and fault"),

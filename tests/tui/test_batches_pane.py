@@ -55,3 +55,14 @@ async def test_rows_and_new_batches_are_navigable(workspace, make_app):
         await pilot.press("n")
         await wait_until(pilot, lambda: pane.batch is not first, 30, "a new batch")
         assert pane.batch.seed == 1 and pane.batch.inputs != first.inputs
+
+
+async def test_an_unreadable_tokenizer_is_shown_in_the_pane_not_an_endless_wait(workspace, make_app):
+    (workspace / "tokenizer" / "char_tokenizer.json").write_text("not json {")
+    app = make_app(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("4")
+        view = app.query_one("#batch-view")
+        await wait_until(pilot, lambda: "cannot draw a batch" in rendered(view), 30, "the batch error")
+        assert "Not a tokenizer" in rendered(view)
+        assert app.is_running
