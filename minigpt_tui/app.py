@@ -94,6 +94,7 @@ class MiniGPTApp(App):
         self._checks_lock = threading.Lock()  # one run at a time on the shared context
         self._demo_cancel = threading.Event()
         self.checkpoint_step: int | None = None
+        self.checkpoint_label = "checkpoint: checking…"  # until checkpoint_load reports
         self.resolved_device: str | None = None  # from the environment check
 
     def _new_session(self) -> Session:
@@ -140,7 +141,7 @@ class MiniGPTApp(App):
         self.log.info(f"first paint after {self.timings['first_paint_s']:.2f}s")
 
     def _update_title(self) -> None:
-        step = f"step {self.checkpoint_step}" if self.checkpoint_step is not None else "checkpoint: ?"
+        step = self.checkpoint_label
         fault = f"FAULT {self.fault_name} · " if self.fault_name else ""  # first, so narrow terminals show it
         device = self.device_name if self.resolved_device in (None, self.device_name) else \
             f"{self.resolved_device} ({self.device_name})"
@@ -242,8 +243,11 @@ class MiniGPTApp(App):
     @on(CheckFinished)
     def forward_result(self, message: CheckFinished) -> None:
         values = message.result.values
-        if message.result.id == "checkpoint_load" and "step" in values:
-            self.checkpoint_step = values["step"]
+        if message.result.id == "checkpoint_load":
+            status = message.result.status.value
+            self.checkpoint_label = (f"step {values['step']}" if "step" in values
+                                     else "no checkpoint" if status == "skip" else "checkpoint unreadable")
+            self.checkpoint_step = values.get("step")
             self._update_title()
         elif message.result.id == "environment" and "device" in values:
             self.resolved_device = values["device"]
