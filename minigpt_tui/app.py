@@ -27,6 +27,7 @@ from minigpt.workspace import Workspace
 from . import demo
 from .messages import (CheckFinished, CheckProgressed, ChecksFinished, ChecksStarted, CheckStarted, DemoProgressed,
                        DemoReady, FaultChanged, GradientsMeasured)
+from .panes.loss import TrainingEnded
 from .screens.confirm import ConfirmScreen
 from .screens.faults import CLEAR, FaultMenuScreen
 from .screens.help import HelpScreen
@@ -239,6 +240,15 @@ class MiniGPTApp(App):
     @on(CheckProgressed)
     def forward_progress(self, message: Message) -> None:
         self._forward(message)
+
+    @on(TrainingEnded)
+    def recheck_after_training(self, message: TrainingEnded) -> None:
+        # the run wrote new checkpoints (and moved the old ones aside): the header, the checks
+        # and every pane must describe the new ones
+        self.checkpoint_label = "checkpoint: checking…"
+        self._update_title()
+        self.notify(f"training ended (exit {message.returncode}); re-running the checks", markup=False)
+        self.run_checks()
 
     @on(CheckFinished)
     def forward_result(self, message: CheckFinished) -> None:
