@@ -85,6 +85,14 @@ def read_checkpoint(path: str | os.PathLike) -> dict:
             f"Not a checkpoint dict: {path} holds a {type(data).__name__}, expected a dict with "
             "'model_state_dict' and 'config'", path=path,
         )
+    if "model_state_dict" not in data and "model" in data and isinstance(data.get("model_args"), dict):
+        # nanoGPT's layout: weights under "model", the model config under "model_args"
+        # (its "config" holds training hyperparameters, not the model's)
+        best = data.get("best_val_loss")
+        data = {**data, "model_state_dict": data["model"], "config": data["model_args"], "step": data.get("iter_num"),
+                "optimizer_state_dict": data.get("optimizer"),
+                "best_val_loss": float(best) if best is not None else None,
+                "_layout": "read nanoGPT's checkpoint layout (model, model_args, iter_num)"}
     if "model_state_dict" not in data:
         looks_bare = data and all(isinstance(v, torch.Tensor) for v in data.values())
         raise CheckpointError(
@@ -203,6 +211,8 @@ def load_checkpoint(
     """Build the model from the checkpoint's own config and load its weights strictly."""
     data = read_checkpoint(path)
     state_dict, notices = strip_prefixes(dict(data["model_state_dict"]))
+    if data.get("_layout"):
+        notices.insert(0, data["_layout"])
     model = build_model(data["config"], model_factory, path)
     mismatch = compare_state_dict(model, state_dict)
     if mismatch:

@@ -249,3 +249,22 @@ def test_unpicklable_payload_mid_save_keeps_the_previous_file(ckpt_path):
         save_checkpoint(ckpt_path, payload)
     assert ckpt_path.read_bytes() == before
     assert sorted(p.name for p in ckpt_path.parent.iterdir()) == [ckpt_path.name]
+
+
+def test_a_nanogpt_layout_checkpoint_loads_with_a_notice(tmp_path):
+    import torch
+
+    from minigpt.checkpoint import load_checkpoint
+    from minigpt.model import MiniGPT, MiniGPTConfig
+
+    cfg = MiniGPTConfig(vocab_size=20, block_size=8, embedding_dim=16, num_heads=2, num_layers=1, dropout=0.0)
+    model = MiniGPT(cfg)
+    path = tmp_path / "ckpt.pt"
+    # nanoGPT's train.py saves these keys; its "config" is the training hyperparameters
+    torch.save({"model": model.state_dict(), "model_args": cfg.to_dict(), "iter_num": 42,
+                "best_val_loss": torch.tensor(1.5), "optimizer": {}, "config": {"learning_rate": 6e-4}}, path)
+    loaded = load_checkpoint(path)
+    assert loaded.step == 42 and loaded.best_val_loss == 1.5
+    assert "nanoGPT" in loaded.notices[0]
+    x = torch.randint(20, (1, 8))
+    assert torch.equal(loaded.model(x)[0], model.eval()(x)[0])
