@@ -94,6 +94,9 @@ def _field_of(message: str) -> str:
     return next((f for f, _, _ in FIELDS if message.startswith(f)), "temperature")
 
 
+PROMPT_REFUSED = "the prompt has characters the model has never seen (marked ^): remove them"
+
+
 class SamplerPane(VerticalScroll):
     """Prompt, settings A and B, streamed outputs, repetition metrics and filter stages."""
 
@@ -123,6 +126,7 @@ class SamplerPane(VerticalScroll):
         self.stages: list[dict] = []
         self.model_note = ""
         self._run_id = 0
+        self._run_columns: tuple[str, ...] = ()  # the columns the current run generates
         self._cancel = threading.Event()
         self._model_cache: tuple | None = None  # (context, model, tokenizer, note)
         self._model_lock = threading.Lock()
@@ -228,6 +232,8 @@ class SamplerPane(VerticalScroll):
             return
         if not self.unknown:
             widget.update(Text("prompt: all characters are in the vocabulary" if prompt else "prompt: empty"))
+            if PROMPT_REFUSED in str(self.query_one("#sampler-status", Static).content):
+                self._status("prompt fixed: ready to generate")  # the refusal no longer applies
             return
         marked, carets = Text("prompt: "), Text("        ")
         for ch in prompt:
@@ -319,10 +325,11 @@ class SamplerPane(VerticalScroll):
             self._status("the prompt is empty: generation needs at least one character", problem=True)
             return False
         if self.unknown:
-            self._status("the prompt has characters the model has never seen (marked ^): remove them", problem=True)
+            self._status(PROMPT_REFUSED, problem=True)
             return False
         self._run_id += 1
         self._cancel = threading.Event()
+        self._run_columns = tuple(columns)
         for col in columns:
             self.outputs[col], self.reports[col] = "", None
             self._show_output(col, running=True)
@@ -424,13 +431,16 @@ class SamplerPane(VerticalScroll):
         self.query_one(f"#{message.column}-report", Static).update(Text(
             f"repetition {r['repetition_rate']:.2f}  distinct-1 {r['distinct_1']:.2f}  distinct-2 {r['distinct_2']:.2f}"
             f"  {loop}", style="bold yellow" if r["repetition_rate"] > 0.5 else ""))
-        if all(self.reports[c] is not None for c in COLUMNS if self.outputs[c]):
+        # done only when every column of this run has reported (B may still be streaming)
+        if all(self.reports[c] is not None for c in self._run_columns):
             self._status(f"done ({self.model_note})")
 
     @on(SamplerFailed)
     def _sampler_failed(self, message: SamplerFailed) -> None:
         if message.run_id == self._run_id:
             self._status(f"cannot generate: {message.error}", problem=True)
+            for col in self._run_columns:
+                self._show_output(col, running=False)  # no column stays marked as running
 
     @on(Worker.StateChanged)
     def _worker_failed(self, event: Worker.StateChanged) -> None:

@@ -70,8 +70,10 @@ async def test_prompt_characters_missing_from_the_vocabulary_are_flagged(demo_ws
         check = _text(pane, "#prompt-check")
         assert "not in the vocabulary" in check and "^" in check
         assert pane.generate(("A",)) is False
+        assert "never seen" in _text(pane, "#sampler-status")
         await _set(pilot, pane, "#prompt", "The x")
         assert not pane.unknown
+        assert "never seen" not in _text(pane, "#sampler-status")  # the refusal does not linger
 
 
 @sync
