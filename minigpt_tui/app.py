@@ -370,7 +370,7 @@ class MiniGPTApp(App):
         if getattr(pane, "training", False):
             pane.stop_training()
         else:
-            pane.start_training()
+            pane.action_start_training()  # asks before moving an existing run aside
 
     def palette_commands(self) -> list[tuple[str, str, object]]:
         """(title, help, callback) for the command palette; runs in a thread (imports torch)."""

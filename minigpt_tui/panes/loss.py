@@ -264,7 +264,21 @@ class LossPane(Vertical):
         return True
 
     def action_start_training(self) -> None:
-        self.start_training()
+        """Ask first when a run is already there: a fresh run moves it to previous/<time>/."""
+        if self.training:
+            self.start_training()  # says it is already running
+            return
+        ws = self.app.workspace
+        if not (ws.best_checkpoint.exists() or ws.latest_checkpoint.exists()):
+            self.start_training()
+            return
+        from ..screens.confirm import ConfirmScreen
+
+        question = (f"Start a fresh training run ({' '.join(self.train_args)})?\n\nThe current checkpoints and "
+                    f"logs of {ws.root} move to previous/<time>/ first (nothing is deleted). "
+                    "An injected fault does not apply to the training run.")
+        self.app.push_screen(ConfirmScreen(question, yes="Start training", no="Cancel"),
+                             lambda yes: self.start_training() if yes else None)
 
     def action_stop_training(self) -> None:
         if not self.stop_training():

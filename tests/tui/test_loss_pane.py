@@ -119,9 +119,15 @@ async def test_starts_and_stops_a_training_subprocess(demo_ws):
     async with app.run_test(size=(80, 24)) as pilot:
         pane = app.query_one(LossPane)
         pane.train_args = ["--preset", "debug", "--steps", "100000", "--device", "cpu"]
+        demo_ws.checkpoints.mkdir(parents=True, exist_ok=True)
+        demo_ws.best_checkpoint.write_bytes(b"an earlier run")
         pane.focus()
         await pilot.press("s")
-        assert pane.training
+        # the workspace holds a run: the pane asks before moving it to previous/
+        assert await _until(pilot, lambda: not pane.training and app.screen is not app.screen_stack[0], 10)
+        await pilot.press("y")
+        assert await _until(pilot, lambda: pane.training, 10)
+        assert await _until(pilot, lambda: any((demo_ws.root / "previous").glob("*/checkpoints/mini_gpt_best.pt")), 60)
         pid = pane._proc.pid
         assert "RUNNING" in str(pane.query_one("#train-status", Static).render())
         # the trainer logs every 10 steps; the pane follows the file it (re)creates
