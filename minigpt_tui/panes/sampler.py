@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,17 +21,14 @@ from textual.message import Message
 from textual.widgets import Button, Input, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from minigpt.repetition import repetition_report
-
 from ..widgets.prob_bars import StageBars
+from .sampler_run import SampleFinished, SamplerFailed, StagesComputed, TextGenerated, next_token_stages, stream_samples
 
 # field, label, parser kind ("float" | "int" | "int?" where blank means None)
 FIELDS = [("temperature", "temperature", "float"), ("top_k", "top-k", "int?"), ("top_p", "top-p", "float"),
           ("repetition_penalty", "rep. penalty", "float"), ("max_new_tokens", "max new", "int"),
           ("seed", "seed (A=B)", "int?")]
 COLUMNS = ("A", "B")
-STREAM_EVERY_S = 0.05  # batch streamed characters: at most ~20 UI updates a second per column
-TOP_TOKENS = 8
 
 
 @dataclass
@@ -48,33 +44,6 @@ class SettingsChecked(Message):
     values: dict
     errors: dict[str, str]  # field -> message
     notes: list[str]
-
-
-@dataclass
-class StagesComputed(Message):
-    run_id: int
-    stages: list[dict]
-    title: str
-
-
-@dataclass
-class TextGenerated(Message):
-    run_id: int
-    column: str
-    text: str  # the characters since the last TextGenerated (every one matters: no can_replace)
-
-
-@dataclass
-class SampleFinished(Message):
-    run_id: int
-    column: str
-    report: dict
-
-
-@dataclass
-class SamplerFailed(Message):
-    run_id: int
-    error: str
 
 
 def parse_field(kind: str, text: str):
@@ -351,62 +320,21 @@ class SamplerPane(VerticalScroll):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="sampler-generate")
     def _run(self, run_id: int, prompt: str, columns: list[tuple[str, dict]], cancel: threading.Event) -> None:
-        import torch
-
         from minigpt.errors import MiniGPTError
-        from minigpt.sampling import SamplerSettings, encode_prompt, filter_stages, validate
+        from minigpt.sampling import SamplerSettings, encode_prompt
 
         worker = get_current_worker()
         try:
             model, tokenizer, note = self._load_model()
-            chars = tokenizer.chars
             ids = encode_prompt(tokenizer, prompt)
             settings = {col: SamplerSettings(**values) for col, values in columns}
-            for s in settings.values():
-                validate(s, model.config.vocab_size)
-            # the distribution after each filter, for the prompt's last position, with the first settings
-            block = model.config.block_size
-            context = ids[-block:]
-            device = next(model.parameters()).device
-            was_training = model.training
-            model.eval()
-            with torch.no_grad():
-                out = model(torch.tensor([context], dtype=torch.long, device=device))
-            model.train(was_training)
-            logits = (out[0] if isinstance(out, tuple) else out)[0, -1, :]
             first = columns[0][0]
-            stages = []
-            for st in filter_stages(logits, context, settings[first]):
-                probs, idx = torch.topk(st.probs.float().cpu(), min(TOP_TOKENS, st.probs.numel()))
-                top = [(chars[i] if i < len(chars) else "?", p) for p, i in zip(probs.tolist(), idx.tolist())]
-                stages.append({"name": st.name, "survivors": st.survivors, "top": top})
+            stages = next_token_stages(model, ids, settings, tokenizer.chars, first)
             self.post_message(StagesComputed(run_id, stages, f"next token after the prompt, settings {first} ({note})"))
-            self._stream(worker, run_id, model, ids, settings, chars, cancel)
+            stream_samples(self.post_message, run_id, model, ids, settings, tokenizer.chars,
+                           lambda: worker.is_cancelled or cancel.is_set())
         except MiniGPTError as exc:
             self.post_message(SamplerFailed(run_id, str(exc)))
-
-    def _stream(self, worker, run_id, model, ids, settings, chars, cancel) -> None:
-        from minigpt.sampling import generate
-
-        for col, s in settings.items():
-            pending, last = [], time.monotonic()
-
-            def on_token(token: int) -> bool:
-                nonlocal last
-                pending.append(chars[token] if token < len(chars) else "?")
-                if time.monotonic() - last >= STREAM_EVERY_S:
-                    self.post_message(TextGenerated(run_id, col, "".join(pending)))
-                    pending.clear()
-                    last = time.monotonic()
-                return not (worker.is_cancelled or cancel.is_set())
-
-            new = generate(model, ids, s, on_token=on_token)
-            if pending:
-                self.post_message(TextGenerated(run_id, col, "".join(pending)))
-            text = "".join(chars[t] if t < len(chars) else "?" for t in new)
-            self.post_message(SampleFinished(run_id, col, repetition_report(text)))
-            if worker.is_cancelled or cancel.is_set():
-                return
 
     @on(StagesComputed)
     def _stages_computed(self, message: StagesComputed) -> None:
