@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import shutil
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -56,3 +57,14 @@ def demo_ws(tmp_path, demo_template) -> Workspace:
     """A fresh copy of the demo workspace per test."""
     shutil.copytree(demo_template, tmp_path / "ws")
     return Workspace(tmp_path / "ws")
+
+
+async def until(pilot, condition, timeout: float = 20.0) -> bool:
+    """Pause the app until `condition()` holds or `timeout` passes; returns the final condition."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        await pilot.pause()
+        if condition():
+            return True
+        await asyncio.sleep(0.05)
+    return condition()

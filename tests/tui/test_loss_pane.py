@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
-import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +13,7 @@ from minigpt.workspace import Workspace
 from minigpt_tui.panes.loss import LossPane
 from minigpt_tui.widgets.loss_plot import LossPlot
 
-from ._pane_harness import PaneHarness, demo_template, demo_ws, sync  # noqa: F401 (fixtures)
+from ._pane_harness import PaneHarness, until as _until, demo_template, demo_ws, sync  # noqa: F401 (fixtures)
 
 
 def _lines(start: int, stop: int, *, val_every: int = 50) -> str:
@@ -26,16 +24,6 @@ def _lines(start: int, stop: int, *, val_every: int = 50) -> str:
             rec["val_loss"] = rec["train_loss"] + 0.1
         out.append(json.dumps(rec))
     return "".join(line + "\n" for line in out)
-
-
-async def _until(pilot, condition, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        await pilot.pause()
-        if condition():
-            return True
-        await asyncio.sleep(0.05)
-    return condition()
 
 
 def _workspace_with_metrics(tmp_path: Path, text: str = "") -> Workspace:

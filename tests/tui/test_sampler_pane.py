@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 
 from textual.widgets import Input, Static
 
@@ -12,21 +10,11 @@ from minigpt_tui.panes.sampler import SamplerPane
 from minigpt_tui.session import Session
 from minigpt_tui.widgets.prob_bars import StageBars
 
-from ._pane_harness import PaneHarness, demo_template, demo_ws, sync  # noqa: F401 (fixtures)
+from ._pane_harness import PaneHarness, until as _until, demo_template, demo_ws, sync  # noqa: F401 (fixtures)
 
 
 def _app(ws) -> PaneHarness:
     return PaneHarness(SamplerPane, ws, session=Session(CheckOptions(workspace=ws.root, device="cpu")))
-
-
-async def _until(pilot, condition, timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        await pilot.pause()
-        if condition():
-            return True
-        await asyncio.sleep(0.05)
-    return condition()
 
 
 async def _set(pilot, pane, selector: str, value: str) -> None:
