@@ -207,9 +207,11 @@ def load_checkpoint(
     *,
     tokenizer=None,
     model_factory: ModelFactory | None = None,
+    data: dict | None = None,
 ) -> LoadedCheckpoint:
-    """Build the model from the checkpoint's own config and load its weights strictly."""
-    data = read_checkpoint(path)
+    """Build the model from the checkpoint's own config and load its weights strictly.
+    `data` is what `read_checkpoint(path)` returned, when the caller has read it already."""
+    data = read_checkpoint(path) if data is None else data
     state_dict, notices = strip_prefixes(dict(data["model_state_dict"]))
     if data.get("_layout"):
         notices.insert(0, data["_layout"])

@@ -8,7 +8,6 @@ import tempfile
 from pathlib import Path
 from typing import IO, Iterator
 
-import torch
 
 
 @contextlib.contextmanager
@@ -40,6 +39,8 @@ def atomic_open(path: str | os.PathLike, mode: str = "wb", encoding: str | None 
 
 
 def atomic_torch_save(obj: object, path: str | os.PathLike) -> None:
+    import torch  # here, not at the top: the tokenizer (and the TUI's first paint) use this module
+
     with atomic_open(path, "wb") as fh:
         torch.save(obj, fh)
 

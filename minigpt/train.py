@@ -202,7 +202,7 @@ class Trainer:
             self.archived = self._archive_previous_run()
             ws.metrics.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text("", ws.metrics)
-            atomic_write_text("", ws.root / "logs" / "grads.jsonl")
+            atomic_write_text("", ws.grads)
         model.train()
         last_good = str(ws.latest_checkpoint) if ws.latest_checkpoint.exists() and self.resume else None
         tokens_per_step = cfg.batch_size * cfg.block_size * cfg.grad_accum
@@ -297,7 +297,7 @@ class Trainer:
         """A fresh run never overwrites an earlier one: its checkpoints and logs move to
         `<workspace>/previous/<time>/` first (use --resume to continue it instead)."""
         ws = self.ws
-        old = [p for p in (ws.best_checkpoint, ws.latest_checkpoint, ws.metrics, ws.root / "logs" / "grads.jsonl")
+        old = [p for p in (ws.best_checkpoint, ws.latest_checkpoint, ws.metrics, ws.grads)
                if p.is_file() and p.stat().st_size > 0]
         if not old:
             return None
@@ -316,14 +316,14 @@ class Trainer:
         rows, _ = grad_table(model)
         record = {"step": step, "global_norm": norm_before_clip, "clip": self.cfg.grad_clip,
                   "rows": [{k: r[k] for k in ("name", "shape", "numel", "grad_norm", "weight_norm", "flags")} for r in rows]}
-        with open(self.ws.root / "logs" / "grads.jsonl", "a", encoding="utf-8") as fh:
+        with open(self.ws.grads, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(record) + "\n")
 
     def _truncate_metrics(self, step: int) -> None:
         """Drop lines the interrupted run logged after the checkpoint we resume from."""
         if not self.ws.metrics.exists():
             return
-        grads = self.ws.root / "logs" / "grads.jsonl"
+        grads = self.ws.grads
         if grads.is_file():
             lines = [l for l in grads.read_text(encoding="utf-8").splitlines() if _step_of(l) <= step]
             atomic_write_text("".join(l + "\n" for l in lines), grads)

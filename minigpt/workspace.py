@@ -38,6 +38,10 @@ class Workspace:
     def metrics(self) -> Path:
         return self.root / "logs" / "metrics.jsonl"
 
+    @property
+    def grads(self) -> Path:
+        return self.root / "logs" / "grads.jsonl"
+
     def required_files(self) -> dict[str, Path]:
         files = {"tokenizer": self.tokenizer}
         files.update({f"{s}_ids": self.ids(s) for s in SPLITS})

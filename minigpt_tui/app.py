@@ -26,7 +26,7 @@ from minigpt.workspace import Workspace
 
 from . import demo
 from .messages import (CheckFinished, CheckProgressed, ChecksFinished, ChecksStarted, CheckStarted, DemoProgressed,
-                       DemoReady, FaultChanged, GradientsMeasured)
+                       DemoReady, FaultChanged)
 from .panes.loss import TrainingEnded
 from .screens.confirm import ConfirmScreen
 from .screens.faults import CLEAR, FaultMenuScreen
@@ -94,7 +94,6 @@ class MiniGPTApp(App):
         self._cancel: threading.Event | None = None
         self._checks_lock = threading.Lock()  # one run at a time on the shared context
         self._demo_cancel = threading.Event()
-        self.checkpoint_step: int | None = None
         self.checkpoint_label = "checkpoint: checking…"  # until checkpoint_load reports
         self.resolved_device: str | None = None  # from the environment check
 
@@ -257,7 +256,6 @@ class MiniGPTApp(App):
             status = message.result.status.value
             self.checkpoint_label = (f"step {values['step']}" if "step" in values
                                      else "no checkpoint" if status == "skip" else "checkpoint unreadable")
-            self.checkpoint_step = values.get("step")
             self._update_title()
         elif message.result.id == "environment" and "device" in values:
             self.resolved_device = values["device"]
@@ -279,12 +277,7 @@ class MiniGPTApp(App):
             self.timings.setdefault("first_checks_done_s", time.perf_counter() - self.started_at)
             self.log.info(f"all checks done in {self.timings['all_checks_s']:.2f}s")
         self.session.last_report = report
-        self._forward(ChecksFinished(report))
-        grads = report.shared.get("grad_table")
-        if grads and "gradients" in fresh_ids(message.report):
-            pane = self.panes.get("gradients")
-            if pane is not None:
-                pane.post_message(GradientsMeasured(**grads))
+        self._forward(ChecksFinished(report))  # the gradients pane renders report.shared["grad_table"]
 
     # -- actions ----------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple) -> bool | None:
@@ -361,7 +354,6 @@ class MiniGPTApp(App):
         path.parent.mkdir(parents=True, exist_ok=True)
         write_report(report, path)
         self.call_from_thread(self.notify, f"report written to {path}", markup=False)
-        self.exported = path
 
     def action_toggle_training(self) -> None:
         pane = self.panes.get("loss")
@@ -418,6 +410,3 @@ class MiniGPTApp(App):
     def on_unmount(self) -> None:
         self.stop_threads()
 
-
-def fresh_ids(report) -> set[str]:
-    return {r.id for r in report.results}

@@ -161,7 +161,8 @@ class CheckContext:
                 wider[key] = cfg[key] * 2
                 return base(wider)
 
-        loaded = load_checkpoint(self.options.checkpoint, self.device, tokenizer=self.tokenizer, model_factory=factory)
+        loaded = load_checkpoint(self.options.checkpoint, self.device, tokenizer=self.tokenizer, model_factory=factory,
+                                 data=self.checkpoint_raw)  # read once, shared with tokenizer_fingerprint
         loaded.model, note = faults.apply_to_model(self.fault, loaded.model, fresh=False)
         if note:
             self.fault_notes.append(note)

@@ -7,6 +7,7 @@ import sys
 
 import torch
 
+from ..device import mps_available
 from ..fileio import describe_size
 from .registry import check
 from .result import Outcome, Status
@@ -29,7 +30,7 @@ def _torch_version_tuple() -> tuple[int, int]:
 def environment(ctx):
     values = {"python": platform.python_version(), "torch": torch.__version__,
               "cuda_available": torch.cuda.is_available(), "cuda_version": torch.version.cuda,
-              "mps_available": bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()),
+              "mps_available": mps_available(),
               "platform": platform.platform(), "executable": sys.executable}
     device = ctx.device
     values["device"] = str(device)
@@ -158,10 +159,6 @@ def token_range(ctx):
                       fixes=["re-run `minigpt prepare` so IDs and tokenizer come from one vocabulary"])
     return (f"{sum(s['tokens'] for s in per_split.values()):,} IDs in {len(per_split)} splits, "
             f"all in [0, {vocab})"), values
-
-
-def _visible(text: str) -> str:
-    return text.replace("\n", "⏎\n").replace("\t", "→")
 
 
 @check("decoded_sample", "data", "Stored IDs decode to readable text", depends=("token_range",))

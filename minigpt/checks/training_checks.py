@@ -9,6 +9,7 @@ import torch
 from . import adapter
 from .data_checks import DEBUG_BATCH_SIZE
 from .model_checks import localise_nonfinite
+from ..train import _weights_finite
 from .registry import check
 from .result import Outcome, Status
 
@@ -119,7 +120,7 @@ def checkpoint_load(ctx):
     loaded = ctx.checkpoint  # CheckpointError -> this check fails with the typed message
     model = loaded.model.eval()
     params = [p.detach() for p in model.parameters()]
-    finite = bool(torch.isfinite(torch.stack(torch._foreach_norm(params))).all())
+    finite = _weights_finite(model)
     V = adapter.config_value(model, "vocab_size")
     T = adapter.config_value(model, "block_size")
     baseline = math.log(V)

@@ -17,7 +17,6 @@ from textual.widgets import Static
 from ..messages import CheckFinished, ChecksFinished, FaultChanged
 from ..widgets.status import status_text, visible_char
 
-BATCH_SIZE = 8
 MISMATCH_STYLE = "bold white on red"
 OK_MARK, BAD_MARK, UNCHECKED_MARK = "✓", "✗", "·"
 
@@ -71,8 +70,9 @@ class BatchesPane(VerticalScroll, can_focus=True):
 
         ctx = self.app.session.context
         try:
-            block = int(ctx.base_config().get("block_size", 32))
-            x, y = ctx.batch(BATCH_SIZE, block, seed=seed)
+            from minigpt.checks.data_checks import DEBUG_BATCH_SIZE, _block
+
+            x, y = ctx.batch(DEBUG_BATCH_SIZE, _block(ctx), seed=seed)  # the batch_shift check's shape
             chars = ctx.tokenizer.chars
         except MiniGPTError as exc:  # bad files: say so here, the files/tokenizer checks explain
             self.post_message(self.BatchFailed(f"cannot draw a batch: {exc.message}"))

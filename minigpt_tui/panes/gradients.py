@@ -110,7 +110,7 @@ class GradientsPane(Vertical):
         self._render_header()
         workspace = getattr(self.app, "workspace", None)
         if workspace is not None:
-            self._follow_grads(Path(workspace.root) / "logs" / "grads.jsonl")
+            self._follow_grads(workspace.grads)
 
     def on_unmount(self) -> None:
         self._stop.set()

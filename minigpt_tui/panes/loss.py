@@ -8,7 +8,6 @@ stop `minigpt train` as a subprocess, so a crash there never takes the UI down.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import subprocess
@@ -60,12 +59,15 @@ class TrainingEnded(Message):
 
 
 def _vocab_baseline(tokenizer_path: Path) -> float | None:
-    """log(V) from the tokenizer JSON (read directly: minigpt.tokenizer would import torch)."""
+    """log(V), the loss of a uniform guess, from the workspace's tokenizer (None when unreadable)."""
+    from minigpt.errors import MiniGPTError
+    from minigpt.tokenizer import CharTokenizer
+
     try:
-        chars = json.loads(tokenizer_path.read_text(encoding="utf-8"))["chars"]
-        return math.log(len(chars)) if chars else None
-    except (OSError, ValueError, KeyError, TypeError):
+        vocab = CharTokenizer.from_file(tokenizer_path).vocab_size
+    except MiniGPTError:
         return None
+    return math.log(vocab) if vocab else None
 
 
 def _ppl(loss: float | None) -> str:
