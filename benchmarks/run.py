@@ -27,7 +27,7 @@ from minigpt.gradstats import grad_table  # noqa: E402
 from minigpt.model import MiniGPT, MiniGPTConfig  # noqa: E402
 from minigpt.prepare import prepare_workspace  # noqa: E402
 from minigpt.sampling import SamplerSettings, generate  # noqa: E402
-from minigpt.train import PRESETS, MODEL_FIELDS, TrainConfig, Trainer, make_optimizer  # noqa: E402
+from minigpt.train import MODEL_FIELDS, PRESETS, TrainConfig, Trainer, make_optimizer  # noqa: E402
 from minigpt.workspace import Workspace  # noqa: E402
 
 WIKITEXT = ROOT.parent / "shared" / "data" / "wikitext-2"
@@ -76,8 +76,11 @@ def kv_cache_speedup(reps: int) -> dict:
     cached = median_time(lambda: run(True), reps)
     full = median_time(lambda: run(False), reps)
     assert outs[True] == outs[False], "KV cache changed the greedy output"
-    return {"kv_cache_speedup": full / cached, "generate_tokens_per_s_cached": 250 / cached,
-            "generate_tokens_per_s_recompute": 250 / full}
+    return {
+        "kv_cache_speedup": full / cached,
+        "generate_tokens_per_s_cached": 250 / cached,
+        "generate_tokens_per_s_recompute": 250 / full,
+    }
 
 
 def grad_stats_overhead(data, vocab: int, reps: int) -> float:
@@ -120,8 +123,12 @@ def main() -> None:
 
         debug = {k: v for k, v in PRESETS["debug"].items() if k in MODEL_FIELDS}
         small = {k: v for k, v in PRESETS["small"].items() if k in MODEL_FIELDS}
-        out["train_tokens_per_s_debug"] = train_tokens_per_s(data, vocab, debug, PRESETS["debug"]["batch_size"], 50, reps)
-        out["train_tokens_per_s_small"] = train_tokens_per_s(data, vocab, small, PRESETS["small"]["batch_size"], 10, reps)
+        out["train_tokens_per_s_debug"] = train_tokens_per_s(
+            data, vocab, debug, PRESETS["debug"]["batch_size"], 50, reps
+        )
+        out["train_tokens_per_s_small"] = train_tokens_per_s(
+            data, vocab, small, PRESETS["small"]["batch_size"], 10, reps
+        )
         ref = dict(block_size=64, embedding_dim=128, num_heads=4, num_layers=4, expansion_factor=4, dropout=0.0)
         out["train_tokens_per_s_4x128_block64_batch12"] = train_tokens_per_s(data, vocab, ref, 12, 20, reps)
 
@@ -133,7 +140,9 @@ def main() -> None:
         t0 = time.perf_counter()
         report = run_checks(CheckContext(CheckOptions(workspace=ws.root, device="cpu", overfit_steps=300)))
         out["check_suite_seconds"] = time.perf_counter() - t0
-        out["check_suite_seconds_without_overfit"] = out["check_suite_seconds"] - report.by_id()["single_batch_overfit"].duration_s
+        out["check_suite_seconds_without_overfit"] = (
+            out["check_suite_seconds"] - report.by_id()["single_batch_overfit"].duration_s
+        )
         out["check_suite_failures"] = [r.id for r in report.failed]
     if args.json:
         print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in out.items()}, indent=2))

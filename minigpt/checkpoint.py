@@ -11,9 +11,9 @@ import os
 import pickle
 import stat
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import torch
 import torch.nn as nn
@@ -42,12 +42,15 @@ def read_checkpoint(path: str | os.PathLike) -> dict:
         st = os.stat(path)
     except FileNotFoundError:
         raise CheckpointError(
-            f"Checkpoint not found: {path}", path=path,
+            f"Checkpoint not found: {path}",
+            path=path,
             causes=["no training run has saved here yet", "pass --checkpoint or --workspace"],
         ) from None
     # refuse before opening: a FIFO or device would make torch.load block forever
     if not stat.S_ISREG(st.st_mode):
-        kind = "a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else "not a regular file"
+        kind = (
+            "a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else "not a regular file"
+        )
         raise CheckpointError(f"Not a checkpoint: {path} is {kind}", path=path)
     if st.st_size == 0:
         raise CheckpointError(f"Not a checkpoint: {path} is 0 bytes (an interrupted save?)", path=path)
@@ -56,24 +59,32 @@ def read_checkpoint(path: str | os.PathLike) -> dict:
     except pickle.UnpicklingError as exc:
         # torch's first line is boilerplate; the line naming the refused global comes later
         lines = [line.strip() for line in str(exc).splitlines()[1:] if line.strip()]
-        detail = next((line for line in lines if not line.startswith(("Please file", "Check the documentation"))),
-                      str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        detail = next(
+            (line for line in lines if not line.startswith(("Please file", "Check the documentation"))),
+            str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+        )
         if detail.startswith("Unsupported operand"):  # bytes that are not a pickle at all
             raise CheckpointError(
                 f"Not a readable checkpoint: {path} ({st.st_size} bytes) is corrupt: {detail[:200]}",
-                path=path, causes=["the file is not a torch.save file", "an interrupted save or copy"],
+                path=path,
+                causes=["the file is not a torch.save file", "an interrupted save or copy"],
             ) from None
         raise CheckpointError(
-            f"Refused to load {path}: it holds objects outside the weights-only allow-list "
-            f"({detail[:200]})",
+            f"Refused to load {path}: it holds objects outside the weights-only allow-list ({detail[:200]})",
             path=path,
-            causes=["it pickles custom classes or code (an unsafe or non-standard checkpoint)",
-                    "save plain dicts of tensors and numbers instead"],
+            causes=[
+                "it pickles custom classes or code (an unsafe or non-standard checkpoint)",
+                "save plain dicts of tensors and numbers instead",
+            ],
         ) from None
     except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as exc:
         msg = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-        truncated = ("central directory" in msg or isinstance(exc, EOFError) or "unexpected EOF" in msg
-                     or _zip_lacks_end_record(path, st.st_size))
+        truncated = (
+            "central directory" in msg
+            or isinstance(exc, EOFError)
+            or "unexpected EOF" in msg
+            or _zip_lacks_end_record(path, st.st_size)
+        )
         raise CheckpointError(
             f"Not a readable checkpoint: {path} ({st.st_size} bytes) "
             f"{'looks truncated' if truncated else 'is corrupt'}: {msg}",
@@ -83,26 +94,35 @@ def read_checkpoint(path: str | os.PathLike) -> dict:
     if not isinstance(data, dict):
         raise CheckpointError(
             f"Not a checkpoint dict: {path} holds a {type(data).__name__}, expected a dict with "
-            "'model_state_dict' and 'config'", path=path,
+            "'model_state_dict' and 'config'",
+            path=path,
         )
     if "model_state_dict" not in data and "model" in data and isinstance(data.get("model_args"), dict):
         # nanoGPT's layout: weights under "model", the model config under "model_args"
         # (its "config" holds training hyperparameters, not the model's)
         best = data.get("best_val_loss")
-        data = {**data, "model_state_dict": data["model"], "config": data["model_args"], "step": data.get("iter_num"),
-                "optimizer_state_dict": data.get("optimizer"),
-                "best_val_loss": float(best) if best is not None else None,
-                "_layout": "read nanoGPT's checkpoint layout (model, model_args, iter_num)"}
+        data = {
+            **data,
+            "model_state_dict": data["model"],
+            "config": data["model_args"],
+            "step": data.get("iter_num"),
+            "optimizer_state_dict": data.get("optimizer"),
+            "best_val_loss": float(best) if best is not None else None,
+            "_layout": "read nanoGPT's checkpoint layout (model, model_args, iter_num)",
+        }
     if "model_state_dict" not in data:
         looks_bare = data and all(isinstance(v, torch.Tensor) for v in data.values())
         raise CheckpointError(
-            f"Checkpoint {path} has no 'model_state_dict' (keys: {sorted(map(str, data))[:8]})", path=path,
+            f"Checkpoint {path} has no 'model_state_dict' (keys: {sorted(map(str, data))[:8]})",
+            path=path,
             causes=["this is a bare state_dict; wrap it as {'model_state_dict': sd, 'config': {...}}"]
-            if looks_bare else ["written by a different training script"],
+            if looks_bare
+            else ["written by a different training script"],
         )
     if not isinstance(data.get("config"), dict):
         raise CheckpointError(
-            f"Checkpoint {path} has no 'config' dict (found {type(data.get('config')).__name__})", path=path,
+            f"Checkpoint {path} has no 'config' dict (found {type(data.get('config')).__name__})",
+            path=path,
             causes=["the model's hyperparameters were not saved with the weights"],
         )
     return data
@@ -131,7 +151,7 @@ def strip_prefixes(state_dict: dict) -> tuple[dict, list[str]]:
         stripped = False
         for prefix in KEY_PREFIXES:
             if state_dict and all(k.startswith(prefix) for k in state_dict):
-                state_dict = {k[len(prefix):]: v for k, v in state_dict.items()}
+                state_dict = {k[len(prefix) :]: v for k, v in state_dict.items()}
                 origin = "torch.compile" if prefix == "_orig_mod." else "DistributedDataParallel/DataParallel"
                 notices.append(f"stripped the '{prefix}' key prefix (written by {origin})")
                 stripped = True
@@ -154,8 +174,10 @@ class StateDictMismatch:
         if self.unexpected:
             parts.append(f"unexpected {len(self.unexpected)}: {self.unexpected[:6]}")
         if self.size_mismatched:
-            parts.append("size mismatch: " + ", ".join(
-                f"{n} checkpoint {c} vs model {m}" for n, c, m in self.size_mismatched[:6]))
+            parts.append(
+                "size mismatch: "
+                + ", ".join(f"{n} checkpoint {c} vs model {m}" for n, c, m in self.size_mismatched[:6])
+            )
         return "; ".join(parts)
 
 
@@ -191,12 +213,14 @@ def build_model(config: dict, model_factory: ModelFactory | None, path: object) 
         raise CheckpointError(f"Invalid model config in {path}: {exc.message}", path=path) from None
     except ModelSpecError as exc:
         raise CheckpointError(
-            f"The config in {path} does not fit the given model class: {exc.message}", path=path,
+            f"The config in {path} does not fit the given model class: {exc.message}",
+            path=path,
             causes=["the checkpoint was written by another model class (check --model)"] + exc.causes,
         ) from None
     except TypeError as exc:
         raise CheckpointError(
-            f"The model could not be built from the config in {path}: {exc}", path=path,
+            f"The model could not be built from the config in {path}: {exc}",
+            path=path,
             causes=["the checkpoint was written for another model class (pass --model)"],
         ) from None
 
@@ -221,15 +245,23 @@ def load_checkpoint(
         raise CheckpointError(
             f"Checkpoint {path} does not fit the model built from its config: {mismatch.describe()}",
             path=path,
-            causes=["the checkpoint was written by another architecture or vocabulary",
-                    "the config saved with it does not match the weights"],
+            causes=[
+                "the checkpoint was written by another architecture or vocabulary",
+                "the config saved with it does not match the weights",
+            ],
         )
     model.load_state_dict(state_dict, strict=True)
     model.to(device).eval()
     fp = data.get("tokenizer_fingerprint")
     result = LoadedCheckpoint(
-        path=str(path), model=model, config=dict(data["config"]), step=data.get("step"),
-        best_val_loss=data.get("best_val_loss"), tokenizer_fingerprint=fp, raw=data, notices=notices,
+        path=str(path),
+        model=model,
+        config=dict(data["config"]),
+        step=data.get("step"),
+        best_val_loss=data.get("best_val_loss"),
+        tokenizer_fingerprint=fp,
+        raw=data,
+        notices=notices,
     )
     if tokenizer is not None:
         if fp is None:

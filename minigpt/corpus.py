@@ -50,18 +50,21 @@ class Corpus:
 def decode_text(data: bytes, path: object = "<bytes>") -> str:
     """Decode `data` under `DECODING_POLICY`; `path` only names the file in errors."""
     if data.startswith(_UTF8_BOM):
-        data = data[len(_UTF8_BOM):]
+        data = data[len(_UTF8_BOM) :]
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        bad = data[exc.start:exc.end]
-        context = data[max(0, exc.start - 20):exc.start]
+        bad = data[exc.start : exc.end]
+        context = data[max(0, exc.start - 20) : exc.start]
         raise DataError(
             f"Not UTF-8 text: {path} has invalid byte(s) {bad!r} at byte offset {exc.start} "
             f"(after {context!r}): {exc.reason}",
             path=path,
-            causes=["the file is in another encoding (Latin-1, cp1252, UTF-16): re-save it as UTF-8",
-                    "it is a binary file", "it was truncated mid-character"],
+            causes=[
+                "the file is in another encoding (Latin-1, cp1252, UTF-16): re-save it as UTF-8",
+                "it is a binary file",
+                "it was truncated mid-character",
+            ],
         ) from None
     return _NEWLINES.sub("\n", text)
 
@@ -70,19 +73,26 @@ def read_text(path: str | os.PathLike) -> str:
     """Read one file under `DECODING_POLICY`; an empty file is a `DataError`."""
     path = Path(path)
     if not path.exists():
-        raise DataError(f"Corpus file not found: {path}", path=path,
-                        causes=["a typo in --source", "a relative path run from another folder"])
+        raise DataError(
+            f"Corpus file not found: {path}",
+            path=path,
+            causes=["a typo in --source", "a relative path run from another folder"],
+        )
     if not path.is_file():
         raise DataError(f"Not a corpus file: {path} is not a regular file", path=path)
     text = decode_text(path.read_bytes(), path)
     if not text:
-        raise DataError(f"Empty corpus: {path} holds no text (0 characters after decoding)", path=path,
-                        causes=["an interrupted download or copy"])
+        raise DataError(
+            f"Empty corpus: {path} holds no text (0 characters after decoding)",
+            path=path,
+            causes=["an interrupted download or copy"],
+        )
     return text
 
 
-def split_lines(text: str, fractions: tuple[float, float, float] = SPLIT_FRACTIONS,
-                *, source: object = "<text>") -> dict[str, str]:
+def split_lines(
+    text: str, fractions: tuple[float, float, float] = SPLIT_FRACTIONS, *, source: object = "<text>"
+) -> dict[str, str]:
     """Cut `text` into train/val/test at the line starts nearest the cumulative `fractions`.
 
     Every split is a non-empty run of whole lines, and train + val + test == text.
@@ -92,8 +102,10 @@ def split_lines(text: str, fractions: tuple[float, float, float] = SPLIT_FRACTIO
     if len(starts) < 3:
         raise DataError(
             f"Too little text to split: {source} has {len(starts)} line(s); train, val and test "
-            "each need at least one whole line", path=source,
-            causes=["a file with no line breaks: add them, or pass a WikiText-2 folder"])
+            "each need at least one whole line",
+            path=source,
+            causes=["a file with no line breaks: add them, or pass a WikiText-2 folder"],
+        )
 
     def nearest(target: float, lo: int, hi: int) -> int:
         i = bisect.bisect_left(starts, target)
@@ -133,8 +145,10 @@ def find_wikitext_files(folder: Path) -> dict[str, Path]:
     expected = ", ".join(f"wiki.{p}{{.tokens|.raw}}" for p in WIKITEXT_NAMES.values())
     what = ("only " + ", ".join(p.name for p in found.values())) if found else "none of them"
     raise DataError(
-        f"Not a WikiText-2 folder: {folder} should hold {expected}; found {what}", path=folder,
-        causes=["an incomplete download or unzip", "the parent folder of the corpus was passed"])
+        f"Not a WikiText-2 folder: {folder} should hold {expected}; found {what}",
+        path=folder,
+        causes=["an incomplete download or unzip", "the parent folder of the corpus was passed"],
+    )
 
 
 def load_source(source: str | os.PathLike) -> Corpus:

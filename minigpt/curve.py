@@ -41,7 +41,13 @@ import math
 from dataclasses import dataclass, field
 
 from .metrics_log import (  # noqa: F401  (re-exported)
-    MetricPoint, MetricsFollower, MetricsLog, downsample, parse_line, read_metrics, series,
+    MetricPoint,
+    MetricsFollower,
+    MetricsLog,
+    downsample,
+    parse_line,
+    read_metrics,
+    series,
 )
 
 MIN_POINTS = 5
@@ -57,11 +63,31 @@ SPIKE_MADS = 8.0  # 8 MADs ~ 5.4 sigma of Gaussian noise; 5 MADs (3.4 sigma) fir
 PLATEAU_TAIL = 0.30
 PLATEAU_REL = 0.01
 VALUE_KEYS = (
-    "first_step", "last_step", "n_train_points", "n_val_points", "first_train_loss", "last_train_loss",
-    "min_train_loss", "start_train_loss", "end_train_loss", "relative_drop", "last_val_loss",
-    "best_val_loss", "best_val_step", "train_perplexity", "val_perplexity", "generalisation_gap",
-    "spike_steps", "first_nonfinite_step", "nonfinite_what", "lr_at_instability",
-    "recent_improvement", "recent_improvement_se", "plateau_start_step", "lr_at_plateau_start", "baseline",
+    "first_step",
+    "last_step",
+    "n_train_points",
+    "n_val_points",
+    "first_train_loss",
+    "last_train_loss",
+    "min_train_loss",
+    "start_train_loss",
+    "end_train_loss",
+    "relative_drop",
+    "last_val_loss",
+    "best_val_loss",
+    "best_val_step",
+    "train_perplexity",
+    "val_perplexity",
+    "generalisation_gap",
+    "spike_steps",
+    "first_nonfinite_step",
+    "nonfinite_what",
+    "lr_at_instability",
+    "recent_improvement",
+    "recent_improvement_se",
+    "plateau_start_step",
+    "lr_at_plateau_start",
+    "baseline",
 )
 
 
@@ -76,31 +102,69 @@ class CurveDiagnosis:
 
 _ADVICE = {
     "healthy": ([], []),
-    "too_short": (["the run has just started", "the log interval is large compared with the run"],
-                  ["wait for more steps", "log more often (smaller log_interval)"]),
-    "flat": (["learning rate too low or zero", "parameters frozen or missing from the optimizer",
-              "data or targets wrong (targets not the inputs shifted by one)",
-              "loss not connected to the parameters (a detached tensor)"],
-             ["raise the learning rate (AdamW: try 3e-4 to 1e-3)",
-              "check every parameter requires grad and is in the optimizer",
-              "run the data checks (targets = inputs shifted by one)",
-              "overfit a single batch: the loss should fall towards 0 within a few hundred steps"]),
-    "overfitting": (["too little data for the model size", "too many steps", "too little regularisation"],
-                    ["use the best checkpoint (lowest val loss), not the last", "stop training earlier",
-                     "add dropout (0.1-0.2) or more weight decay", "more data or a smaller model"]),
-    "spikes": (["learning rate too high", "no warmup or too short a warmup", "no gradient clipping",
-                "bad batches (unusual or corrupt data)"],
-               ["lower the learning rate (by 2-3x)", "add warmup (a few hundred steps)",
-                "clip gradients at 1.0", "look at the batches at the spike steps"]),
-    "plateau": (["learning rate decayed too early or too low", "model too small for the data",
-                 "data exhausted (many epochs over a small corpus)"],
-                ["lengthen the schedule or raise the minimum learning rate",
-                 "a bigger model (more layers or a wider embedding)", "more data",
-                 "train longer only while val loss still falls"]),
-    "diverged": (["learning rate too high", "fp16 overflow", "missing gradient clipping",
-                  "bad data (a corrupt batch)"],
-                 ["lower the learning rate and add warmup", "clip gradients at 1.0",
-                  "use bf16 or fp32 instead of fp16", "resume from the last good checkpoint"]),
+    "too_short": (
+        ["the run has just started", "the log interval is large compared with the run"],
+        ["wait for more steps", "log more often (smaller log_interval)"],
+    ),
+    "flat": (
+        [
+            "learning rate too low or zero",
+            "parameters frozen or missing from the optimizer",
+            "data or targets wrong (targets not the inputs shifted by one)",
+            "loss not connected to the parameters (a detached tensor)",
+        ],
+        [
+            "raise the learning rate (AdamW: try 3e-4 to 1e-3)",
+            "check every parameter requires grad and is in the optimizer",
+            "run the data checks (targets = inputs shifted by one)",
+            "overfit a single batch: the loss should fall towards 0 within a few hundred steps",
+        ],
+    ),
+    "overfitting": (
+        ["too little data for the model size", "too many steps", "too little regularisation"],
+        [
+            "use the best checkpoint (lowest val loss), not the last",
+            "stop training earlier",
+            "add dropout (0.1-0.2) or more weight decay",
+            "more data or a smaller model",
+        ],
+    ),
+    "spikes": (
+        [
+            "learning rate too high",
+            "no warmup or too short a warmup",
+            "no gradient clipping",
+            "bad batches (unusual or corrupt data)",
+        ],
+        [
+            "lower the learning rate (by 2-3x)",
+            "add warmup (a few hundred steps)",
+            "clip gradients at 1.0",
+            "look at the batches at the spike steps",
+        ],
+    ),
+    "plateau": (
+        [
+            "learning rate decayed too early or too low",
+            "model too small for the data",
+            "data exhausted (many epochs over a small corpus)",
+        ],
+        [
+            "lengthen the schedule or raise the minimum learning rate",
+            "a bigger model (more layers or a wider embedding)",
+            "more data",
+            "train longer only while val loss still falls",
+        ],
+    ),
+    "diverged": (
+        ["learning rate too high", "fp16 overflow", "missing gradient clipping", "bad data (a corrupt batch)"],
+        [
+            "lower the learning rate and add warmup",
+            "clip gradients at 1.0",
+            "use bf16 or fp32 instead of fp16",
+            "resume from the last good checkpoint",
+        ],
+    ),
 }
 
 
@@ -194,17 +258,29 @@ def diagnose(points: list[MetricPoint], *, baseline: float | None = None) -> Cur
     if pts:
         v.update(first_step=pts[0].step, last_step=pts[-1].step)
     if finite_train:
-        v.update(first_train_loss=finite_train[0], last_train_loss=finite_train[-1],
-                 min_train_loss=min(finite_train), n_train_points=len(finite_train))
+        v.update(
+            first_train_loss=finite_train[0],
+            last_train_loss=finite_train[-1],
+            min_train_loss=min(finite_train),
+            n_train_points=len(finite_train),
+        )
     if vals:
         best_step, best_val = min(vals, key=lambda sv: sv[1])
-        v.update(last_val_loss=vals[-1][1], val_perplexity=_perplexity(vals[-1][1]), best_val_loss=best_val,
-                 best_val_step=best_step, n_val_points=len(vals))
+        v.update(
+            last_val_loss=vals[-1][1],
+            val_perplexity=_perplexity(vals[-1][1]),
+            best_val_loss=best_val,
+            best_val_step=best_step,
+            n_val_points=len(vals),
+        )
 
     # diverged
     for i, p in enumerate(pts):
-        bad = [name for name in ("train_loss", "val_loss") if getattr(p, name) is not None
-               and not math.isfinite(getattr(p, name))]
+        bad = [
+            name
+            for name in ("train_loss", "val_loss")
+            if getattr(p, name) is not None and not math.isfinite(getattr(p, name))
+        ]
         if not bad and i == len(pts) - 1 and p.grad_norm is not None and not math.isfinite(p.grad_norm):
             bad = ["grad_norm"]
         if bad:
@@ -212,14 +288,16 @@ def diagnose(points: list[MetricPoint], *, baseline: float | None = None) -> Cur
             v.update(first_nonfinite_step=p.step, nonfinite_what=bad[0], lr_at_instability=lr)
             value = getattr(p, bad[0])
             lr_text = f" (learning rate {lr:.3g})" if lr is not None else ""
-            return _result("diverged", f"diverged: {bad[0].replace('_', ' ')} became {value} at step "
-                           f"{p.step}{lr_text}", v)
+            return _result(
+                "diverged", f"diverged: {bad[0].replace('_', ' ')} became {value} at step {p.step}{lr_text}", v
+            )
 
     train = [(i, p.step, p.train_loss) for i, p in enumerate(pts) if p.train_loss is not None]
     n, last_val = len(train), v["last_val_loss"]
     if n < MIN_POINTS:
-        return _result("too_short", f"too short: {n} train loss value(s); need at least {MIN_POINTS} "
-                       "to judge the curve", v)
+        return _result(
+            "too_short", f"too short: {n} train loss value(s); need at least {MIN_POINTS} to judge the curve", v
+        )
 
     ys = [t[2] for t in train]
     steps = [t[1] for t in train]
@@ -229,23 +307,30 @@ def diagnose(points: list[MetricPoint], *, baseline: float | None = None) -> Cur
     edge = max(3, n // 10)
     start, end = _median(ys[:edge]), _median(ys[-edge:])
     drop = (start - end) / abs(start) if start else 0.0
-    v.update(start_train_loss=start, end_train_loss=end, relative_drop=drop, train_perplexity=_perplexity(end),
-             generalisation_gap=None if last_val is None else last_val - end)
+    v.update(
+        start_train_loss=start,
+        end_train_loss=end,
+        relative_drop=drop,
+        train_perplexity=_perplexity(end),
+        generalisation_gap=None if last_val is None else last_val - end,
+    )
 
     # flat
     span = f"{steps[-1] - steps[0]} steps"
     if drop < FLAT_REL_DROP:
         lrs = {p.lr for p in pts if p.lr is not None}
-        d = _result("flat", f"flat: train loss went from {start:.3f} to {end:.3f} over {span} "
-                    f"({100 * drop:.1f}% lower)", v)
+        d = _result(
+            "flat", f"flat: train loss went from {start:.3f} to {end:.3f} over {span} ({100 * drop:.1f}% lower)", v
+        )
         if end > start + max(OVERFIT_MARGIN_ABS, FLAT_REL_DROP * abs(start)):
             d.causes.insert(0, "learning rate too high (the loss rose)")
         if lrs == {0.0}:
             d.causes.insert(0, "the learning rate is 0 for the whole run")
         return d
     if baseline is not None and end >= baseline - FLAT_BASELINE_MARGIN:
-        return _result("flat", f"flat: train loss {end:.3f} is no better than a uniform guess "
-                       f"({baseline:.3f}) after {span}", v)
+        return _result(
+            "flat", f"flat: train loss {end:.3f} is no better than a uniform guess ({baseline:.3f}) after {span}", v
+        )
 
     def train_level_at(step: int) -> float:
         b = min(range(nb), key=lambda k: abs(steps[(bounds[k][0] + bounds[k][1] - 1) // 2] - step))
@@ -253,14 +338,21 @@ def diagnose(points: list[MetricPoint], *, baseline: float | None = None) -> Cur
 
     # overfitting
     if len(vals) >= 3 and vals[-1][0] != best_step:
-        tail = [val for _, val in vals[-(OVERFIT_RISES + 1):]]
-        rising = (len(tail) == OVERFIT_RISES + 1 and all(b > a for a, b in zip(tail, tail[1:]))
-                  and tail[-1] - tail[0] >= OVERFIT_MIN_RISE)
+        tail = [val for _, val in vals[-(OVERFIT_RISES + 1) :]]
+        rising = (
+            len(tail) == OVERFIT_RISES + 1
+            and all(b > a for a, b in zip(tail, tail[1:]))
+            and tail[-1] - tail[0] >= OVERFIT_MIN_RISE
+        )
         above = last_val >= best_val + max(OVERFIT_MARGIN_ABS, OVERFIT_MARGIN_REL * abs(best_val))
         train_then = train_level_at(best_step)
         if (rising or above) and end <= train_then - OVERFIT_TRAIN_DROP * abs(train_then):
-            return _result("overfitting", f"overfitting: val loss rose from {best_val:.3f} (step {best_step}) "
-                           f"to {last_val:.3f} while train fell to {end:.3f}; gap {last_val - end:.3f}", v)
+            return _result(
+                "overfitting",
+                f"overfitting: val loss rose from {best_val:.3f} (step {best_step}) "
+                f"to {last_val:.3f} while train fell to {end:.3f}; gap {last_val - end:.3f}",
+                v,
+            )
 
     spike_idx = _spike_indices(ys, baseline)
     if spike_idx:
@@ -271,8 +363,9 @@ def diagnose(points: list[MetricPoint], *, baseline: float | None = None) -> Cur
         lr = _lr_at(pts, train[clusters[0][0]][0])
         v.update(spike_steps=spike_steps, lr_at_instability=lr)
         lr_text = f"; learning rate {lr:.3g} at the first" if lr is not None else ""
-        return _result("spikes", f"spikes: {len(spike_steps)} loss spike(s) at step(s) "
-                       f"{_fmt_steps(spike_steps)}{lr_text}", v)
+        return _result(
+            "spikes", f"spikes: {len(spike_steps)} loss spike(s) at step(s) {_fmt_steps(spike_steps)}{lr_text}", v
+        )
 
     # plateau: least-squares slope over the tail; its standard error says whether noise allows a verdict
     tail_from = steps[0] + (1 - PLATEAU_TAIL) * (steps[-1] - steps[0])
@@ -284,12 +377,19 @@ def diagnose(points: list[MetricPoint], *, baseline: float | None = None) -> Cur
         plateau_step = steps[bounds[first][0]]
         lr = _lr_at(pts, train[bounds[first][0]][0])
         v.update(plateau_start_step=plateau_step, lr_at_plateau_start=lr)
-        return _result("plateau", f"plateau: train loss has stayed near {end:.3f} since step {plateau_step} "
-                       f"({100 * recent:+.1f}% over the last {PLATEAU_TAIL:.0%} of the run)", v)
+        return _result(
+            "plateau",
+            f"plateau: train loss has stayed near {end:.3f} since step {plateau_step} "
+            f"({100 * recent:+.1f}% over the last {PLATEAU_TAIL:.0%} of the run)",
+            v,
+        )
 
     gap = "" if last_val is None else f", val {last_val:.3f} (gap {last_val - end:+.3f})"
-    trend = (f"still improving ({100 * recent:.1f}% over the last {PLATEAU_TAIL:.0%})"
-             if noise < PLATEAU_REL or recent > 2 * noise
-             else "too few points to tell whether it still improves" if not math.isfinite(noise)
-             else f"too noisy to tell whether it still improves ({100 * recent:+.1f}% +- {100 * noise:.1f}%)")
+    trend = (
+        f"still improving ({100 * recent:.1f}% over the last {PLATEAU_TAIL:.0%})"
+        if noise < PLATEAU_REL or recent > 2 * noise
+        else "too few points to tell whether it still improves"
+        if not math.isfinite(noise)
+        else f"too noisy to tell whether it still improves ({100 * recent:+.1f}% +- {100 * noise:.1f}%)"
+    )
     return _result("healthy", f"healthy: train loss {start:.3f} -> {end:.3f} over {span}{gap}; {trend}", v)

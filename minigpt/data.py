@@ -24,7 +24,8 @@ def load_ids(path: str | os.PathLike) -> torch.Tensor:
     except Exception as exc:  # torch raises many types for corrupt pickles/zips
         raise DataError(
             f"Not a token file: {path} could not be read ({type(exc).__name__}: {str(exc)[:200]})",
-            path=path, causes=["the file is truncated or corrupt", "it was written by something other than torch.save"],
+            path=path,
+            causes=["the file is truncated or corrupt", "it was written by something other than torch.save"],
         ) from None
     if not isinstance(data, torch.Tensor):
         raise DataError(f"Not a token file: {path} holds a {type(data).__name__}, expected a 1-D tensor", path=path)
@@ -32,7 +33,8 @@ def load_ids(path: str | os.PathLike) -> torch.Tensor:
         raise DataError(f"Token file {path} has shape {list(data.shape)}, expected 1-D", path=path)
     if data.dtype.is_floating_point or data.dtype == torch.bool or data.is_complex():
         raise DataError(
-            f"Token file {path} has dtype {data.dtype}, expected an integer type", path=path,
+            f"Token file {path} has dtype {data.dtype}, expected an integer type",
+            path=path,
             causes=["IDs were stored as floats (e.g. via numpy float arrays)"],
         )
     return data

@@ -5,9 +5,9 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Iterator
-
+from typing import IO
 
 
 @contextlib.contextmanager

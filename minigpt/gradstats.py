@@ -19,10 +19,16 @@ def grad_table(model: nn.Module) -> tuple[list[dict], float]:
     with torch.no_grad():
         weights = [p.detach() for _, p in named]
         grads = [p.grad.detach() if p.grad is not None else torch.zeros((), device=p.device) for _, p in named]
-        stats = torch.stack([
-            torch.stack(torch._foreach_norm(weights)).float(),
-            torch.stack(torch._foreach_norm(grads)).float(),
-        ]) if named else torch.zeros(2, 0)
+        stats = (
+            torch.stack(
+                [
+                    torch.stack(torch._foreach_norm(weights)).float(),
+                    torch.stack(torch._foreach_norm(grads)).float(),
+                ]
+            )
+            if named
+            else torch.zeros(2, 0)
+        )
         host = stats.cpu().tolist()  # one transfer
     rows, total_sq = [], 0.0
     for i, (name, p) in enumerate(named):
@@ -39,9 +45,15 @@ def grad_table(model: nn.Module) -> tuple[list[dict], float]:
             flags.append("zero")
         if not missing and g_norm == g_norm:
             total_sq += g_norm * g_norm
-        rows.append({
-            "name": name, "shape": list(p.shape), "numel": p.numel(),
-            "grad_norm": None if missing else g_norm, "weight_norm": w_norm,
-            "tied_with": [a for a in aliases[id(p)] if a != name], "flags": flags,
-        })
-    return rows, total_sq ** 0.5
+        rows.append(
+            {
+                "name": name,
+                "shape": list(p.shape),
+                "numel": p.numel(),
+                "grad_norm": None if missing else g_norm,
+                "weight_norm": w_norm,
+                "tied_with": [a for a in aliases[id(p)] if a != name],
+                "flags": flags,
+            }
+        )
+    return rows, total_sq**0.5

@@ -85,7 +85,7 @@ def parse_lines(lines: list[bytes], block: int = 4096) -> list[MetricPoint | Non
     non-blank line in it is one JSON value (about 2.5x faster than a loads per line on a million
     lines); a block holding a bad line is parsed line by line."""
     if len(lines) > block:
-        return [p for start in range(0, len(lines), block) for p in parse_lines(lines[start:start + block], block)]
+        return [p for start in range(0, len(lines), block) for p in parse_lines(lines[start : start + block], block)]
     nonblank = [i for i, raw in enumerate(lines) if raw.strip()]
     out: list[MetricPoint | None] = [None] * len(lines)
     try:
@@ -135,15 +135,19 @@ def read_metrics(path: str | os.PathLike) -> MetricsLog:
     path = Path(path)
     if not path.is_file():
         what = "a directory" if path.is_dir() else "missing"
-        raise DataError(f"No metrics log: {path} is {what}", path=path,
-                        causes=["training has not started in this workspace", "wrong workspace folder"])
+        raise DataError(
+            f"No metrics log: {path} is {what}",
+            path=path,
+            causes=["training has not started in this workspace", "wrong workspace folder"],
+        )
     follower = MetricsFollower(path)
     try:
         points = follower.poll()
     except OSError as e:
         raise DataError(f"Cannot read metrics log {path}: {e.strerror or e}", path=path) from e
-    log = MetricsLog(path=str(path), points=points, bad_lines=follower.bad_lines,
-                     bad_line_numbers=follower.bad_line_numbers)
+    log = MetricsLog(
+        path=str(path), points=points, bad_lines=follower.bad_lines, bad_line_numbers=follower.bad_line_numbers
+    )
     if follower.tail.strip():  # a last line without its newline: complete JSON, or a write in progress
         point = parse_line(follower.tail)
         if point is not None:

@@ -28,14 +28,12 @@ class MiniGPTConfig:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"MiniGPTConfig.{name} must be a positive integer; found {value!r}")
         if self.embedding_dim % self.num_heads:
-            raise ConfigError(
-                f"embedding_dim ({self.embedding_dim}) must be divisible by num_heads ({self.num_heads})"
-            )
+            raise ConfigError(f"embedding_dim ({self.embedding_dim}) must be divisible by num_heads ({self.num_heads})")
         if not 0.0 <= float(self.dropout) < 1.0:
             raise ConfigError(f"MiniGPTConfig.dropout must be in [0, 1); found {self.dropout!r}")
 
     @classmethod
-    def from_dict(cls, data: dict) -> "MiniGPTConfig":
+    def from_dict(cls, data: dict) -> MiniGPTConfig:
         if not isinstance(data, dict):
             raise ConfigError(f"model config must be a dict; found {type(data).__name__}")
         known = {f.name for f in fields(cls)}

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Callable
 
 import torch
 
@@ -89,8 +89,9 @@ def check_overwrite(workspace: Workspace, new: CharTokenizer, *, force: bool) ->
         if force:
             return False, "unreadable"
         raise DataError(
-            f"Refusing to replace {path}: it exists but cannot be read ({exc.message}). "
-            "Pass --force to replace it.", path=path) from None
+            f"Refusing to replace {path}: it exists but cannot be read ({exc.message}). Pass --force to replace it.",
+            path=path,
+        ) from None
     if old.fingerprint == new.fingerprint:
         return True, None
     if force:
@@ -101,11 +102,18 @@ def check_overwrite(workspace: Workspace, new: CharTokenizer, *, force: bool) ->
         f"{new.fingerprint[:12]}): a new tokenizer silently invalidates every checkpoint trained "
         "with the old one, since the same IDs then mean other characters. Pass --force "
         "(force=True) to replace it, or prepare into another --workspace.",
-        path=path, causes=["prepare was run before with another source"])
+        path=path,
+        causes=["prepare was run before with another source"],
+    )
 
 
-def prepare_workspace(source: str | os.PathLike, workspace: Workspace | str | os.PathLike, *,
-                      force: bool = False, progress: Progress | None = None) -> PrepareSummary:
+def prepare_workspace(
+    source: str | os.PathLike,
+    workspace: Workspace | str | os.PathLike,
+    *,
+    force: bool = False,
+    progress: Progress | None = None,
+) -> PrepareSummary:
     """Read `source`, build the vocabulary over all splits and write the workspace files.
 
     `source` is a WikiText-2 folder, a UTF-8 text file, or "demo" (see `minigpt.corpus`).
@@ -137,11 +145,24 @@ def prepare_workspace(source: str | os.PathLike, workspace: Workspace | str | os
         tokens[split] = int(ids.numel())
     report("done", 1.0)
 
-    policies = {"vocabulary": VOCAB_POLICY, "decoding": DECODING_POLICY, "overwrite": OVERWRITE_POLICY,
-                "split": WIKITEXT_POLICY if corpus.kind == "wikitext" else SPLIT_POLICY}
+    policies = {
+        "vocabulary": VOCAB_POLICY,
+        "decoding": DECODING_POLICY,
+        "overwrite": OVERWRITE_POLICY,
+        "split": WIKITEXT_POLICY if corpus.kind == "wikitext" else SPLIT_POLICY,
+    }
     return PrepareSummary(
-        source=corpus.source, source_kind=corpus.kind, source_files=corpus.files,
-        tokenizer_path=str(ws.tokenizer), ids_paths={s: str(ws.ids(s)) for s in SPLITS},
-        vocab_size=tokenizer.vocab_size, fingerprint=tokenizer.fingerprint, tokens=tokens,
-        chars_beyond_train=beyond, tokenizer_unchanged=unchanged, replaced_tokenizer=replaced,
-        seconds=time.perf_counter() - started, policies=policies)
+        source=corpus.source,
+        source_kind=corpus.kind,
+        source_files=corpus.files,
+        tokenizer_path=str(ws.tokenizer),
+        ids_paths={s: str(ws.ids(s)) for s in SPLITS},
+        vocab_size=tokenizer.vocab_size,
+        fingerprint=tokenizer.fingerprint,
+        tokens=tokens,
+        chars_beyond_train=beyond,
+        tokenizer_unchanged=unchanged,
+        replaced_tokenizer=replaced,
+        seconds=time.perf_counter() - started,
+        policies=policies,
+    )

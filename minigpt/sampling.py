@@ -17,8 +17,8 @@ get -inf. `filter_stages` runs them on one position and reports the distribution
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import torch
 import torch.nn.functional as F

@@ -5,8 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from .errors import TokenizerError, UnknownCharactersError
 from .fileio import atomic_write_text
@@ -36,7 +36,7 @@ class CharTokenizer:
         self.stoi = {c: i for i, c in enumerate(chars)}
 
     @classmethod
-    def from_text(cls, text: str | Iterable[str]) -> "CharTokenizer":
+    def from_text(cls, text: str | Iterable[str]) -> CharTokenizer:
         if isinstance(text, str):
             return cls(sorted(set(text)))
         vocab: set[str] = set()
@@ -45,11 +45,12 @@ class CharTokenizer:
         return cls(sorted(vocab))
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike) -> "CharTokenizer":
+    def from_file(cls, path: str | os.PathLike) -> CharTokenizer:
         path = Path(path)
         if not path.exists():
             raise TokenizerError(
-                f"Tokenizer file not found: {path}", path=path,
+                f"Tokenizer file not found: {path}",
+                path=path,
                 causes=["run `minigpt prepare` first", "pass --tokenizer or --workspace"],
             )
         if not path.is_file():
@@ -61,7 +62,8 @@ class CharTokenizer:
             data = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise TokenizerError(
-                f"Not a tokenizer: {path} is not valid UTF-8 JSON ({exc})", path=path,
+                f"Not a tokenizer: {path} is not valid UTF-8 JSON ({exc})",
+                path=path,
                 causes=["the file was truncated", "it is another kind of file"],
             ) from None
         if not isinstance(data, dict) or not isinstance(data.get("chars"), list):

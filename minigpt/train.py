@@ -11,9 +11,9 @@ import math
 import os
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -29,11 +29,31 @@ from .workspace import Workspace
 
 PRESETS = {
     # model shape + batch size; the rest of TrainConfig keeps its defaults
-    "debug": dict(block_size=32, embedding_dim=64, num_heads=4, num_layers=2, expansion_factor=4,
-                  dropout=0.0, batch_size=8, max_steps=200, eval_interval=50, warmup_steps=20),
-    "small": dict(block_size=64, embedding_dim=128, num_heads=4, num_layers=4, expansion_factor=4,
-                  dropout=0.0, batch_size=32, max_steps=2500, eval_interval=250, warmup_steps=100,
-                  learning_rate=2e-3),
+    "debug": dict(
+        block_size=32,
+        embedding_dim=64,
+        num_heads=4,
+        num_layers=2,
+        expansion_factor=4,
+        dropout=0.0,
+        batch_size=8,
+        max_steps=200,
+        eval_interval=50,
+        warmup_steps=20,
+    ),
+    "small": dict(
+        block_size=64,
+        embedding_dim=128,
+        num_heads=4,
+        num_layers=4,
+        expansion_factor=4,
+        dropout=0.0,
+        batch_size=32,
+        max_steps=2500,
+        eval_interval=250,
+        warmup_steps=100,
+        learning_rate=2e-3,
+    ),
 }
 MODEL_FIELDS = {f.name for f in fields(MiniGPTConfig)} - {"vocab_size"}
 
@@ -74,7 +94,7 @@ class TrainConfig:
         self.model_config(vocab_size=1)  # shape errors (heads not dividing the width, ...) now
 
     @classmethod
-    def from_preset(cls, name: str, **overrides) -> "TrainConfig":
+    def from_preset(cls, name: str, **overrides) -> TrainConfig:
         if name not in PRESETS:
             raise ConfigError(f"unknown preset {name!r}; choose from {sorted(PRESETS)}")
         cfg = replace(cls(), **PRESETS[name])
@@ -124,8 +144,9 @@ def _set_rng_state(state: dict, batch_gen: torch.Generator) -> None:
 class Trainer:
     EVENTS = ("on_step_end", "on_eval", "on_checkpoint", "on_log", "on_archive")
 
-    def __init__(self, workspace: Workspace | str, cfg: TrainConfig, *, resume: bool = False,
-                 overrides: dict | None = None):
+    def __init__(
+        self, workspace: Workspace | str, cfg: TrainConfig, *, resume: bool = False, overrides: dict | None = None
+    ):
         self.ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
         self.cfg = cfg
         # flags the user gave explicitly: on --resume they override the saved run's settings
@@ -179,7 +200,8 @@ class Trainer:
             if missing:
                 raise CheckpointError(
                     f"cannot resume from {ws.latest_checkpoint}: it has no {', '.join(missing)} "
-                    "(not written by `minigpt train`)", path=ws.latest_checkpoint,
+                    "(not written by `minigpt train`)",
+                    path=ws.latest_checkpoint,
                     causes=["the checkpoint comes from another training script"],
                 )
             # the saved run's settings, then the flags given now; the model shape is the checkpoint's
@@ -230,24 +252,37 @@ class Trainer:
                 train_loss, norm = torch.stack([loss_sum / cfg.grad_accum, grad_norm.float()]).tolist()
                 step += 1
                 if not (math.isfinite(train_loss) and math.isfinite(norm)):
-                    record = {"step": step, "train_loss": _json_float(train_loss), "lr": lr,
-                              "grad_norm": _json_float(norm), "nonfinite": True, "time": time.time()}
+                    record = {
+                        "step": step,
+                        "train_loss": _json_float(train_loss),
+                        "lr": lr,
+                        "grad_norm": _json_float(norm),
+                        "nonfinite": True,
+                        "time": time.time(),
+                    }
                     log.write(json.dumps(record) + "\n")
                     log.flush()
                     where = f"last good checkpoint: {last_good}" if last_good else "no checkpoint was written yet"
                     raise TrainingDiverged(
                         f"training diverged at step {step}: loss={train_loss}, gradient norm={norm} "
                         f"(learning rate {lr:.3g}); nothing was saved from this step; {where}",
-                        step=step, last_good=last_good,
+                        step=step,
+                        last_good=last_good,
                     )
                 if (step % cfg.eval_interval == 0 or step == cfg.max_steps) and self.ws.metrics.parent.is_dir():
                     self._log_grads(model, step, norm)  # the gradients pane follows this file
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
                 dt = time.perf_counter() - t0
-                record = {"step": step, "train_loss": train_loss, "lr": lr, "grad_norm": norm,
-                          "tokens_per_s": tokens_per_step / dt, "elapsed_s": time.perf_counter() - run_start,
-                          "time": time.time()}
+                record = {
+                    "step": step,
+                    "train_loss": train_loss,
+                    "lr": lr,
+                    "grad_norm": norm,
+                    "tokens_per_s": tokens_per_step / dt,
+                    "elapsed_s": time.perf_counter() - run_start,
+                    "time": time.time(),
+                }
                 is_eval = step % cfg.eval_interval == 0 or step == cfg.max_steps or self.stop_requested
                 if is_eval:
                     if not _weights_finite(model):
@@ -256,7 +291,8 @@ class Trainer:
                         raise TrainingDiverged(
                             f"weights became non-finite after the update at step {step} (learning rate {lr:.3g}); "
                             f"not saved; last good checkpoint: {last_good or 'none yet'}",
-                            step=step, last_good=last_good,
+                            step=step,
+                            last_good=last_good,
                         )
                     losses = self.evaluate(model, {"train": train_data, "val": val_data})
                     record["val_loss"] = losses["val"]
@@ -277,8 +313,12 @@ class Trainer:
                     log.flush()
                     self._fire("on_log", record)
                 self._fire("on_step_end", record)
-        summary.update(steps=step, best_val_loss=best_val, stopped_early=step < cfg.max_steps,
-                       seconds=time.perf_counter() - run_start)
+        summary.update(
+            steps=step,
+            best_val_loss=best_val,
+            stopped_early=step < cfg.max_steps,
+            seconds=time.perf_counter() - run_start,
+        )
         return summary
 
     def _payload(self, model, optimizer, step, best_val, tokenizer, batch_gen) -> dict:
@@ -297,8 +337,11 @@ class Trainer:
         """A fresh run never overwrites an earlier one: its checkpoints and logs move to
         `<workspace>/previous/<time>/` first (use --resume to continue it instead)."""
         ws = self.ws
-        old = [p for p in (ws.best_checkpoint, ws.latest_checkpoint, ws.metrics, ws.grads)
-               if p.is_file() and p.stat().st_size > 0]
+        old = [
+            p
+            for p in (ws.best_checkpoint, ws.latest_checkpoint, ws.metrics, ws.grads)
+            if p.is_file() and p.stat().st_size > 0
+        ]
         if not old:
             return None
         dest = ws.root / "previous" / time.strftime("%Y%m%d-%H%M%S")
@@ -314,8 +357,12 @@ class Trainer:
 
     def _log_grads(self, model, step: int, norm_before_clip: float) -> None:
         rows, _ = grad_table(model)
-        record = {"step": step, "global_norm": norm_before_clip, "clip": self.cfg.grad_clip,
-                  "rows": [{k: r[k] for k in ("name", "shape", "numel", "grad_norm", "weight_norm", "flags")} for r in rows]}
+        record = {
+            "step": step,
+            "global_norm": norm_before_clip,
+            "clip": self.cfg.grad_clip,
+            "rows": [{k: r[k] for k in ("name", "shape", "numel", "grad_norm", "weight_norm", "flags")} for r in rows],
+        }
         with open(self.ws.grads, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(record) + "\n")
 
@@ -325,8 +372,8 @@ class Trainer:
             return
         grads = self.ws.grads
         if grads.is_file():
-            lines = [l for l in grads.read_text(encoding="utf-8").splitlines() if _step_of(l) <= step]
-            atomic_write_text("".join(l + "\n" for l in lines), grads)
+            lines = [ln for ln in grads.read_text(encoding="utf-8").splitlines() if _step_of(ln) <= step]
+            atomic_write_text("".join(ln + "\n" for ln in lines), grads)
         kept = []
         for line in self.ws.metrics.read_text(encoding="utf-8").splitlines():
             try:
@@ -334,7 +381,7 @@ class Trainer:
                     kept.append(line)
             except (json.JSONDecodeError, AttributeError):
                 continue
-        atomic_write_text("".join(l + "\n" for l in kept), self.ws.metrics)
+        atomic_write_text("".join(ln + "\n" for ln in kept), self.ws.metrics)
 
 
 def _step_of(line: str) -> float:

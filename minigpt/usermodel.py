@@ -13,9 +13,9 @@ import importlib.util
 import inspect
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from .errors import ModelSpecError
 
@@ -34,8 +34,10 @@ class ModelSpec:
             fields = _config_fields(self.config_cls)
             raise ModelSpecError(
                 f"{self.config_cls.__name__}(**config) rejected the config: {exc}",
-                causes=[f"{self.config_cls.__name__} accepts {fields}" if fields else "the config class has other fields",
-                        "the checkpoint was written for another model class"],
+                causes=[
+                    f"{self.config_cls.__name__} accepts {fields}" if fields else "the config class has other fields",
+                    "the checkpoint was written for another model class",
+                ],
             ) from None
         try:
             return self.model_cls(cfg)
@@ -84,7 +86,8 @@ def _import_module(target: str, spec: str):
         except Exception as exc:
             sys.modules.pop(name, None)
             raise ModelSpecError(
-                f"--model {spec}: importing {path} raised {type(exc).__name__}: {exc}", path=path,
+                f"--model {spec}: importing {path} raised {type(exc).__name__}: {exc}",
+                path=path,
                 causes=[_last_user_frame(exc)],
             ) from None
         finally:

@@ -16,8 +16,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", help="checkpoint to inspect (default: checkpoints/mini_gpt_best.pt)")
     p.add_argument("--model", dest="model_spec", metavar="SPEC", help="your model: FILE.py:CLASS[:CONFIG]")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda[:N] or mps (default: auto)")
-    p.add_argument("--demo", action="store_true",
-                   help="open the demo workspace (built and briefly trained in the cache folder on first use)")
+    p.add_argument(
+        "--demo",
+        action="store_true",
+        help="open the demo workspace (built and briefly trained in the cache folder on first use)",
+    )
     p.add_argument("--inject", metavar="FAULT", help="start with a known bug injected (see the fault menu, key f)")
     p.add_argument("--skip-overfit", action="store_true", help="skip the single-batch overfit check (the slow one)")
     p.add_argument("--overfit-steps", type=int, help="steps for the overfit check (default 300)")
@@ -29,9 +32,17 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from .app import MiniGPTApp
 
-    app = MiniGPTApp(args.workspace, checkpoint=args.checkpoint, model_spec=args.model_spec, device=args.device,
-                     demo_mode=args.demo, fault=args.inject, skip_overfit=args.skip_overfit,
-                     overfit_steps=args.overfit_steps, started_at=STARTED)
+    app = MiniGPTApp(
+        args.workspace,
+        checkpoint=args.checkpoint,
+        model_spec=args.model_spec,
+        device=args.device,
+        demo_mode=args.demo,
+        fault=args.inject,
+        skip_overfit=args.skip_overfit,
+        overfit_steps=args.overfit_steps,
+        started_at=STARTED,
+    )
     app.run()
     if args.timings:
         for name, seconds in app.timings.items():

@@ -25,8 +25,16 @@ from textual.worker import Worker, WorkerState
 from minigpt.workspace import Workspace
 
 from . import demo
-from .messages import (CheckFinished, CheckProgressed, ChecksFinished, ChecksStarted, CheckStarted, DemoProgressed,
-                       DemoReady, FaultChanged)
+from .messages import (
+    CheckFinished,
+    CheckProgressed,
+    ChecksFinished,
+    ChecksStarted,
+    CheckStarted,
+    DemoProgressed,
+    DemoReady,
+    FaultChanged,
+)
 from .panes.loss import TrainingEnded
 from .screens.confirm import ConfirmScreen
 from .screens.faults import CLEAR, FaultMenuScreen
@@ -63,8 +71,10 @@ class MiniGPTApp(App):
     TITLE = "minigpt-tui"
     COMMANDS = App.COMMANDS | {MiniGPTCommands}
     BINDINGS = [
-        *[Binding(str(n), f"show_pane('{pane_id}')", title, show=False) for n, (pane_id, title) in
-          enumerate(PANES, start=1)],
+        *[
+            Binding(str(n), f"show_pane('{pane_id}')", title, show=False)
+            for n, (pane_id, title) in enumerate(PANES, start=1)
+        ],
         Binding("r", "run_all", "Re-run all"),
         Binding("f", "fault_menu", "Fault"),
         Binding("e", "export", "Export"),
@@ -74,18 +84,34 @@ class MiniGPTApp(App):
         Binding("escape", "leave_input", "Leave field", show=False),
     ]
 
-    def __init__(self, workspace: str | Path = ".", *, checkpoint: str | None = None, model_spec: str | None = None,
-                 device: str = "auto", demo_mode: bool = False, fault: str | None = None,
-                 skip_overfit: bool = False, overfit_steps: int | None = None, demo_steps: int = demo.DEMO_STEPS,
-                 started_at: float | None = None) -> None:
+    def __init__(
+        self,
+        workspace: str | Path = ".",
+        *,
+        checkpoint: str | None = None,
+        model_spec: str | None = None,
+        device: str = "auto",
+        demo_mode: bool = False,
+        fault: str | None = None,
+        skip_overfit: bool = False,
+        overfit_steps: int | None = None,
+        demo_steps: int = demo.DEMO_STEPS,
+        started_at: float | None = None,
+    ) -> None:
         super().__init__()
         self.started_at = time.perf_counter() if started_at is None else started_at
         self.timings: dict[str, float] = {}
         self.device_name = device
         self.fault_name = fault
         self.demo_mode, self.demo_steps = demo_mode, demo_steps
-        self._option_args = dict(checkpoint=checkpoint, model_spec=model_spec, device=device, fault=fault,
-                                 skip_overfit=skip_overfit, **({"overfit_steps": overfit_steps} if overfit_steps else {}))
+        self._option_args = dict(
+            checkpoint=checkpoint,
+            model_spec=model_spec,
+            device=device,
+            fault=fault,
+            skip_overfit=skip_overfit,
+            **({"overfit_steps": overfit_steps} if overfit_steps else {}),
+        )
         if demo_mode:
             workspace = demo.demo_dir()
         self.workspace = Workspace(workspace)
@@ -130,11 +156,16 @@ class MiniGPTApp(App):
         elif self.demo_mode:
             self.call_after_refresh(self._start_demo)
         else:
-            self.push_screen(ConfirmScreen(
-                f"There is no workspace at {self.workspace.root} (no tokenizer file).\n\n"
-                f"Build the demo workspace from the embedded corpus in {demo.demo_dir()}, "
-                f"train it for {self.demo_steps} steps and open it?", yes="Build the demo", no="Open as it is"),
-                self._answer_demo)
+            self.push_screen(
+                ConfirmScreen(
+                    f"There is no workspace at {self.workspace.root} (no tokenizer file).\n\n"
+                    f"Build the demo workspace from the embedded corpus in {demo.demo_dir()}, "
+                    f"train it for {self.demo_steps} steps and open it?",
+                    yes="Build the demo",
+                    no="Open as it is",
+                ),
+                self._answer_demo,
+            )
 
     def _first_paint(self) -> None:
         self.timings["first_paint_s"] = time.perf_counter() - self.started_at
@@ -143,8 +174,11 @@ class MiniGPTApp(App):
     def _update_title(self) -> None:
         step = self.checkpoint_label
         fault = f"FAULT {self.fault_name} · " if self.fault_name else ""  # first, so narrow terminals show it
-        device = self.device_name if self.resolved_device in (None, self.device_name) else \
-            f"{self.resolved_device} ({self.device_name})"
+        device = (
+            self.device_name
+            if self.resolved_device in (None, self.device_name)
+            else f"{self.resolved_device} ({self.device_name})"
+        )
         self.sub_title = f"{fault}{self.workspace.root} · device {device} · {step}"
 
     async def _open_workbench(self) -> None:
@@ -173,8 +207,12 @@ class MiniGPTApp(App):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="demo", name="build demo")
     def _build_demo(self, root: Path) -> None:
-        result = demo.build_demo(root, lambda stage, f: self.post_message(DemoProgressed(stage, f)),
-                                 self._demo_cancel.is_set, steps=self.demo_steps)
+        result = demo.build_demo(
+            root,
+            lambda stage, f: self.post_message(DemoProgressed(stage, f)),
+            self._demo_cancel.is_set,
+            steps=self.demo_steps,
+        )
         if not self._demo_cancel.is_set():
             self.post_message(DemoReady(str(root), result["seconds"]))
 
@@ -254,8 +292,13 @@ class MiniGPTApp(App):
         values = message.result.values
         if message.result.id == "checkpoint_load":
             status = message.result.status.value
-            self.checkpoint_label = (f"step {values['step']}" if "step" in values
-                                     else "no checkpoint" if status == "skip" else "checkpoint unreadable")
+            self.checkpoint_label = (
+                f"step {values['step']}"
+                if "step" in values
+                else "no checkpoint"
+                if status == "skip"
+                else "checkpoint unreadable"
+            )
             self._update_title()
         elif message.result.id == "environment" and "device" in values:
             self.resolved_device = values["device"]
@@ -270,8 +313,13 @@ class MiniGPTApp(App):
         if only and previous is not None and not previous.cancelled:
             fresh = report.by_id()
             merged = [fresh.pop(r.id, r) for r in previous.results] + list(fresh.values())
-            report = dataclasses.replace(previous, results=merged, fault=report.fault, fault_notes=report.fault_notes,
-                                         shared={**previous.shared, **report.shared})
+            report = dataclasses.replace(
+                previous,
+                results=merged,
+                fault=report.fault,
+                fault_notes=report.fault_notes,
+                shared={**previous.shared, **report.shared},
+            )
         else:
             self.timings["all_checks_s"] = time.perf_counter() - self._checks_started
             self.timings.setdefault("first_checks_done_s", time.perf_counter() - self.started_at)
@@ -283,8 +331,11 @@ class MiniGPTApp(App):
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         # a digit, letter or ? typed into a text field belongs to the field
         focused = self.focused
-        if action in ("show_pane", "run_all", "fault_menu", "export", "toggle_training", "help", "quit") \
-                and isinstance(focused, Input) and focused.region.area > 0:
+        if (
+            action in ("show_pane", "run_all", "fault_menu", "export", "toggle_training", "help", "quit")
+            and isinstance(focused, Input)
+            and focused.region.area > 0
+        ):
             return False
         return True
 
@@ -334,8 +385,10 @@ class MiniGPTApp(App):
         self.fault_name = fault
         self.session.set_fault(fault)
         self._update_title()
-        self.notify(f"fault injected: {fault}; re-running the checks" if fault else "fault cleared; re-running the checks",
-                    markup=False)
+        self.notify(
+            f"fault injected: {fault}; re-running the checks" if fault else "fault cleared; re-running the checks",
+            markup=False,
+        )
         self._forward(FaultChanged(fault))
         self.run_checks()
 
@@ -368,16 +421,22 @@ class MiniGPTApp(App):
         """(title, help, callback) for the command palette; runs in a thread (imports torch)."""
         from minigpt.checks import CHECKS, FAULTS, ordered_ids
 
-        commands = [("Run all checks", "re-run the whole pipeline (r)", self.action_run_all),
-                    ("Start/stop training", "train in the Loss pane (t)", self.action_toggle_training),
-                    ("Export the report", "write <workspace>/reports/check-<time>.json (e)", self.action_export),
-                    ("Clear fault", "run the pipeline without an injected bug", partial(self.inject_fault, CLEAR)),
-                    ("Help", "key bindings (?)", self.action_help)]
-        commands += [(f"Show pane {n}: {title}", f"switch to the {title} pane ({n})", partial(self.action_show_pane, pane_id))
-                     for n, (pane_id, title) in enumerate(PANES, start=1)]
+        commands = [
+            ("Run all checks", "re-run the whole pipeline (r)", self.action_run_all),
+            ("Start/stop training", "train in the Loss pane (t)", self.action_toggle_training),
+            ("Export the report", "write <workspace>/reports/check-<time>.json (e)", self.action_export),
+            ("Clear fault", "run the pipeline without an injected bug", partial(self.inject_fault, CLEAR)),
+            ("Help", "key bindings (?)", self.action_help),
+        ]
+        commands += [
+            (f"Show pane {n}: {title}", f"switch to the {title} pane ({n})", partial(self.action_show_pane, pane_id))
+            for n, (pane_id, title) in enumerate(PANES, start=1)
+        ]
         commands += [(f"Run check: {cid}", CHECKS[cid].title, partial(self.run_checks, [cid])) for cid in ordered_ids()]
-        commands += [(f"Inject fault: {f.name}", f"{f.description} (trips {f.intended})",
-                      partial(self.inject_fault, f.name)) for f in FAULTS.values()]
+        commands += [
+            (f"Inject fault: {f.name}", f"{f.description} (trips {f.intended})", partial(self.inject_fault, f.name))
+            for f in FAULTS.values()
+        ]
         return commands
 
     # -- errors and shutdown ----------------------------------------------------------------
@@ -409,4 +468,3 @@ class MiniGPTApp(App):
 
     def on_unmount(self) -> None:
         self.stop_threads()
-

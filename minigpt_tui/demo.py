@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from minigpt.workspace import Workspace
 
@@ -24,8 +24,9 @@ def is_ready(root: Path) -> bool:
     return ws.tokenizer.is_file() and ws.best_checkpoint.is_file() and ws.ids("train").is_file()
 
 
-def build_demo(root: Path, progress: Callable[[str, float], None], cancelled: Callable[[], bool],
-               steps: int = DEMO_STEPS) -> dict:
+def build_demo(
+    root: Path, progress: Callable[[str, float], None], cancelled: Callable[[], bool], steps: int = DEMO_STEPS
+) -> dict:
     """Prepare (unless the files are there) and train (unless a checkpoint is there)."""
     from minigpt.prepare import prepare_workspace
     from minigpt.train import TrainConfig, Trainer
@@ -33,8 +34,9 @@ def build_demo(root: Path, progress: Callable[[str, float], None], cancelled: Ca
     started = time.perf_counter()
     ws = Workspace(root)
     if not (ws.tokenizer.is_file() and ws.ids("train").is_file() and ws.ids("val").is_file()):
-        prepare_workspace("demo", ws, force=True,
-                          progress=lambda stage, f: progress(f"preparing: {stage}", PREPARE_SHARE * f))
+        prepare_workspace(
+            "demo", ws, force=True, progress=lambda stage, f: progress(f"preparing: {stage}", PREPARE_SHARE * f)
+        )
     if ws.best_checkpoint.is_file():
         progress("reusing the trained demo checkpoint", 1.0)
         return {"seconds": time.perf_counter() - started, "trained": False}
@@ -45,8 +47,10 @@ def build_demo(root: Path, progress: Callable[[str, float], None], cancelled: Ca
         if cancelled():
             trainer.request_stop()
         step = record["step"]
-        progress(f"training step {step}/{steps}  loss {record['train_loss']:.3f}",
-                 PREPARE_SHARE + (1 - PREPARE_SHARE) * step / steps)
+        progress(
+            f"training step {step}/{steps}  loss {record['train_loss']:.3f}",
+            PREPARE_SHARE + (1 - PREPARE_SHARE) * step / steps,
+        )
 
     trainer.register_callback("on_step_end", on_step)
     summary = trainer.run()

@@ -4,26 +4,27 @@ and the last report. Torch is imported lazily, so the first screen paints before
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # heavy imports only for type checkers
     from minigpt.checks import CheckContext, CheckOptions, Report
 
 
 class Session:
-    def __init__(self, options: "CheckOptions | Callable[[], CheckOptions]"):
+    def __init__(self, options: CheckOptions | Callable[[], CheckOptions]):
         # a callable builds the options on first use: CheckOptions imports torch, and the UI
         # passes a factory so its first screen paints before torch has loaded
         self._make_options = options if callable(options) else None
         self._options = None if callable(options) else options
         self._options_lock = threading.Lock()
-        self._context: "CheckContext | None" = None
+        self._context: CheckContext | None = None
         self._lock = threading.Lock()
-        self.last_report: "Report | None" = None
+        self.last_report: Report | None = None
 
     @property
-    def options(self) -> "CheckOptions":
+    def options(self) -> CheckOptions:
         if self._options is None:
             with self._options_lock:
                 if self._options is None:
@@ -31,7 +32,7 @@ class Session:
         return self._options
 
     @options.setter
-    def options(self, value: "CheckOptions") -> None:
+    def options(self, value: CheckOptions) -> None:
         self._options = value
 
     @property
@@ -39,7 +40,7 @@ class Session:
         return self.options.fault
 
     @property
-    def context(self) -> "CheckContext":
+    def context(self) -> CheckContext:
         """Built on first use (in a worker thread: it imports torch)."""
         with self._lock:
             if self._context is None:

@@ -64,7 +64,7 @@ def torch_seed():
 
 @pytest.fixture(scope="session")
 def _trained_template(tmp_path_factory, _workspace_template) -> Path:
-    from minigpt.train import Trainer, TrainConfig
+    from minigpt.train import TrainConfig, Trainer
 
     root = tmp_path_factory.mktemp("trained") / "ws"
     shutil.copytree(_workspace_template, root)

@@ -15,8 +15,7 @@ from minigpt.model import MiniGPT, MiniGPTConfig
 from minigpt.tokenizer import CharTokenizer
 
 TOKENIZER = CharTokenizer.from_text("abcdefghijklmnopqrstuvwxyz .,")
-CONFIG = dict(vocab_size=TOKENIZER.vocab_size, block_size=16, embedding_dim=32, num_heads=4, num_layers=2,
-              dropout=0.0)
+CONFIG = dict(vocab_size=TOKENIZER.vocab_size, block_size=16, embedding_dim=32, num_heads=4, num_layers=2, dropout=0.0)
 
 
 def make_payload(**config_overrides) -> dict:
@@ -40,8 +39,16 @@ def ckpt_path(tmp_path):
 def test_round_trip_gives_the_same_outputs(tmp_path):
     model = MiniGPT(MiniGPTConfig(**CONFIG)).eval()
     path = tmp_path / "ckpt.pt"
-    save_checkpoint(path, {"model_state_dict": model.state_dict(), "config": CONFIG, "step": 7,
-                           "best_val_loss": 2.0, "tokenizer_fingerprint": TOKENIZER.fingerprint})
+    save_checkpoint(
+        path,
+        {
+            "model_state_dict": model.state_dict(),
+            "config": CONFIG,
+            "step": 7,
+            "best_val_loss": 2.0,
+            "tokenizer_fingerprint": TOKENIZER.fingerprint,
+        },
+    )
     loaded = load_checkpoint(path, tokenizer=TOKENIZER)
     idx = torch.randint(CONFIG["vocab_size"], (2, 16))
     assert torch.equal(loaded.model(idx)[0], model(idx)[0])
@@ -245,7 +252,7 @@ def test_unpicklable_payload_mid_save_keeps_the_previous_file(ckpt_path):
     before = ckpt_path.read_bytes()
     payload = make_payload()
     payload["callback"] = lambda: None  # pickling fails after the tensors were written
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017  (whatever pickle raises; the file must be intact)
         save_checkpoint(ckpt_path, payload)
     assert ckpt_path.read_bytes() == before
     assert sorted(p.name for p in ckpt_path.parent.iterdir()) == [ckpt_path.name]
@@ -261,8 +268,17 @@ def test_a_nanogpt_layout_checkpoint_loads_with_a_notice(tmp_path):
     model = MiniGPT(cfg)
     path = tmp_path / "ckpt.pt"
     # nanoGPT's train.py saves these keys; its "config" is the training hyperparameters
-    torch.save({"model": model.state_dict(), "model_args": cfg.to_dict(), "iter_num": 42,
-                "best_val_loss": torch.tensor(1.5), "optimizer": {}, "config": {"learning_rate": 6e-4}}, path)
+    torch.save(
+        {
+            "model": model.state_dict(),
+            "model_args": cfg.to_dict(),
+            "iter_num": 42,
+            "best_val_loss": torch.tensor(1.5),
+            "optimizer": {},
+            "config": {"learning_rate": 6e-4},
+        },
+        path,
+    )
     loaded = load_checkpoint(path)
     assert loaded.step == 42 and loaded.best_val_loss == 1.5
     assert "nanoGPT" in loaded.notices[0]

@@ -119,8 +119,11 @@ def test_sampler_settings_fails_on_negative_temperature_and_warns_on_heavy_penal
 
 
 def test_only_pulls_in_dependencies_and_skip_is_honoured(tiny_workspace):
-    report = run_checks(CheckContext(CheckOptions(workspace=tiny_workspace.root, device="cpu")),
-                        only=["batch_shift"], skip=["decoded_sample"])
+    report = run_checks(
+        CheckContext(CheckOptions(workspace=tiny_workspace.root, device="cpu")),
+        only=["batch_shift"],
+        skip=["decoded_sample"],
+    )
     assert [r.id for r in report.results] == ["files", "tokenizer_roundtrip", "token_range", "batch_shift"]
 
 
@@ -135,6 +138,7 @@ def test_cancel_stops_before_the_next_check(tiny_workspace):
             seen.append(payload[0].id)
             cancel.set()
 
-    report = run_checks(CheckContext(CheckOptions(workspace=tiny_workspace.root, device="cpu")), listener=listener,
-                        cancel=cancel)
+    report = run_checks(
+        CheckContext(CheckOptions(workspace=tiny_workspace.root, device="cpu")), listener=listener, cancel=cancel
+    )
     assert report.cancelled and seen == ["environment"]

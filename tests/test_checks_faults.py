@@ -42,7 +42,10 @@ def test_healthy_trained_workspace_passes_everything(trained_workspace):
     assert not failures(report), [(r.id, r.summary) for r in report.failed]
     assert statuses["checkpoint_load"] is Status.PASS
     assert statuses["single_batch_overfit"] is Status.PASS
-    assert report.by_id()["checkpoint_load"].values["loss"] < 0.85 * report.by_id()["initial_loss"].values["expected_baseline"]
+    assert (
+        report.by_id()["checkpoint_load"].values["loss"]
+        < 0.85 * report.by_id()["initial_loss"].values["expected_baseline"]
+    )
 
 
 def test_fresh_workspace_without_checkpoint_passes_and_skips_checkpoint_checks(tiny_workspace):
@@ -85,9 +88,12 @@ def test_nan_weight_names_the_module_holding_it(trained_workspace):
 
 
 def test_lr_too_high_overfit_reports_instability(trained_workspace):
-    report = run_checks(CheckContext(CheckOptions(workspace=trained_workspace.root, device="cpu",
-                                                  fault="lr_too_high", overfit_steps=100)),
-                        only=["single_batch_overfit"])
+    report = run_checks(
+        CheckContext(
+            CheckOptions(workspace=trained_workspace.root, device="cpu", fault="lr_too_high", overfit_steps=100)
+        ),
+        only=["single_batch_overfit"],
+    )
     result = report.by_id()["single_batch_overfit"]
     assert result.status is Status.FAIL
     assert "learning rate too high" in " ".join(result.causes) or "non-finite" in result.summary

@@ -24,8 +24,14 @@ def user_config(tiny_workspace, tmp_path) -> Path:
 
 
 def run(ws, cls, config, only=None, **kw):
-    opts = CheckOptions(workspace=ws.root, model_spec=f"{MODEL_FILE}:{cls}", config_path=config, device="cpu",
-                        skip_overfit=kw.pop("skip_overfit", True), **kw)
+    opts = CheckOptions(
+        workspace=ws.root,
+        model_spec=f"{MODEL_FILE}:{cls}",
+        config_path=config,
+        device="cpu",
+        skip_overfit=kw.pop("skip_overfit", True),
+        **kw,
+    )
     return run_checks(CheckContext(opts), only=only)
 
 
@@ -48,12 +54,15 @@ def test_zero_initialised_residual_projections_are_not_a_false_alarm(tiny_worksp
     assert any("initialisation only" in n for n in report.by_id()["gradients"].values["notes"])
 
 
-@pytest.mark.parametrize("cls, check, phrase", [
-    ("NoMaskGPT", "causal_independence", "sees the future"),
-    ("BadInitGPT", "initial_loss", "far above"),
-    ("UnusedLayerGPT", "gradients", "extra.weight"),
-    ("DropoutBugGPT", "eval_determinism", "dropout"),
-])
+@pytest.mark.parametrize(
+    "cls, check, phrase",
+    [
+        ("NoMaskGPT", "causal_independence", "sees the future"),
+        ("BadInitGPT", "initial_loss", "far above"),
+        ("UnusedLayerGPT", "gradients", "extra.weight"),
+        ("DropoutBugGPT", "eval_determinism", "dropout"),
+    ],
+)
 def test_broken_user_model_fails_the_right_check(tiny_workspace, user_config, cls, check, phrase):
     report = run(tiny_workspace, cls, user_config)
     assert check in failed(report), failed(report)
@@ -72,12 +81,25 @@ def test_parrot_model_generation_warns_about_loops(tiny_workspace, user_config):
 def test_user_model_file_with_an_import_error_is_an_error_result_not_a_traceback(tiny_workspace, tmp_path, capsys):
     broken = tmp_path / "broken_model.py"
     broken.write_text("import torch\nraise RuntimeError('boom in user code')\n")
-    report = run_checks(CheckContext(CheckOptions(workspace=tiny_workspace.root, model_spec=f"{broken}:Net",
-                                                  device="cpu", skip_overfit=True)))
+    report = run_checks(
+        CheckContext(
+            CheckOptions(workspace=tiny_workspace.root, model_spec=f"{broken}:Net", device="cpu", skip_overfit=True)
+        )
+    )
     errors = {r.id: r.summary for r in report.results if r.status is Status.ERROR}
     assert errors and all("boom in user code" in s for s in errors.values())
-    code = main(["check", "--workspace", str(tiny_workspace.root), "--model", f"{broken}:Net", "--skip-overfit",
-                 "--device", "cpu"])
+    code = main(
+        [
+            "check",
+            "--workspace",
+            str(tiny_workspace.root),
+            "--model",
+            f"{broken}:Net",
+            "--skip-overfit",
+            "--device",
+            "cpu",
+        ]
+    )
     assert code == 2
     out = capsys.readouterr().out
     assert "boom in user code" in out and "Traceback" not in out

@@ -11,22 +11,45 @@ from minigpt.cli import main
 
 def test_check_exit_code_0_on_healthy_workspace_and_json_report(trained_workspace, tmp_path):
     out = tmp_path / "report.json"
-    code = main(["check", "--workspace", str(trained_workspace.root), "--skip-overfit", "--device", "cpu",
-                 "--json", str(out)])
+    code = main(
+        ["check", "--workspace", str(trained_workspace.root), "--skip-overfit", "--device", "cpu", "--json", str(out)]
+    )
     assert code == 0
     report = json.loads(out.read_text())
     assert report["schema_version"] == 1
-    for key in ("tokenizer_fingerprint", "vocab_size", "token_range", "batch_shape", "initial_loss",
-                "expected_baseline", "gradient_norm", "missing_gradients", "parameter_update_size",
-                "single_batch_final_loss", "environment", "timings", "checks"):
+    for key in (
+        "tokenizer_fingerprint",
+        "vocab_size",
+        "token_range",
+        "batch_shape",
+        "initial_loss",
+        "expected_baseline",
+        "gradient_norm",
+        "missing_gradients",
+        "parameter_update_size",
+        "single_batch_final_loss",
+        "environment",
+        "timings",
+        "checks",
+    ):
         assert key in report
     assert report["missing_gradients"] == []
     assert {c["id"] for c in report["checks"]} >= {"environment", "gradients", "checkpoint_load"}
 
 
 def test_check_exit_code_1_when_a_fault_is_injected(trained_workspace, capsys):
-    code = main(["check", "--workspace", str(trained_workspace.root), "--skip-overfit", "--device", "cpu",
-                 "--inject", "no_shift"])
+    code = main(
+        [
+            "check",
+            "--workspace",
+            str(trained_workspace.root),
+            "--skip-overfit",
+            "--device",
+            "cpu",
+            "--inject",
+            "no_shift",
+        ]
+    )
     assert code == 1
     out = capsys.readouterr().out
     assert "batch_shift" in out and "cause:" in out
@@ -49,8 +72,16 @@ def test_check_exit_code_2_on_an_unavailable_device(tiny_workspace, capsys):
 
 def test_report_diff_shows_status_changes(trained_workspace, tmp_path, capsys):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
-    base = ["check", "--workspace", str(trained_workspace.root), "--skip-overfit", "--device", "cpu",
-            "--only", "batch_shift"]
+    base = [
+        "check",
+        "--workspace",
+        str(trained_workspace.root),
+        "--skip-overfit",
+        "--device",
+        "cpu",
+        "--only",
+        "batch_shift",
+    ]
     main(base + ["--json", str(a)])
     main(base + ["--json", str(b), "--inject", "no_shift"])
     capsys.readouterr()
@@ -67,9 +98,11 @@ def test_sample_and_prepare_refuse_bad_input_with_exit_2(tiny_workspace, capsys)
 
 
 def test_library_never_imports_rich_or_textual():
-    code = ("import sys, minigpt, minigpt.checks, minigpt.checks.catalog, minigpt.train, minigpt.sampling, "
-            "minigpt.prepare, minigpt.curve, minigpt.cli, minigpt.cli.check, minigpt.cli.train; "
-            "bad = [m for m in sys.modules if m.split('.')[0] in ('rich', 'textual')]; print(bad); sys.exit(bool(bad))")
+    code = (
+        "import sys, minigpt, minigpt.checks, minigpt.checks.catalog, minigpt.train, minigpt.sampling, "
+        "minigpt.prepare, minigpt.curve, minigpt.cli, minigpt.cli.check, minigpt.cli.train; "
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('rich', 'textual')]; print(bad); sys.exit(bool(bad))"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 

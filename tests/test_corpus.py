@@ -22,7 +22,7 @@ def test_crlf_and_lone_cr_become_lf(tmp_path):
 
 def test_invalid_utf8_error_names_file_byte_offset_and_bytes(tmp_path):
     path = tmp_path / "latin1.txt"
-    path.write_bytes("caf".encode() + b"\xe9 au lait\n")
+    path.write_bytes(b"caf" + b"\xe9 au lait\n")
     with pytest.raises(DataError) as info:
         read_text(path)
     message = str(info.value)
@@ -75,7 +75,7 @@ def test_demo_is_deterministic_prose_of_several_hundred_kb():
     assert text == demo_text()
     assert len(text) > 300_000
     assert "\r" not in text
-    assert "The \"assert\" statement" in text
+    assert 'The "assert" statement' in text
 
 
 def test_demo_source_splits_at_line_boundaries():

@@ -101,8 +101,18 @@ def test_very_noisy_healthy_curve_is_not_called_spikes():
 def test_val_rising_while_train_falls_is_overfitting_with_positive_gap():
     losses = decaying(n=500, noise=0.02, seed=3, floor=0.5)
     # val every 500 steps: falls to 1.6 at step 2500, then rises
-    vals = {500: 3.0, 1000: 2.2, 1500: 1.8, 2000: 1.65, 2500: 1.6, 3000: 1.63, 3500: 1.68, 4000: 1.75,
-            4500: 1.83, 5000: 1.9}
+    vals = {
+        500: 3.0,
+        1000: 2.2,
+        1500: 1.8,
+        2000: 1.65,
+        2500: 1.6,
+        3000: 1.63,
+        3500: 1.68,
+        4000: 1.75,
+        4500: 1.83,
+        5000: 1.9,
+    }
     d = diagnose(points_from(losses, vals=vals))
     assert d.shape == "overfitting", d.summary
     assert d.values["best_val_step"] == 2500

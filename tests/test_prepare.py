@@ -108,7 +108,7 @@ def test_encode_to_tensor_matches_encode_and_rejects_unknown_chars():
     with pytest.raises(UnknownCharactersError, match="'z'"):
         encode_to_tensor(tokenizer, "hello z")
     with pytest.raises(UnknownCharactersError):
-        encode_to_tensor(tokenizer, "hello \U0001F600")  # code point above the whole vocabulary
+        encode_to_tensor(tokenizer, "hello \U0001f600")  # code point above the whole vocabulary
 
 
 def test_progress_callback_reaches_one(tmp_path):
@@ -141,6 +141,7 @@ def test_main_exits_2_when_refusing_to_replace_tokenizer(tmp_path, capsys):
 
     try:
         from minigpt.cli import build_parser
+
         build_parser()
     except ModuleNotFoundError as exc:
         pytest.skip(f"another subcommand module is not written yet: {exc}")
@@ -152,8 +153,15 @@ def test_main_exits_2_when_refusing_to_replace_tokenizer(tmp_path, capsys):
 
 
 def test_library_modules_do_not_import_rich_or_textual():
-    code = ("import sys, minigpt.corpus, minigpt.prepare, minigpt.cli.prepare; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('rich', 'textual')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parents[1]).stdout
+    code = (
+        "import sys, minigpt.corpus, minigpt.prepare, minigpt.cli.prepare; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('rich', 'textual')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[1],
+    ).stdout
     assert out.strip() == "[]"

@@ -39,6 +39,7 @@ def model() -> MiniGPT:
 
 # --- settings ---------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("temperature", [-0.1, float("nan"), float("inf")])
 def test_invalid_temperature_raises(temperature):
     with pytest.raises(SamplerSettingsError, match="temperature"):
@@ -47,8 +48,16 @@ def test_invalid_temperature_raises(temperature):
 
 @pytest.mark.parametrize(
     "field, value",
-    [("top_k", -1), ("top_p", 0.0), ("top_p", 1.01), ("top_p", -0.5), ("repetition_penalty", 0.0),
-     ("repetition_penalty", -1.0), ("max_new_tokens", -1), ("seed", 1.5)],
+    [
+        ("top_k", -1),
+        ("top_p", 0.0),
+        ("top_p", 1.01),
+        ("top_p", -0.5),
+        ("repetition_penalty", 0.0),
+        ("repetition_penalty", -1.0),
+        ("max_new_tokens", -1),
+        ("seed", 1.5),
+    ],
 )
 def test_invalid_values_raise_naming_the_setting(field, value):
     with pytest.raises(SamplerSettingsError, match=field):
@@ -81,8 +90,12 @@ def test_top_k_keeps_k_largest():
 
 @pytest.mark.parametrize(
     "settings, phrase",
-    [(SamplerSettings(repetition_penalty=1.5), "spelling"), (SamplerSettings(temperature=2.5), "temperature"),
-     (SamplerSettings(top_p=0.3), "top_p"), (SamplerSettings(top_k=1), "greedy")],
+    [
+        (SamplerSettings(repetition_penalty=1.5), "spelling"),
+        (SamplerSettings(temperature=2.5), "temperature"),
+        (SamplerSettings(top_p=0.3), "top_p"),
+        (SamplerSettings(top_k=1), "greedy"),
+    ],
 )
 def test_unusual_but_valid_settings_warn(settings, phrase):
     assert validate(settings, V) == []
@@ -91,6 +104,7 @@ def test_unusual_but_valid_settings_warn(settings, phrase):
 
 
 # --- filters ----------------------------------------------------------------------------
+
 
 def test_temperature_zero_keeps_only_argmax():
     logits = torch.tensor([0.1, 3.0, -1.0, 2.0])
@@ -157,6 +171,7 @@ def test_filter_stages_reports_each_stage_in_order():
 
 # --- generation ---------------------------------------------------------------------------
 
+
 def test_kv_cache_greedy_equals_full_recomputation_within_and_past_block(model):
     prompt = [1, 2, 3, 4, 5]
     settings = SamplerSettings(temperature=0, max_new_tokens=60)  # 65 tokens > block_size 32
@@ -207,8 +222,9 @@ def test_generation_restores_training_mode(model):
 
 def test_on_token_streams_and_can_stop_early(model):
     seen = []
-    new = generate(model, [1], SamplerSettings(max_new_tokens=20, seed=0),
-                   on_token=lambda t: seen.append(t) or len(seen) < 5)
+    new = generate(
+        model, [1], SamplerSettings(max_new_tokens=20, seed=0), on_token=lambda t: seen.append(t) or len(seen) < 5
+    )
     assert new == seen and len(new) == 5
 
 
@@ -256,6 +272,7 @@ def test_empty_prompt_is_reported_by_encode_prompt():
 
 # --- CLI ----------------------------------------------------------------------------------
 
+
 def test_sample_cli_streams_reproducible_text(tmp_path, capsys):
     import argparse
 
@@ -268,17 +285,36 @@ def test_sample_cli_streams_reproducible_text(tmp_path, capsys):
     tokenizer = CharTokenizer.from_text("hello world\n")
     ws.tokenizer.parent.mkdir(parents=True)
     tokenizer.save(ws.tokenizer)
-    config = MiniGPTConfig(vocab_size=tokenizer.vocab_size, block_size=8, embedding_dim=16, num_heads=2,
-                           num_layers=1, dropout=0.0)
+    config = MiniGPTConfig(
+        vocab_size=tokenizer.vocab_size, block_size=8, embedding_dim=16, num_heads=2, num_layers=1, dropout=0.0
+    )
     ws.checkpoints.mkdir()
-    save_checkpoint(ws.latest_checkpoint, {"model_state_dict": MiniGPT(config).state_dict(),
-                                           "config": config.to_dict(), "step": 1,
-                                           "tokenizer_fingerprint": tokenizer.fingerprint})
+    save_checkpoint(
+        ws.latest_checkpoint,
+        {
+            "model_state_dict": MiniGPT(config).state_dict(),
+            "config": config.to_dict(),
+            "step": 1,
+            "tokenizer_fingerprint": tokenizer.fingerprint,
+        },
+    )
     parser = argparse.ArgumentParser()
     parser.add_argument("--workspace")
     sample.add_arguments(parser)
-    argv = ["--workspace", str(tmp_path), "--prompt", "he", "--max-new-tokens", "20", "--seed", "3",
-            "--top-k", "50", "--device", "cpu"]
+    argv = [
+        "--workspace",
+        str(tmp_path),
+        "--prompt",
+        "he",
+        "--max-new-tokens",
+        "20",
+        "--seed",
+        "3",
+        "--top-k",
+        "50",
+        "--device",
+        "cpu",
+    ]
     # WHEN sampling twice with the same seed, with and without the cache
     assert sample.run(parser.parse_args(argv)) == 0
     first = capsys.readouterr()

@@ -106,8 +106,7 @@ def test_huge_learning_rate_raises_diverged_and_keeps_the_last_good_checkpoint(t
     # GIVEN a learning rate that makes the gradient norm overflow within a few steps,
     # with a checkpoint every 2 steps so one is written before the blow-up
     ws = tiny_workspace
-    cfg = debug_config(max_steps=100, eval_interval=2, eval_batches=1, learning_rate=1e3, grad_clip=0.0,
-                       warmup_steps=1)
+    cfg = debug_config(max_steps=100, eval_interval=2, eval_batches=1, learning_rate=1e3, grad_clip=0.0, warmup_steps=1)
     trainer = Trainer(ws, cfg)
     written = []
 
@@ -165,12 +164,14 @@ def test_unknown_preset_is_a_config_error():
 
 
 def test_a_fresh_run_moves_the_previous_run_aside_instead_of_overwriting_it(tiny_workspace):
-    from minigpt.train import Trainer, TrainConfig
+    from minigpt.train import TrainConfig, Trainer
 
     cfg = TrainConfig.from_preset("debug", max_steps=10, eval_interval=5, device="cpu")
     Trainer(tiny_workspace, cfg).run()
     first = tiny_workspace.best_checkpoint.read_bytes()
-    trainer = Trainer(tiny_workspace, TrainConfig.from_preset("debug", max_steps=10, eval_interval=5, device="cpu", seed=7))
+    trainer = Trainer(
+        tiny_workspace, TrainConfig.from_preset("debug", max_steps=10, eval_interval=5, device="cpu", seed=7)
+    )
     trainer.run()
     assert trainer.archived is not None
     assert (trainer.archived / "checkpoints" / "mini_gpt_best.pt").read_bytes() == first
@@ -184,24 +185,26 @@ def test_bad_training_flags_are_config_errors_before_anything_moves(tiny_workspa
     from minigpt.errors import ConfigError
     from minigpt.train import TrainConfig
 
-    for bad in ({"eval_interval": 0}, {"batch_size": 0}, {"learning_rate": -1.0}, {"grad_accum": 0},
-                {"num_heads": 5}):
+    for bad in ({"eval_interval": 0}, {"batch_size": 0}, {"learning_rate": -1.0}, {"grad_accum": 0}, {"num_heads": 5}):
         with pytest.raises(ConfigError):
             TrainConfig.from_preset("debug", **bad)
 
 
 def test_resume_keeps_the_saved_schedule_unless_a_flag_overrides_it(tiny_workspace):
-    from minigpt.train import Trainer, TrainConfig
+    from minigpt.train import TrainConfig, Trainer
 
-    first = Trainer(tiny_workspace, TrainConfig.from_preset("debug", max_steps=30, eval_interval=10,
-                                                            learning_rate=3e-3, device="cpu"))
+    first = Trainer(
+        tiny_workspace,
+        TrainConfig.from_preset("debug", max_steps=30, eval_interval=10, learning_rate=3e-3, device="cpu"),
+    )
     first.register_callback("on_step_end", lambda rec: rec["step"] == 10 and first.request_stop())
     first.run()
     resumed = Trainer(tiny_workspace, TrainConfig.from_preset("debug", device="cpu"), resume=True)
     summary = resumed.run()
     assert resumed.cfg.learning_rate == 3e-3 and summary["steps"] == 30
-    extended = Trainer(tiny_workspace, TrainConfig.from_preset("debug", device="cpu"), resume=True,
-                       overrides={"max_steps": 40})
+    extended = Trainer(
+        tiny_workspace, TrainConfig.from_preset("debug", device="cpu"), resume=True, overrides={"max_steps": 40}
+    )
     assert extended.run()["steps"] == 40
 
 
@@ -211,7 +214,7 @@ def test_resume_from_a_foreign_checkpoint_is_a_typed_error(tiny_workspace):
 
     from minigpt.errors import CheckpointError
     from minigpt.fileio import atomic_torch_save
-    from minigpt.train import Trainer, TrainConfig
+    from minigpt.train import TrainConfig, Trainer
 
     Trainer(tiny_workspace, TrainConfig.from_preset("debug", max_steps=10, eval_interval=10, device="cpu")).run()
     payload = torch.load(tiny_workspace.latest_checkpoint, weights_only=True)

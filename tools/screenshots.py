@@ -1,6 +1,6 @@
 """Save SVG screenshots of the panes into assets/ for the README (not a test).
 
-    python3 tools/screenshots.py [WORKSPACE]   (default: the demo workspace, built on first use)
+python3 tools/screenshots.py [WORKSPACE]   (default: the demo workspace, built on first use)
 """
 
 from __future__ import annotations

@@ -6,5 +6,16 @@ from .faults import FAULTS
 from .registry import CHECKS, ordered_ids
 from .result import CheckResult, Status
 
-__all__ = ["CheckContext", "CheckOptions", "CheckResult", "Status", "Report", "run_checks", "resolve_selection",
-           "FAULTS", "CHECKS", "ordered_ids", "SCHEMA_VERSION"]
+__all__ = [
+    "CheckContext",
+    "CheckOptions",
+    "CheckResult",
+    "Status",
+    "Report",
+    "run_checks",
+    "resolve_selection",
+    "FAULTS",
+    "CHECKS",
+    "ordered_ids",
+    "SCHEMA_VERSION",
+]

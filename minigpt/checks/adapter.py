@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-
 from ..modelio import ModelContractError, call, config_value, unpack  # noqa: F401  (re-exported)
 
 
@@ -16,7 +15,10 @@ def full_logits(model: nn.Module, idx: torch.Tensor) -> tuple[torch.Tensor, str 
     T = idx.shape[1]
     if logits.dim() == 3 and logits.shape[1] == 1 and T > 1:
         logits, _ = call(model, idx, idx)  # targets only to get every position's logits
-        return logits, "forward(idx) returns only the last position's logits; used forward(idx, targets) for all positions"
+        return (
+            logits,
+            "forward(idx) returns only the last position's logits; used forward(idx, targets) for all positions",
+        )
     return logits, None
 
 

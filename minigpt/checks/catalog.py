@@ -1,3 +1,3 @@
 """Imports the check modules in pipeline order, which registers every check."""
 
-from . import data_checks, model_checks, training_checks, generation_checks  # noqa: F401
+from . import data_checks, generation_checks, model_checks, training_checks  # noqa: F401

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import torch
 import torch.nn as nn
@@ -21,7 +21,7 @@ from ..device import resolve_device
 from ..errors import ConfigError, MiniGPTError
 from ..sampling import SamplerSettings
 from ..tokenizer import CharTokenizer
-from ..train import PRESETS, MODEL_FIELDS
+from ..train import MODEL_FIELDS, PRESETS
 from ..usermodel import model_factory_for
 from ..workspace import Workspace
 from . import faults
@@ -96,7 +96,9 @@ class CheckContext:
         self.fault_notes: list[str] = []
         self.shared: dict = {}
         self.raise_if_cancelled: Callable[[], None] = lambda: None  # set by the engine per check
-        self.report_progress: Callable[[float], None] = lambda fraction: None  # measurements later checks (and the UI) reuse, e.g. "grad_table"
+        self.report_progress: Callable[[float], None] = lambda fraction: (
+            None
+        )  # measurements later checks (and the UI) reuse, e.g. "grad_table"
         self._device = _Lazy(lambda: resolve_device(options.device))
         self._tokenizer = _Lazy(lambda: CharTokenizer.from_file(options.tokenizer))
         self._factory = _Lazy(lambda: model_factory_for(options.model_spec))
@@ -157,12 +159,19 @@ class CheckContext:
 
             def factory(cfg: dict):
                 wider = dict(cfg)
-                key = "embedding_dim" if "embedding_dim" in cfg else next(k for k, v in cfg.items() if isinstance(v, int))
+                key = (
+                    "embedding_dim" if "embedding_dim" in cfg else next(k for k, v in cfg.items() if isinstance(v, int))
+                )
                 wider[key] = cfg[key] * 2
                 return base(wider)
 
-        loaded = load_checkpoint(self.options.checkpoint, self.device, tokenizer=self.tokenizer, model_factory=factory,
-                                 data=self.checkpoint_raw)  # read once, shared with tokenizer_fingerprint
+        loaded = load_checkpoint(
+            self.options.checkpoint,
+            self.device,
+            tokenizer=self.tokenizer,
+            model_factory=factory,
+            data=self.checkpoint_raw,
+        )  # read once, shared with tokenizer_fingerprint
         loaded.model, note = faults.apply_to_model(self.fault, loaded.model, fresh=False)
         if note:
             self.fault_notes.append(note)
@@ -194,8 +203,9 @@ class CheckContext:
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ConfigError(f"--config {path}: cannot read a JSON model config ({exc})", path=path) from None
         if not isinstance(data, dict):
-            raise ConfigError(f"--config {path}: expected a JSON object of config fields, found {type(data).__name__}",
-                              path=path)
+            raise ConfigError(
+                f"--config {path}: expected a JSON object of config fields, found {type(data).__name__}", path=path
+            )
         return data
 
     def _preset_for_config_class(self) -> dict:

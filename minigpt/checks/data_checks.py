@@ -28,10 +28,15 @@ def _torch_version_tuple() -> tuple[int, int]:
 
 @check("environment", "environment", "Python, torch and the device")
 def environment(ctx):
-    values = {"python": platform.python_version(), "torch": torch.__version__,
-              "cuda_available": torch.cuda.is_available(), "cuda_version": torch.version.cuda,
-              "mps_available": mps_available(),
-              "platform": platform.platform(), "executable": sys.executable}
+    values = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda_available": torch.cuda.is_available(),
+        "cuda_version": torch.version.cuda,
+        "mps_available": mps_available(),
+        "platform": platform.platform(),
+        "executable": sys.executable,
+    }
     device = ctx.device
     values["device"] = str(device)
     if device.type == "cuda":
@@ -40,10 +45,15 @@ def environment(ctx):
     warnings, causes, fixes = [], [], []
     if ctx.options.expect_gpu and device.type == "cpu":
         warnings.append("--expect-gpu given but running on CPU")
-        causes += ["torch was installed as a CPU-only build", "CUDA_VISIBLE_DEVICES hides the GPU",
-                   "the NVIDIA driver is missing or too old for this torch"]
-        fixes += ["python -c 'import torch; print(torch.version.cuda, torch.cuda.is_available())'",
-                  "reinstall torch with the CUDA wheel that matches your driver"]
+        causes += [
+            "torch was installed as a CPU-only build",
+            "CUDA_VISIBLE_DEVICES hides the GPU",
+            "the NVIDIA driver is missing or too old for this torch",
+        ]
+        fixes += [
+            "python -c 'import torch; print(torch.version.cuda, torch.cuda.is_available())'",
+            "reinstall torch with the CUDA wheel that matches your driver",
+        ]
     if _torch_version_tuple() < (2, 10):
         warnings.append(f"torch {torch.__version__} is older than 2.10")
         causes.append("older torch has a weights_only unpickler vulnerability (CVE-2026-24747)")
@@ -59,8 +69,12 @@ def environment(ctx):
 def files(ctx):
     opts = ctx.options
     required = {"tokenizer": opts.tokenizer, "train_ids": opts.train_data}
-    optional = {"val_ids": ctx.ws.ids("val"), "test_ids": ctx.ws.ids("test"),
-                "checkpoint": opts.checkpoint, "metrics": ctx.ws.metrics}
+    optional = {
+        "val_ids": ctx.ws.ids("val"),
+        "test_ids": ctx.ws.ids("test"),
+        "checkpoint": opts.checkpoint,
+        "metrics": ctx.ws.metrics,
+    }
     rows, missing, small, absent_optional = [], [], [], []
     for role, path in {**required, **optional}.items():
         exists = path.is_file()
@@ -73,17 +87,33 @@ def files(ctx):
             missing.append(f"{role} {path}")
         if not exists and role not in required:
             absent_optional.append(role)
-        rows.append({"role": role, "path": str(path), "exists": exists, "bytes": size,
-                     "size": describe_size(size) if size is not None else None, "status": status,
-                     "required": role in required})
+        rows.append(
+            {
+                "role": role,
+                "path": str(path),
+                "exists": exists,
+                "bytes": size,
+                "size": describe_size(size) if size is not None else None,
+                "status": status,
+                "required": role in required,
+            }
+        )
     values = {"files": rows}
     if missing or small:
-        raise Outcome(Status.FAIL, "; ".join(
-            ([f"missing: {', '.join(missing)}"] if missing else []) + ([f"too small: {', '.join(small)}"] if small else [])),
-            causes=["`minigpt prepare` was not run in this workspace", "wrong --workspace/--tokenizer/--train-data",
-                    "an interrupted conversion or copy left an empty file"],
+        raise Outcome(
+            Status.FAIL,
+            "; ".join(
+                ([f"missing: {', '.join(missing)}"] if missing else [])
+                + ([f"too small: {', '.join(small)}"] if small else [])
+            ),
+            causes=[
+                "`minigpt prepare` was not run in this workspace",
+                "wrong --workspace/--tokenizer/--train-data",
+                "an interrupted conversion or copy left an empty file",
+            ],
             fixes=["minigpt prepare --source demo --workspace DIR (or your corpus)", "check the paths printed above"],
-            values=values)
+            values=values,
+        )
     note = f" (not present: {', '.join(absent_optional)})" if absent_optional else ""
     return f"{sum(r['exists'] for r in rows)} files found{note}", values
 
@@ -91,8 +121,12 @@ def files(ctx):
 @check("tokenizer_roundtrip", "tokenizer", "decode(encode(text)) == text", depends=("files",))
 def tokenizer_roundtrip(ctx):
     tok = ctx.tokenizer
-    values = {"vocab_size": tok.vocab_size, "fingerprint": tok.fingerprint,
-              "first_chars": [repr(c) for c in tok.chars[:10]], "last_chars": [repr(c) for c in tok.chars[-10:]]}
+    values = {
+        "vocab_size": tok.vocab_size,
+        "fingerprint": tok.fingerprint,
+        "first_chars": [repr(c) for c in tok.chars[:10]],
+        "last_chars": [repr(c) for c in tok.chars[-10:]],
+    }
     sample = "".join(c for c in SAMPLE_TEXT if c in tok.stoi) or "".join(tok.chars[:20])
     problems = []
     if tok.decode(tok.encode(sample)) != sample:
@@ -104,9 +138,16 @@ def tokenizer_roundtrip(ctx):
         problems.append("stored IDs decoded and re-encoded give different IDs")
     values.update(sample=sample, stored_ids_checked=len(in_range))
     if problems:
-        raise Outcome(Status.FAIL, "; ".join(problems), values=values,
-                      causes=["the vocabulary maps two IDs to one character (duplicates)", "a custom decode/encode that is not inverse"],
-                      fixes=["rebuild the tokenizer with `minigpt prepare --force`"])
+        raise Outcome(
+            Status.FAIL,
+            "; ".join(problems),
+            values=values,
+            causes=[
+                "the vocabulary maps two IDs to one character (duplicates)",
+                "a custom decode/encode that is not inverse",
+            ],
+            fixes=["rebuild the tokenizer with `minigpt prepare --force`"],
+        )
     return f"round trip exact on sample text and {len(in_range)} stored IDs; vocab {tok.vocab_size}", values
 
 
@@ -118,21 +159,41 @@ def tokenizer_fingerprint(ctx):
     raw = ctx.checkpoint_raw
     saved = raw.get("tokenizer_fingerprint")
     model_vocab = raw["config"].get("vocab_size")
-    values = {"tokenizer_fingerprint": tok.fingerprint, "checkpoint_fingerprint": saved,
-              "tokenizer_vocab_size": tok.vocab_size, "model_vocab_size": model_vocab}
-    causes = ["`minigpt prepare` was re-run (perhaps with --force) after training",
-              "the checkpoint comes from another workspace or corpus"]
+    values = {
+        "tokenizer_fingerprint": tok.fingerprint,
+        "checkpoint_fingerprint": saved,
+        "tokenizer_vocab_size": tok.vocab_size,
+        "model_vocab_size": model_vocab,
+    }
+    causes = [
+        "`minigpt prepare` was re-run (perhaps with --force) after training",
+        "the checkpoint comes from another workspace or corpus",
+    ]
     if model_vocab is not None and model_vocab != tok.vocab_size:
-        raise Outcome(Status.FAIL, f"tokenizer has {tok.vocab_size} characters, model vocab_size is {model_vocab}",
-                      causes=causes, fixes=["use the tokenizer file saved with this run"], values=values)
+        raise Outcome(
+            Status.FAIL,
+            f"tokenizer has {tok.vocab_size} characters, model vocab_size is {model_vocab}",
+            causes=causes,
+            fixes=["use the tokenizer file saved with this run"],
+            values=values,
+        )
     if saved is None:
-        raise Outcome(Status.WARN, "checkpoint has no tokenizer_fingerprint; vocab sizes match (necessary, not sufficient)",
-                      causes=["the training script does not save the fingerprint"],
-                      fixes=["save tokenizer_fingerprint in checkpoints"], values=values)
+        raise Outcome(
+            Status.WARN,
+            "checkpoint has no tokenizer_fingerprint; vocab sizes match (necessary, not sufficient)",
+            causes=["the training script does not save the fingerprint"],
+            fixes=["save tokenizer_fingerprint in checkpoints"],
+            values=values,
+        )
     if saved != tok.fingerprint:
-        raise Outcome(Status.FAIL, f"fingerprint {tok.fingerprint[:12]} != checkpoint's {str(saved)[:12]} "
-                      "(same size, different characters or order)", causes=causes,
-                      fixes=["use the tokenizer file saved with this run"], values=values)
+        raise Outcome(
+            Status.FAIL,
+            f"fingerprint {tok.fingerprint[:12]} != checkpoint's {str(saved)[:12]} "
+            "(same size, different characters or order)",
+            causes=causes,
+            fixes=["use the tokenizer file saved with this run"],
+            values=values,
+        )
     return f"fingerprint {saved[:12]} matches; vocab {tok.vocab_size}", values
 
 
@@ -145,27 +206,44 @@ def token_range(ctx):
             raise Outcome(Status.FAIL, f"{name} IDs have dtype {ids.dtype}", values={"dtype": str(ids.dtype)})
         bad = ((ids < 0) | (ids >= vocab)).nonzero().flatten()
         lo, hi = torch.aminmax(ids)
-        per_split[name] = {"tokens": ids.numel(), "dtype": str(ids.dtype), "min": int(lo), "max": int(hi),
-                           "out_of_range": bad.numel(),
-                           "positions": bad[:10].tolist(), "offending_ids": ids[bad[:10]].tolist()}
+        per_split[name] = {
+            "tokens": ids.numel(),
+            "dtype": str(ids.dtype),
+            "min": int(lo),
+            "max": int(hi),
+            "out_of_range": bad.numel(),
+            "positions": bad[:10].tolist(),
+            "offending_ids": ids[bad[:10]].tolist(),
+        }
         bad_total += bad.numel()
     values = {"vocab_size": vocab, "splits": per_split}
     if bad_total:
-        where = "; ".join(f"{n}: {s['out_of_range']} IDs e.g. {s['offending_ids'][:3]} at {s['positions'][:3]}"
-                          for n, s in per_split.items() if s["out_of_range"])
-        raise Outcome(Status.FAIL, f"{bad_total} IDs outside [0, {vocab}): {where}", values=values,
-                      causes=["the IDs were encoded with another (larger) tokenizer",
-                              "an off-by-one when adding special tokens", "the file was corrupted"],
-                      fixes=["re-run `minigpt prepare` so IDs and tokenizer come from one vocabulary"])
-    return (f"{sum(s['tokens'] for s in per_split.values()):,} IDs in {len(per_split)} splits, "
-            f"all in [0, {vocab})"), values
+        where = "; ".join(
+            f"{n}: {s['out_of_range']} IDs e.g. {s['offending_ids'][:3]} at {s['positions'][:3]}"
+            for n, s in per_split.items()
+            if s["out_of_range"]
+        )
+        raise Outcome(
+            Status.FAIL,
+            f"{bad_total} IDs outside [0, {vocab}): {where}",
+            values=values,
+            causes=[
+                "the IDs were encoded with another (larger) tokenizer",
+                "an off-by-one when adding special tokens",
+                "the file was corrupted",
+            ],
+            fixes=["re-run `minigpt prepare` so IDs and tokenizer come from one vocabulary"],
+        )
+    return (
+        f"{sum(s['tokens'] for s in per_split.values()):,} IDs in {len(per_split)} splits, all in [0, {vocab})"
+    ), values
 
 
 @check("decoded_sample", "data", "Stored IDs decode to readable text", depends=("token_range",))
 def decoded_sample(ctx):
     tok, ids = ctx.tokenizer, ctx.splits["train"]
     start = ids.numel() // 3
-    text = tok.decode(ids[start:start + 300].tolist())
+    text = tok.decode(ids[start : start + 300].tolist())
     letters = sum(c.isalpha() for c in text) / max(1, len(text))
     longest_run = max((len(run) for run in _runs(text)), default=0)
     values = {"start": start, "text": text, "letter_fraction": round(letters, 3), "longest_run": longest_run}
@@ -177,9 +255,13 @@ def decoded_sample(ctx):
     if longest_run > 50:
         signs.append(f"one character repeated {longest_run} times (padding or a constant fill?)")
     if signs:
-        raise Outcome(Status.WARN, "; ".join(signs), values=values,
-                      causes=["corrupted or mis-encoded source text", "IDs from another tokenizer"],
-                      fixes=["read the decoded sample; re-run `minigpt prepare` on the original text"])
+        raise Outcome(
+            Status.WARN,
+            "; ".join(signs),
+            values=values,
+            causes=["corrupted or mis-encoded source text", "IDs from another tokenizer"],
+            fixes=["read the decoded sample; re-run `minigpt prepare` on the original text"],
+        )
     return f"300 IDs from position {start:,} decode to text with {letters:.0%} letters", values
 
 
@@ -196,17 +278,27 @@ def batch_shift(ctx):
     shifted_ok = bool(torch.equal(x[:, 1:], y[:, :-1]))
     identical = bool(torch.equal(x, y))
     tok = ctx.tokenizer
-    values = {"shape": list(x.shape), "shift_invariant": shifted_ok, "targets_equal_inputs": identical,
-              "input_row0": tok.decode(x[0].tolist()), "target_row0": tok.decode(y[0].tolist())}
+    values = {
+        "shape": list(x.shape),
+        "shift_invariant": shifted_ok,
+        "targets_equal_inputs": identical,
+        "input_row0": tok.decode(x[0].tolist()),
+        "target_row0": tok.decode(y[0].tolist()),
+    }
     if identical or not shifted_ok:
         what = "targets equal inputs" if identical else "inputs[:, 1:] != targets[:, :-1]"
         mismatch = (x[:, 1:] != y[:, :-1]).nonzero()
         values["first_mismatch"] = mismatch[0].tolist() if len(mismatch) else None
-        raise Outcome(Status.FAIL, f"{what}: the model would learn to copy, not to predict the next token",
-                      values=values,
-                      causes=["targets built as data[i:i+T] instead of data[i+1:i+T+1]",
-                              "the shift applied twice (in the batch and again in the loss)"],
-                      fixes=["y = data[i + 1 : i + 1 + block_size]", "check get_batch against inputs[:, 1:] == targets[:, :-1]"])
+        raise Outcome(
+            Status.FAIL,
+            f"{what}: the model would learn to copy, not to predict the next token",
+            values=values,
+            causes=[
+                "targets built as data[i:i+T] instead of data[i+1:i+T+1]",
+                "the shift applied twice (in the batch and again in the loss)",
+            ],
+            fixes=["y = data[i + 1 : i + 1 + block_size]", "check get_batch against inputs[:, 1:] == targets[:, :-1]"],
+        )
     return f"inputs[:, 1:] == targets[:, :-1] on a {x.shape[0]}x{x.shape[1]} batch", values
 
 
@@ -215,9 +307,11 @@ def batch_dtype_device(ctx):
     x, y = ctx.batch(DEBUG_BATCH_SIZE, _block(ctx))
     model = ctx.build_model()
     model_device = next(model.parameters()).device
-    values = {"inputs": {"dtype": str(x.dtype), "shape": list(x.shape), "device": str(x.device)},
-              "targets": {"dtype": str(y.dtype), "shape": list(y.shape), "device": str(y.device)},
-              "model_device": str(model_device)}
+    values = {
+        "inputs": {"dtype": str(x.dtype), "shape": list(x.shape), "device": str(x.device)},
+        "targets": {"dtype": str(y.dtype), "shape": list(y.shape), "device": str(y.device)},
+        "model_device": str(model_device),
+    }
     problems = []
     for name, t in (("inputs", x), ("targets", y)):
         if t.dtype != torch.long:
@@ -227,7 +321,11 @@ def batch_dtype_device(ctx):
         if t.device != model_device:
             problems.append(f"{name} on {t.device}, model on {model_device}")
     if problems:
-        raise Outcome(Status.FAIL, "; ".join(problems), values=values,
-                      causes=["IDs stored as int32/uint8 and not cast", "batch not moved with .to(device)"],
-                      fixes=["x = x.long().to(device)"])
+        raise Outcome(
+            Status.FAIL,
+            "; ".join(problems),
+            values=values,
+            causes=["IDs stored as int32/uint8 and not cast", "batch not moved with .to(device)"],
+            fixes=["x = x.long().to(device)"],
+        )
     return f"int64 {list(x.shape)} on {model_device}", values

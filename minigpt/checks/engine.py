@@ -8,8 +8,8 @@ from __future__ import annotations
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..errors import ConfigError, MiniGPTError, ModelSpecError
 from .adapter import ModelContractError
@@ -101,8 +101,9 @@ def run_checks(
         if cid in skipped:
             result = CheckResult(cid, spec.stage, Status.SKIP, "skipped (--skip)")
         elif blocked:
-            result = CheckResult(cid, spec.stage, Status.SKIP,
-                                 f"skipped: {', '.join(f'{d} {statuses[d].value}' for d in blocked)}")
+            result = CheckResult(
+                cid, spec.stage, Status.SKIP, f"skipped: {', '.join(f'{d} {statuses[d].value}' for d in blocked)}"
+            )
         else:
             try:
                 result = _run_one(spec, ctx)
@@ -134,20 +135,43 @@ def _run_one(spec, ctx: CheckContext) -> CheckResult:
     except Cancelled:
         raise
     except Outcome as out:
-        return CheckResult(spec.id, spec.stage, out.status, out.summary, values=out.values,
-                           causes=out.causes, fixes=out.fixes)
+        return CheckResult(
+            spec.id, spec.stage, out.status, out.summary, values=out.values, causes=out.causes, fixes=out.fixes
+        )
     except (ModelSpecError, ConfigError) as exc:
-        return CheckResult(spec.id, spec.stage, Status.ERROR, exc.message, causes=exc.causes,
-                           fixes=["fix the --model/--config/--device argument"])
+        return CheckResult(
+            spec.id,
+            spec.stage,
+            Status.ERROR,
+            exc.message,
+            causes=exc.causes,
+            fixes=["fix the --model/--config/--device argument"],
+        )
     except MiniGPTError as exc:  # a file this check reads is bad: that is the finding
-        return CheckResult(spec.id, spec.stage, Status.FAIL, exc.message, causes=exc.causes,
-                           values={"path": exc.path} if exc.path else {})
+        return CheckResult(
+            spec.id,
+            spec.stage,
+            Status.FAIL,
+            exc.message,
+            causes=exc.causes,
+            values={"path": exc.path} if exc.path else {},
+        )
     except ModelContractError as exc:
-        return CheckResult(spec.id, spec.stage, Status.FAIL, f"model contract: {exc}",
-                           causes=["forward must be forward(idx, targets=None) -> (logits, loss)"])
+        return CheckResult(
+            spec.id,
+            spec.stage,
+            Status.FAIL,
+            f"model contract: {exc}",
+            causes=["forward must be forward(idx, targets=None) -> (logits, loss)"],
+        )
     except Exception as exc:  # the check could not run: show where, never a bare traceback
         frame = traceback.extract_tb(exc.__traceback__)[-1]
         where = f"{frame.filename}:{frame.lineno}"
-        return CheckResult(spec.id, spec.stage, Status.ERROR, f"{type(exc).__name__}: {exc}"[:400],
-                           causes=[f"raised at {where}: {frame.line}"],
-                           fixes=["if this is in your model file, fix it there; otherwise report a bug"])
+        return CheckResult(
+            spec.id,
+            spec.stage,
+            Status.ERROR,
+            f"{type(exc).__name__}: {exc}"[:400],
+            causes=[f"raised at {where}: {frame.line}"],
+            fixes=["if this is in your model file, fix it there; otherwise report a bug"],
+        )

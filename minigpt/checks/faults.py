@@ -24,22 +24,41 @@ class Fault:
     also_fails: tuple[str, ...] = ()
 
 
-FAULTS = {f.name: f for f in [
-    Fault("no_shift", "targets equal inputs (the shift by one token was forgotten)", "batch_shift"),
-    Fault("out_of_range_token", "one training ID equals vocab_size", "token_range", ("decoded_sample",)),
-    Fault("no_causal_mask", "attention without the causal mask: position t sees t+1", "causal_independence",
-          ("initial_loss", "checkpoint_load", "generation_repetition")),
-    Fault("lr_too_high", "learning rate 0.1 for the optimizer and overfit checks", "optimizer_update",
-          ("single_batch_overfit",)),
-    Fault("frozen_parameters", "one layer's parameters have requires_grad=False", "gradients"),
-    Fault("wrong_architecture", "the checkpoint is loaded into a model twice as wide", "checkpoint_load"),
-    Fault("dropout_on", "dropout 0.2 that stays on in eval mode (F.dropout(training=True))", "eval_determinism",
-          ("single_batch_overfit",)),
-    Fault("softmax_loss", "cross-entropy fed probabilities instead of logits", "single_batch_overfit"),
-    Fault("transposed_logits", "logits returned as [B, V, T] instead of [B, T, V]", "forward_shapes"),
-    Fault("nan_weight", "one weight set to NaN", "nonfinite_localisation",
-          ("forward_shapes", "checkpoint_load", "generation_repetition")),
-]}
+FAULTS = {
+    f.name: f
+    for f in [
+        Fault("no_shift", "targets equal inputs (the shift by one token was forgotten)", "batch_shift"),
+        Fault("out_of_range_token", "one training ID equals vocab_size", "token_range", ("decoded_sample",)),
+        Fault(
+            "no_causal_mask",
+            "attention without the causal mask: position t sees t+1",
+            "causal_independence",
+            ("initial_loss", "checkpoint_load", "generation_repetition"),
+        ),
+        Fault(
+            "lr_too_high",
+            "learning rate 0.1 for the optimizer and overfit checks",
+            "optimizer_update",
+            ("single_batch_overfit",),
+        ),
+        Fault("frozen_parameters", "one layer's parameters have requires_grad=False", "gradients"),
+        Fault("wrong_architecture", "the checkpoint is loaded into a model twice as wide", "checkpoint_load"),
+        Fault(
+            "dropout_on",
+            "dropout 0.2 that stays on in eval mode (F.dropout(training=True))",
+            "eval_determinism",
+            ("single_batch_overfit",),
+        ),
+        Fault("softmax_loss", "cross-entropy fed probabilities instead of logits", "single_batch_overfit"),
+        Fault("transposed_logits", "logits returned as [B, V, T] instead of [B, T, V]", "forward_shapes"),
+        Fault(
+            "nan_weight",
+            "one weight set to NaN",
+            "nonfinite_localisation",
+            ("forward_shapes", "checkpoint_load", "generation_repetition"),
+        ),
+    ]
+}
 
 
 class _AlwaysOnDropout(nn.Module):
@@ -82,8 +101,10 @@ def apply_to_model(fault: str | None, model: nn.Module, *, fresh: bool) -> tuple
     if fault == "no_causal_mask":
         flagged = [m for m in model.modules() if hasattr(m, "causal")]
         if not flagged:
-            raise ConfigError("--inject no_causal_mask needs attention modules with a `causal` attribute "
-                              "(the built-in MiniGPT); it cannot be injected into this model")
+            raise ConfigError(
+                "--inject no_causal_mask needs attention modules with a `causal` attribute "
+                "(the built-in MiniGPT); it cannot be injected into this model"
+            )
         for m in flagged:
             m.causal = False
         return model, f"causal=False on {len(flagged)} attention modules"

@@ -31,27 +31,50 @@ def forward_shapes(ctx):
     logits, loss = adapter.call(model, x, y, notes)
     values = {"batch_shape": [B, T], "logits_shape": list(logits.shape), "expected": [B, T, V]}
     if list(logits.shape) == [B, V, T]:
-        raise Outcome(Status.FAIL, f"logits are {[B, V, T]} ([B, V, T]): vocabulary and time axes swapped",
-                      values=values, causes=["a .transpose(1, 2) or .permute left in forward",
-                                             "logits reshaped for F.cross_entropy and returned that way"],
-                      fixes=["return logits as (B, T, V); reshape only inside the loss: logits.view(B*T, V)"])
+        raise Outcome(
+            Status.FAIL,
+            f"logits are {[B, V, T]} ([B, V, T]): vocabulary and time axes swapped",
+            values=values,
+            causes=[
+                "a .transpose(1, 2) or .permute left in forward",
+                "logits reshaped for F.cross_entropy and returned that way",
+            ],
+            fixes=["return logits as (B, T, V); reshape only inside the loss: logits.view(B*T, V)"],
+        )
     if list(logits.shape) != [B, T, V]:
-        raise Outcome(Status.FAIL, f"logits shape {list(logits.shape)}, expected {[B, T, V]}", values=values,
-                      causes=["lm_head output size is not vocab_size", "logits flattened to (B*T, V) before returning"],
-                      fixes=["lm_head = nn.Linear(embedding_dim, vocab_size)"])
+        raise Outcome(
+            Status.FAIL,
+            f"logits shape {list(logits.shape)}, expected {[B, T, V]}",
+            values=values,
+            causes=["lm_head output size is not vocab_size", "logits flattened to (B*T, V) before returning"],
+            fixes=["lm_head = nn.Linear(embedding_dim, vocab_size)"],
+        )
     if loss is None:
-        raise Outcome(Status.FAIL, "forward(idx, targets) returned no loss", values=values,
-                      causes=["the loss is only computed in the training script"],
-                      fixes=["compute F.cross_entropy(logits.view(-1, V), targets.view(-1)) in forward"])
+        raise Outcome(
+            Status.FAIL,
+            "forward(idx, targets) returned no loss",
+            values=values,
+            causes=["the loss is only computed in the training script"],
+            fixes=["compute F.cross_entropy(logits.view(-1, V), targets.view(-1)) in forward"],
+        )
     values["loss_shape"] = list(loss.shape)
     if loss.numel() != 1:
-        raise Outcome(Status.FAIL, f"loss has shape {list(loss.shape)}, expected a scalar", values=values,
-                      causes=["cross_entropy called with reduction='none'"], fixes=["reduce with .mean()"])
+        raise Outcome(
+            Status.FAIL,
+            f"loss has shape {list(loss.shape)}, expected a scalar",
+            values=values,
+            causes=["cross_entropy called with reduction='none'"],
+            fixes=["reduce with .mean()"],
+        )
     values["loss"] = loss.item()
     if not math.isfinite(values["loss"]):
-        raise Outcome(Status.FAIL, f"loss is {values['loss']} on a fresh model", values=values,
-                      causes=["a non-finite weight or an overflow in forward (see nonfinite_localisation)"],
-                      fixes=["run nonfinite_localisation"])
+        raise Outcome(
+            Status.FAIL,
+            f"loss is {values['loss']} on a fresh model",
+            values=values,
+            causes=["a non-finite weight or an overflow in forward (see nonfinite_localisation)"],
+            fixes=["run nonfinite_localisation"],
+        )
     _, note = adapter.full_logits(model, x)
     if note:
         notes.append(note)
@@ -73,19 +96,37 @@ def initial_loss(ctx):
     probs = counts[counts > 0] / counts.sum()
     unigram = float(-(probs * probs.log()).sum())
     margin = max(0.5, 0.15 * expected)
-    values = {"initial_loss": loss, "expected_baseline": expected, "zeroed_input_loss": zero_loss,
-              "unigram_entropy": unigram, "margin": margin}
+    values = {
+        "initial_loss": loss,
+        "expected_baseline": expected,
+        "zeroed_input_loss": zero_loss,
+        "unigram_entropy": unigram,
+        "margin": margin,
+    }
     if loss > expected + margin:
-        raise Outcome(Status.FAIL, f"initial loss {loss:.3f} is far above log(V) = {expected:.3f}", values=values,
-                      causes=["extreme initial logits: weights initialised with std ~1 instead of ~0.02",
-                              "a temperature/scale applied to logits", "the residual stream grows with depth"],
-                      fixes=["nn.init.normal_(w, std=0.02); zero biases; scale residual projections by 1/sqrt(2*layers)"])
+        raise Outcome(
+            Status.FAIL,
+            f"initial loss {loss:.3f} is far above log(V) = {expected:.3f}",
+            values=values,
+            causes=[
+                "extreme initial logits: weights initialised with std ~1 instead of ~0.02",
+                "a temperature/scale applied to logits",
+                "the residual stream grows with depth",
+            ],
+            fixes=["nn.init.normal_(w, std=0.02); zero biases; scale residual projections by 1/sqrt(2*layers)"],
+        )
     if loss < expected - margin:
-        raise Outcome(Status.FAIL, f"initial loss {loss:.3f} is far below log(V) = {expected:.3f} before training",
-                      values=values,
-                      causes=["the targets leak into the inputs (targets not shifted)",
-                              "the model can see future tokens", "the loss is averaged over padding or ignored tokens"],
-                      fixes=["run batch_shift and causal_independence"])
+        raise Outcome(
+            Status.FAIL,
+            f"initial loss {loss:.3f} is far below log(V) = {expected:.3f} before training",
+            values=values,
+            causes=[
+                "the targets leak into the inputs (targets not shifted)",
+                "the model can see future tokens",
+                "the loss is averaged over padding or ignored tokens",
+            ],
+            fixes=["run batch_shift and causal_independence"],
+        )
     return f"initial loss {loss:.3f} vs log(V) {expected:.3f}; zeroed inputs {zero_loss:.3f}", values
 
 
@@ -109,7 +150,7 @@ def causal_independence(ctx):
         base, _ = adapter.full_logits(model, x)
         for t in cuts:
             x2 = x.clone()
-            x2[0, t + 1:] = (x2[0, t + 1:] + torch.randint(1, V, (T - t - 1,), generator=gen).to(x.device)) % V
+            x2[0, t + 1 :] = (x2[0, t + 1 :] + torch.randint(1, V, (T - t - 1,), generator=gen).to(x.device)) % V
             torch.manual_seed(0)
             other, _ = adapter.full_logits(model, x2)
             diff = (base[0, : t + 1] - other[0, : t + 1]).abs().amax(dim=-1)  # per prefix position
@@ -129,14 +170,24 @@ def causal_independence(ctx):
     else:
         values["gradient_test"] = "skipped: no nn.Embedding with vocab_size rows found"
     if first_leak is not None:
-        raise Outcome(Status.FAIL, f"position {first_leak} changes when later tokens change: the model sees the future",
-                      values=values,
-                      causes=["attention without a causal mask (is_causal=False, or mask not applied)",
-                              "the mask built with the wrong diagonal (tril vs triu, or offset 1)",
-                              "a layer mixing across time (e.g. a non-causal convolution or normalisation over T)"],
-                      fixes=["F.scaled_dot_product_attention(q, k, v, is_causal=True)",
-                             "scores.masked_fill(torch.triu(ones(T, T), 1).bool(), -inf)"])
-    return f"prefix logits unchanged when the suffix changes (max change {worst:.1e}); no gradient to later inputs", values
+        raise Outcome(
+            Status.FAIL,
+            f"position {first_leak} changes when later tokens change: the model sees the future",
+            values=values,
+            causes=[
+                "attention without a causal mask (is_causal=False, or mask not applied)",
+                "the mask built with the wrong diagonal (tril vs triu, or offset 1)",
+                "a layer mixing across time (e.g. a non-causal convolution or normalisation over T)",
+            ],
+            fixes=[
+                "F.scaled_dot_product_attention(q, k, v, is_causal=True)",
+                "scores.masked_fill(torch.triu(ones(T, T), 1).bool(), -inf)",
+            ],
+        )
+    return (
+        f"prefix logits unchanged when the suffix changes (max change {worst:.1e}); no gradient to later inputs",
+        values,
+    )
 
 
 def _gradient_leak(model: nn.Module, emb: nn.Module, x: torch.Tensor, V: int) -> int | None:
@@ -163,7 +214,7 @@ def _gradient_leak(model: nn.Module, emb: nn.Module, x: torch.Tensor, V: int) ->
         if captured["emb"].grad is not None:
             captured["emb"].grad = None
         (logits[0, t] * probe).sum().backward(retain_graph=True)
-        g = captured["emb"].grad[0, t + 1:]
+        g = captured["emb"].grad[0, t + 1 :]
         if g.abs().max().item() > 0:
             return t
     return None
@@ -181,15 +232,23 @@ def eval_determinism(ctx):
     diff = (a - b).abs().max().item()
     values = {"max_difference": diff, "config_dropout": cfg.get("dropout")}
     if diff > 1e-6:
-        raise Outcome(Status.FAIL, f"two eval-mode forward passes differ by {diff:.3g}: dropout is active in eval",
-                      values=values,
-                      causes=["F.dropout(x, p) without training=self.training", "model.eval() never reached a submodule",
-                              "sampling or noise inside forward"],
-                      fixes=["use nn.Dropout modules, or F.dropout(x, p, training=self.training)"])
+        raise Outcome(
+            Status.FAIL,
+            f"two eval-mode forward passes differ by {diff:.3g}: dropout is active in eval",
+            values=values,
+            causes=[
+                "F.dropout(x, p) without training=self.training",
+                "model.eval() never reached a submodule",
+                "sampling or noise inside forward",
+            ],
+            fixes=["use nn.Dropout modules, or F.dropout(x, p, training=self.training)"],
+        )
     return "eval-mode forward passes are identical", values
 
 
-@check("gradients", "gradients", "Every trainable parameter gets a finite, nonzero gradient", depends=("forward_shapes",))
+@check(
+    "gradients", "gradients", "Every trainable parameter gets a finite, nonzero gradient", depends=("forward_shapes",)
+)
 def gradients(ctx):
     B, T, _ = _shape_T(ctx)
     model = ctx.build_model().train()
@@ -198,7 +257,9 @@ def gradients(ctx):
     loss.backward()
     rows, global_norm = adapter.grad_table(model)
     ctx.shared["grad_table"] = {"rows": rows, "global_norm": global_norm, "clip": 1.0, "source": "gradients check"}
-    problems = {flag: [r["name"] for r in rows if flag in r["flags"]] for flag in ("frozen", "no_grad", "nonfinite", "zero")}
+    problems = {
+        flag: [r["name"] for r in rows if flag in r["flags"]] for flag in ("frozen", "no_grad", "nonfinite", "zero")
+    }
     notes = []
     if problems["zero"]:
         # zero-initialised layers (e.g. residual projections, as in modded-nanogpt) give the layers
@@ -211,31 +272,50 @@ def gradients(ctx):
         recovered = [n for n in problems["zero"] if "zero" not in again[n]["flags"]]
         problems["zero"] = [n for n in problems["zero"] if n not in recovered]
         if recovered:
-            notes.append(f"{len(recovered)} parameters had a zero gradient at initialisation only "
-                         f"(zero-initialised layers after them): {recovered[:4]}")
-    values = {"global_norm": global_norm, "parameters": len(rows),
-              "missing_gradients": problems["no_grad"] + problems["frozen"],
-              "nonfinite_gradients": problems["nonfinite"], "zero_gradients": problems["zero"], "notes": notes,
-              "table": [{k: r[k] for k in ("name", "shape", "grad_norm", "weight_norm", "flags", "tied_with")} for r in rows]}
+            notes.append(
+                f"{len(recovered)} parameters had a zero gradient at initialisation only "
+                f"(zero-initialised layers after them): {recovered[:4]}"
+            )
+    values = {
+        "global_norm": global_norm,
+        "parameters": len(rows),
+        "missing_gradients": problems["no_grad"] + problems["frozen"],
+        "nonfinite_gradients": problems["nonfinite"],
+        "zero_gradients": problems["zero"],
+        "notes": notes,
+        "table": [{k: r[k] for k in ("name", "shape", "grad_norm", "weight_norm", "flags", "tied_with")} for r in rows],
+    }
     if any(problems.values()):
         parts = [f"{flag}: {names[:4]}{'...' if len(names) > 4 else ''}" for flag, names in problems.items() if names]
         causes = []
         if problems["frozen"]:
             causes.append("requires_grad=False on these parameters (frozen on purpose? then ignore)")
         if problems["no_grad"]:
-            causes += ["a layer built in __init__ and unused in forward", "a stray .detach() or torch.no_grad() in forward"]
+            causes += [
+                "a layer built in __init__ and unused in forward",
+                "a stray .detach() or torch.no_grad() in forward",
+            ]
         if problems["nonfinite"]:
             causes.append("a non-finite weight or an overflow (see nonfinite_localisation)")
         if problems["zero"]:
             causes.append("a dead path: output multiplied by zero, or ReLU units all inactive")
-        raise Outcome(Status.FAIL, "; ".join(parts), values=values, causes=causes,
-                      fixes=["for n, p in model.named_parameters(): print(n, p.requires_grad, p.grad is None)"])
+        raise Outcome(
+            Status.FAIL,
+            "; ".join(parts),
+            values=values,
+            causes=causes,
+            fixes=["for n, p in model.named_parameters(): print(n, p.requires_grad, p.grad is None)"],
+        )
     tied = sum(1 for r in rows if r["tied_with"])
-    return (f"{len(rows)} parameters all have finite nonzero gradients; global norm {global_norm:.3f}"
-            + (f"; {tied} tied" if tied else "")), values
+    return (
+        f"{len(rows)} parameters all have finite nonzero gradients; global norm {global_norm:.3f}"
+        + (f"; {tied} tied" if tied else "")
+    ), values
 
 
-@check("optimizer_update", "optimization", "An AdamW step changes every parameter by a sane amount", depends=("gradients",))
+@check(
+    "optimizer_update", "optimization", "An AdamW step changes every parameter by a sane amount", depends=("gradients",)
+)
 def optimizer_update(ctx):
     B, T, _ = _shape_T(ctx)
     model = ctx.build_model().train()
@@ -249,7 +329,11 @@ def optimizer_update(ctx):
     opt.step()
     with torch.no_grad():
         deltas = torch._foreach_sub([p.detach() for _, p in params], before)
-        stats = torch.stack([torch.stack(torch._foreach_norm(deltas)), torch.stack(torch._foreach_norm(before))]).cpu().tolist()
+        stats = (
+            torch.stack([torch.stack(torch._foreach_norm(deltas)), torch.stack(torch._foreach_norm(before))])
+            .cpu()
+            .tolist()
+        )
     rows = []
     for i, (name, _) in enumerate(params):
         upd, w = stats[0][i], stats[1][i]
@@ -264,28 +348,53 @@ def optimizer_update(ctx):
         adapter.call(model, x, y)[1].backward()
         opt.step()
         with torch.no_grad():
-            moved = torch.stack(torch._foreach_norm(torch._foreach_sub([p.detach() for _, p in params], before))).tolist()
+            moved = torch.stack(
+                torch._foreach_norm(torch._foreach_sub([p.detach() for _, p in params], before))
+            ).tolist()
         still = {name for (name, _), m in zip(params, moved) if m == 0}
-        notes = [f"moved only from the second step: {[n for n in unchanged if n not in still][:4]}"] \
-            if len(still) < len(unchanged) else []
+        notes = (
+            [f"moved only from the second step: {[n for n in unchanged if n not in still][:4]}"]
+            if len(still) < len(unchanged)
+            else []
+        )
         unchanged = [n for n in unchanged if n in still]
     ratios = sorted(r["ratio"] for r in rows if r["ratio"] is not None and math.isfinite(r["ratio"]))
     median = ratios[len(ratios) // 2] if ratios else 0.0
     worst = max(rows, key=lambda r: r["ratio"] or 0.0) if rows else None
-    values = {"learning_rate": lr, "median_update_ratio": median, "max_update_ratio": worst["ratio"] if worst else None,
-              "max_ratio_parameter": worst["name"] if worst else None, "unchanged": unchanged,
-              "update_size": math.sqrt(sum(r["update_norm"] ** 2 for r in rows)), "table": rows, "notes": notes}
+    values = {
+        "learning_rate": lr,
+        "median_update_ratio": median,
+        "max_update_ratio": worst["ratio"] if worst else None,
+        "max_ratio_parameter": worst["name"] if worst else None,
+        "unchanged": unchanged,
+        "update_size": math.sqrt(sum(r["update_norm"] ** 2 for r in rows)),
+        "table": rows,
+        "notes": notes,
+    }
     if unchanged:
-        raise Outcome(Status.FAIL, f"{len(unchanged)} parameters unchanged by the step: {unchanged[:4]}", values=values,
-                      causes=["parameters not passed to the optimizer", "their gradient is zero or missing"],
-                      fixes=["torch.optim.AdamW(model.parameters(), ...)"])
+        raise Outcome(
+            Status.FAIL,
+            f"{len(unchanged)} parameters unchanged by the step: {unchanged[:4]}",
+            values=values,
+            causes=["parameters not passed to the optimizer", "their gradient is zero or missing"],
+            fixes=["torch.optim.AdamW(model.parameters(), ...)"],
+        )
     if median > 0.5:
-        raise Outcome(Status.FAIL, f"median update/weight ratio {median:.2f} at lr {lr:g}: one step rewrites the weights",
-                      values=values, causes=["learning rate far too high", "no warmup"],
-                      fixes=["lower the learning rate (1e-3 to 3e-4 for small GPTs) and warm up"])
+        raise Outcome(
+            Status.FAIL,
+            f"median update/weight ratio {median:.2f} at lr {lr:g}: one step rewrites the weights",
+            values=values,
+            causes=["learning rate far too high", "no warmup"],
+            fixes=["lower the learning rate (1e-3 to 3e-4 for small GPTs) and warm up"],
+        )
     if median > 0.2:
-        raise Outcome(Status.WARN, f"median update/weight ratio {median:.2f} at lr {lr:g} is large", values=values,
-                      causes=["a high learning rate"], fixes=["consider a lower peak learning rate or longer warmup"])
+        raise Outcome(
+            Status.WARN,
+            f"median update/weight ratio {median:.2f} at lr {lr:g} is large",
+            values=values,
+            causes=["a high learning rate"],
+            fixes=["consider a lower peak learning rate or longer warmup"],
+        )
     return f"all {len(rows)} parameters moved; median update/weight {median:.3g} at lr {lr:g}", values
 
 
@@ -299,11 +408,16 @@ def localise_nonfinite(model: nn.Module, x: torch.Tensor, y: torch.Tensor | None
         def hook(module, _inp, out):
             if found:
                 return
-            tensors = [out] if isinstance(out, torch.Tensor) else [t for t in (out if isinstance(out, (tuple, list)) else []) if isinstance(t, torch.Tensor)]
+            tensors = (
+                [out]
+                if isinstance(out, torch.Tensor)
+                else [t for t in (out if isinstance(out, (tuple, list)) else []) if isinstance(t, torch.Tensor)]
+            )
             for t in tensors:
                 if t.is_floating_point() and (torch.isnan(t).any() or torch.isposinf(t).any()):
                     found.append((name, type(module).__name__))
                     return
+
         return hook
 
     bad_params = [n for n, p in model.named_parameters() if not torch.isfinite(p).all()]
@@ -316,10 +430,13 @@ def localise_nonfinite(model: nn.Module, x: torch.Tensor, y: torch.Tensor | None
     finally:
         for h in handles:
             h.remove()
-    return {"first_module": found[0][0] if found else None, "module_type": found[0][1] if found else None,
-            "nonfinite_parameters": bad_params,
-            "logits_finite": bool(torch.isfinite(logits).all()),
-            "loss": None if loss is None else loss.item()}
+    return {
+        "first_module": found[0][0] if found else None,
+        "module_type": found[0][1] if found else None,
+        "nonfinite_parameters": bad_params,
+        "logits_finite": bool(torch.isfinite(logits).all()),
+        "loss": None if loss is None else loss.item(),
+    }
 
 
 @check("nonfinite_localisation", "model", "No module produces NaN/inf (first offender named)", depends=("token_range",))
@@ -339,12 +456,27 @@ def nonfinite_localisation(ctx):
     result = localise_nonfinite(model, x, y)
     result["model"] = source
     if result["first_module"] or result["nonfinite_parameters"] or not result["logits_finite"]:
-        where = f"first non-finite output: {result['first_module']} ({result['module_type']})" if result["first_module"] else "outputs finite"
-        params = f"; non-finite parameters: {result['nonfinite_parameters'][:4]}" if result["nonfinite_parameters"] else ""
-        raise Outcome(Status.FAIL, f"{where}{params} [{source}]", values=result,
-                      causes=["a NaN/inf weight (saved after divergence, or a bad init)",
-                              "an overflow in that module (fp16, exp of large values, division by ~0)",
-                              "a learning rate so high the weights blew up"],
-                      fixes=["inspect that module's inputs and weights", "load the last good checkpoint",
-                             "lower the learning rate and enable gradient clipping"])
+        where = (
+            f"first non-finite output: {result['first_module']} ({result['module_type']})"
+            if result["first_module"]
+            else "outputs finite"
+        )
+        params = (
+            f"; non-finite parameters: {result['nonfinite_parameters'][:4]}" if result["nonfinite_parameters"] else ""
+        )
+        raise Outcome(
+            Status.FAIL,
+            f"{where}{params} [{source}]",
+            values=result,
+            causes=[
+                "a NaN/inf weight (saved after divergence, or a bad init)",
+                "an overflow in that module (fp16, exp of large values, division by ~0)",
+                "a learning rate so high the weights blew up",
+            ],
+            fixes=[
+                "inspect that module's inputs and weights",
+                "load the last good checkpoint",
+                "lower the learning rate and enable gradient clipping",
+            ],
+        )
     return f"every module's output is finite on one batch [{source}]", result

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
-STAGES = ("environment", "files", "tokenizer", "data", "batches", "model", "gradients",
-          "optimization", "training", "checkpoint", "generation")
+STAGES = (
+    "environment",
+    "files",
+    "tokenizer",
+    "data",
+    "batches",
+    "model",
+    "gradients",
+    "optimization",
+    "training",
+    "checkpoint",
+    "generation",
+)
 
 
 @dataclass(frozen=True)

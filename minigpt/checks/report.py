@@ -20,29 +20,31 @@ def report_to_dict(report: Report) -> dict:
     by_id = report.by_id()
     env = by_id["environment"].values if "environment" in by_id else {}
     ranges = _value(report, "token_range", "splits") or {}
-    return _jsonable({
-        "schema_version": SCHEMA_VERSION,
-        "started_at": report.started_at,
-        "environment": env,
-        "fault": report.fault,
-        "fault_notes": report.fault_notes,
-        "cancelled": report.cancelled,
-        "counts": report.counts(),
-        "exit_code": report.exit_code,
-        "timings": {"total_s": round(report.seconds, 3), **{r.id: round(r.duration_s, 4) for r in report.results}},
-        # the debug-report fields, at top level for scripts and CI
-        "tokenizer_fingerprint": _value(report, "tokenizer_roundtrip", "fingerprint"),
-        "vocab_size": _value(report, "tokenizer_roundtrip", "vocab_size"),
-        "token_range": {n: [s["min"], s["max"]] for n, s in ranges.items()} or None,
-        "batch_shape": _value(report, "batch_shift", "shape"),
-        "initial_loss": _value(report, "initial_loss", "initial_loss"),
-        "expected_baseline": _value(report, "initial_loss", "expected_baseline"),
-        "gradient_norm": _value(report, "gradients", "global_norm"),
-        "missing_gradients": _value(report, "gradients", "missing_gradients"),
-        "parameter_update_size": _value(report, "optimizer_update", "update_size"),
-        "single_batch_final_loss": _value(report, "single_batch_overfit", "final_loss"),
-        "checks": [r.to_dict() for r in report.results],
-    })
+    return _jsonable(
+        {
+            "schema_version": SCHEMA_VERSION,
+            "started_at": report.started_at,
+            "environment": env,
+            "fault": report.fault,
+            "fault_notes": report.fault_notes,
+            "cancelled": report.cancelled,
+            "counts": report.counts(),
+            "exit_code": report.exit_code,
+            "timings": {"total_s": round(report.seconds, 3), **{r.id: round(r.duration_s, 4) for r in report.results}},
+            # the debug-report fields, at top level for scripts and CI
+            "tokenizer_fingerprint": _value(report, "tokenizer_roundtrip", "fingerprint"),
+            "vocab_size": _value(report, "tokenizer_roundtrip", "vocab_size"),
+            "token_range": {n: [s["min"], s["max"]] for n, s in ranges.items()} or None,
+            "batch_shape": _value(report, "batch_shift", "shape"),
+            "initial_loss": _value(report, "initial_loss", "initial_loss"),
+            "expected_baseline": _value(report, "initial_loss", "expected_baseline"),
+            "gradient_norm": _value(report, "gradients", "global_norm"),
+            "missing_gradients": _value(report, "gradients", "missing_gradients"),
+            "parameter_update_size": _value(report, "optimizer_update", "update_size"),
+            "single_batch_final_loss": _value(report, "single_batch_overfit", "final_loss"),
+            "checks": [r.to_dict() for r in report.results],
+        }
+    )
 
 
 def write_report(report: Report, path: str | Path) -> None:
@@ -58,13 +60,26 @@ def load_report(path: str | Path) -> dict:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise DataError(f"Not a JSON report: {path} ({exc})", path=path) from None
     if not isinstance(data, dict) or "checks" not in data or "schema_version" not in data:
-        raise DataError(f"Not a minigpt check report: {path} has no schema_version/checks", path=path,
-                        causes=["written by another tool", "an interrupted write"])
+        raise DataError(
+            f"Not a minigpt check report: {path} has no schema_version/checks",
+            path=path,
+            causes=["written by another tool", "an interrupted write"],
+        )
     return data
 
 
-TOP_LEVEL = ("tokenizer_fingerprint", "vocab_size", "batch_shape", "initial_loss", "expected_baseline",
-             "gradient_norm", "missing_gradients", "parameter_update_size", "single_batch_final_loss", "fault")
+TOP_LEVEL = (
+    "tokenizer_fingerprint",
+    "vocab_size",
+    "batch_shape",
+    "initial_loss",
+    "expected_baseline",
+    "gradient_norm",
+    "missing_gradients",
+    "parameter_update_size",
+    "single_batch_final_loss",
+    "fault",
+)
 
 
 def diff_reports(a: dict, b: dict) -> dict:
@@ -72,15 +87,28 @@ def diff_reports(a: dict, b: dict) -> dict:
     checks_a = {c["id"]: c for c in a["checks"]}
     checks_b = {c["id"]: c for c in b["checks"]}
     status_changes = [
-        {"id": cid, "from": checks_a[cid]["status"], "to": checks_b[cid]["status"],
-         "summary_from": checks_a[cid]["summary"], "summary_to": checks_b[cid]["summary"]}
-        for cid in checks_a if cid in checks_b and checks_a[cid]["status"] != checks_b[cid]["status"]
+        {
+            "id": cid,
+            "from": checks_a[cid]["status"],
+            "to": checks_b[cid]["status"],
+            "summary_from": checks_a[cid]["summary"],
+            "summary_to": checks_b[cid]["summary"],
+        }
+        for cid in checks_a
+        if cid in checks_b and checks_a[cid]["status"] != checks_b[cid]["status"]
     ]
     summary_changes = [
         {"id": cid, "from": checks_a[cid]["summary"], "to": checks_b[cid]["summary"]}
-        for cid in checks_a if cid in checks_b and checks_a[cid]["status"] == checks_b[cid]["status"]
+        for cid in checks_a
+        if cid in checks_b
+        and checks_a[cid]["status"] == checks_b[cid]["status"]
         and checks_a[cid]["summary"] != checks_b[cid]["summary"]
     ]
     fields = [{"field": k, "from": a.get(k), "to": b.get(k)} for k in TOP_LEVEL if a.get(k) != b.get(k)]
-    return {"status_changes": status_changes, "summary_changes": summary_changes, "fields": fields,
-            "only_in_a": sorted(set(checks_a) - set(checks_b)), "only_in_b": sorted(set(checks_b) - set(checks_a))}
+    return {
+        "status_changes": status_changes,
+        "summary_changes": summary_changes,
+        "fields": fields,
+        "only_in_a": sorted(set(checks_a) - set(checks_b)),
+        "only_in_b": sorted(set(checks_b) - set(checks_a)),
+    }

@@ -37,9 +37,15 @@ class CheckResult:
 
     def to_dict(self) -> dict:
         return {
-            "id": self.id, "stage": self.stage, "status": self.status.value, "summary": self.summary,
-            "values": _jsonable(self.values), "causes": self.causes, "fixes": self.fixes,
-            "notes": self.notes, "duration_s": round(self.duration_s, 4),
+            "id": self.id,
+            "stage": self.stage,
+            "status": self.status.value,
+            "summary": self.summary,
+            "values": _jsonable(self.values),
+            "causes": self.causes,
+            "fixes": self.fixes,
+            "notes": self.notes,
+            "duration_s": round(self.duration_s, 4),
         }
 
 

@@ -6,10 +6,10 @@ import math
 
 import torch
 
+from ..train import _weights_finite
 from . import adapter
 from .data_checks import DEBUG_BATCH_SIZE
 from .model_checks import localise_nonfinite
-from ..train import _weights_finite
 from .registry import check
 from .result import Outcome, Status
 
@@ -20,8 +20,13 @@ OVERFIT_THRESHOLD = 0.1
 OVERFIT_LR = 3e-3
 
 
-@check("single_batch_overfit", "training", "A debug-size model memorises one batch",
-       depends=("forward_shapes", "batch_shift"), slow=True)
+@check(
+    "single_batch_overfit",
+    "training",
+    "A debug-size model memorises one batch",
+    depends=("forward_shapes", "batch_shift"),
+    slow=True,
+)
 def single_batch_overfit(ctx):
     if ctx.options.skip_overfit:
         raise Outcome(Status.SKIP, "skipped (--skip-overfit)")
@@ -49,46 +54,77 @@ def single_batch_overfit(ctx):
                 break
     baseline = math.log(V)
     hist = history[: step + 1].tolist()
-    values = {"steps": step + 1, "learning_rate": lr, "initial_loss": hist[0], "baseline": baseline,
-              "threshold": OVERFIT_THRESHOLD * baseline, "model_config": cfg,
-              "loss_curve": hist[:: max(1, len(hist) // 50)]}
+    values = {
+        "steps": step + 1,
+        "learning_rate": lr,
+        "initial_loss": hist[0],
+        "baseline": baseline,
+        "threshold": OVERFIT_THRESHOLD * baseline,
+        "model_config": cfg,
+        "loss_curve": hist[:: max(1, len(hist) // 50)],
+    }
     if nonfinite_step is not None:
         where = localise_nonfinite(model.eval(), x, y)
         values.update(nonfinite_step=nonfinite_step, localisation=where)
-        raise Outcome(Status.FAIL, f"loss became non-finite at overfit step {nonfinite_step} (lr {lr:g}); "
-                      f"first non-finite module: {where['first_module']}", values=values,
-                      causes=["learning rate too high", "no gradient clipping", "an overflow in forward"],
-                      fixes=["lower the learning rate", "clip gradients to norm 1.0"])
+        raise Outcome(
+            Status.FAIL,
+            f"loss became non-finite at overfit step {nonfinite_step} (lr {lr:g}); "
+            f"first non-finite module: {where['first_module']}",
+            values=values,
+            causes=["learning rate too high", "no gradient clipping", "an overflow in forward"],
+            fixes=["lower the learning rate", "clip gradients to norm 1.0"],
+        )
     model.eval()
     with torch.no_grad():
         final = adapter.call(model, x, y)[1].item()
     values.update(final_loss=final, min_loss=min(hist))
     ctx.shared["single_batch_final_loss"] = final
     if final < OVERFIT_THRESHOLD * baseline:
-        return (f"memorised one batch: loss {hist[0]:.3f} -> {final:.4f} in {step + 1} steps "
-                f"(< {OVERFIT_THRESHOLD:g} x log(V) = {OVERFIT_THRESHOLD * baseline:.3f})"), values
+        return (
+            f"memorised one batch: loss {hist[0]:.3f} -> {final:.4f} in {step + 1} steps "
+            f"(< {OVERFIT_THRESHOLD:g} x log(V) = {OVERFIT_THRESHOLD * baseline:.3f})"
+        ), values
     causes, fixes = [], []
-    second = hist[len(hist) // 2:]
+    second = hist[len(hist) // 2 :]
     rises = sum(b > a * 1.02 for a, b in zip(second, second[1:])) / max(1, len(second) - 1)
     softmax_floor = math.log(V - 1 + math.e) - 1  # the least a loss on probabilities can reach
     values.update(rising_step_fraction=rises, softmax_loss_floor=softmax_floor)
     if rises > 0.15 or max(hist[1:], default=0.0) > 1.2 * hist[0]:
-        causes += [f"learning rate too high (lr {lr:g}): the loss jumped above its start or rises on {rises:.0%} of late steps"]
+        causes += [
+            f"learning rate too high (lr {lr:g}): the loss jumped above its start or rises on {rises:.0%} of late steps"
+        ]
         fixes += ["lower the learning rate"]
     elif final > 0.6 * baseline and final >= softmax_floor - 0.25:
-        causes += [f"the loss is computed on probabilities (softmax before F.cross_entropy): it cannot fall "
-                   f"below log(V - 1 + e) - 1 = {softmax_floor:.2f}",
-                   "most parameters frozen or disconnected from the loss"]
+        causes += [
+            f"the loss is computed on probabilities (softmax before F.cross_entropy): it cannot fall "
+            f"below log(V - 1 + e) - 1 = {softmax_floor:.2f}",
+            "most parameters frozen or disconnected from the loss",
+        ]
         fixes += ["pass raw logits to F.cross_entropy; it applies log-softmax itself"]
-    causes += ["dropout or noise active while memorising", "too few steps for this model (--overfit-steps)",
-               "targets not aligned with inputs"]
-    raise Outcome(Status.FAIL, f"did not memorise one batch: loss {hist[0]:.3f} -> {final:.3f} in {step + 1} steps "
-                  f"(needs < {OVERFIT_THRESHOLD * baseline:.3f})", values=values, causes=causes,
-                  fixes=fixes + ["run gradients and optimizer_update"])
+    causes += [
+        "dropout or noise active while memorising",
+        "too few steps for this model (--overfit-steps)",
+        "targets not aligned with inputs",
+    ]
+    raise Outcome(
+        Status.FAIL,
+        f"did not memorise one batch: loss {hist[0]:.3f} -> {final:.3f} in {step + 1} steps "
+        f"(needs < {OVERFIT_THRESHOLD * baseline:.3f})",
+        values=values,
+        causes=causes,
+        fixes=fixes + ["run gradients and optimizer_update"],
+    )
 
 
-CURVE_STATUS = {"healthy": Status.PASS, "too_short": Status.SKIP, "flat": Status.FAIL, "diverged": Status.FAIL,
-                "spikes": Status.WARN, "plateau": Status.WARN, "overfitting": Status.WARN}
+CURVE_STATUS = {
+    "healthy": Status.PASS,
+    "too_short": Status.SKIP,
+    "flat": Status.FAIL,
+    "diverged": Status.FAIL,
+    "spikes": Status.WARN,
+    "plateau": Status.WARN,
+    "overfitting": Status.WARN,
+}
 
 
 @check("training_curve", "training", "The logged loss curve has a healthy shape")
@@ -109,8 +145,7 @@ def training_curve(ctx):
     status = CURVE_STATUS.get(diagnosis.shape, Status.WARN)
     if status is Status.PASS:
         return _curve_summary(diagnosis), values
-    raise Outcome(status, _curve_summary(diagnosis), values=values,
-                  causes=diagnosis.causes, fixes=diagnosis.fixes)
+    raise Outcome(status, _curve_summary(diagnosis), values=values, causes=diagnosis.causes, fixes=diagnosis.fixes)
 
 
 @check("checkpoint_load", "checkpoint", "The checkpoint loads strictly and is trained", depends=("token_range",))
@@ -128,26 +163,48 @@ def checkpoint_load(ctx):
     with torch.no_grad():
         losses = [adapter.call(model, *ctx.batch(DEBUG_BATCH_SIZE, T, split=split, seed=s))[1] for s in range(4)]
     loss = torch.stack(losses).mean().item()
-    values = {"path": loaded.path, "step": loaded.step, "best_val_loss": loaded.best_val_loss, "notices": loaded.notices,
-              "weights_finite": finite, "loss": loss, "split": split, "baseline": baseline,
-              "perplexity": math.exp(min(loss, 50)), "config": loaded.config,
-              "parameters": sum(p.numel() for p in params)}
+    values = {
+        "path": loaded.path,
+        "step": loaded.step,
+        "best_val_loss": loaded.best_val_loss,
+        "notices": loaded.notices,
+        "weights_finite": finite,
+        "loss": loss,
+        "split": split,
+        "baseline": baseline,
+        "perplexity": math.exp(min(loss, 50)),
+        "config": loaded.config,
+        "parameters": sum(p.numel() for p in params),
+    }
     if not finite:
-        raise Outcome(Status.FAIL, "checkpoint holds non-finite weights", values=values,
-                      causes=["saved after the loss diverged"], fixes=["use an earlier checkpoint; lower the learning rate"])
+        raise Outcome(
+            Status.FAIL,
+            "checkpoint holds non-finite weights",
+            values=values,
+            causes=["saved after the loss diverged"],
+            fixes=["use an earlier checkpoint; lower the learning rate"],
+        )
     if loaded.fingerprint_mismatch:
         values["fingerprint_mismatch"] = loaded.fingerprint_mismatch
     if not math.isfinite(loss) or loss > 0.85 * baseline:
-        raise Outcome(Status.FAIL, f"{split} loss {loss:.3f} is not clearly below log(V) = {baseline:.3f}: "
-                      "the weights do not predict this data", values=values,
-                      causes=["the weights were not loaded (a fresh model was evaluated)",
-                              "the tokenizer does not match the checkpoint",
-                              "the checkpoint was saved before any training"] + (
-                          [loaded.fingerprint_mismatch] if loaded.fingerprint_mismatch else []),
-                      fixes=["check tokenizer_fingerprint", "load with strict=True and check the step"])
+        raise Outcome(
+            Status.FAIL,
+            f"{split} loss {loss:.3f} is not clearly below log(V) = {baseline:.3f}: "
+            "the weights do not predict this data",
+            values=values,
+            causes=[
+                "the weights were not loaded (a fresh model was evaluated)",
+                "the tokenizer does not match the checkpoint",
+                "the checkpoint was saved before any training",
+            ]
+            + ([loaded.fingerprint_mismatch] if loaded.fingerprint_mismatch else []),
+            fixes=["check tokenizer_fingerprint", "load with strict=True and check the step"],
+        )
     notes = "; ".join(loaded.notices)
-    return (f"step {loaded.step}, {split} loss {loss:.3f} (perplexity {values['perplexity']:.2f}) vs log(V) "
-            f"{baseline:.3f}" + (f"; {notes}" if notes else "")), values
+    return (
+        f"step {loaded.step}, {split} loss {loss:.3f} (perplexity {values['perplexity']:.2f}) vs log(V) "
+        f"{baseline:.3f}" + (f"; {notes}" if notes else "")
+    ), values
 
 
 def _curve_summary(diagnosis) -> str:

@@ -11,10 +11,17 @@ STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "error": "bold m
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--checkpoint", help="checkpoint to inspect (default: checkpoints/mini_gpt_best.pt; none = fresh model)")
+    p.add_argument(
+        "--checkpoint", help="checkpoint to inspect (default: checkpoints/mini_gpt_best.pt; none = fresh model)"
+    )
     p.add_argument("--tokenizer", help="tokenizer JSON (default: tokenizer/char_tokenizer.json)")
     p.add_argument("--train-data", help="encoded training IDs (default: data/encoded/train_ids.pt)")
-    p.add_argument("--model", dest="model_spec", metavar="SPEC", help="your model: FILE.py:CLASS[:CONFIG] or package.module:CLASS[:CONFIG]")
+    p.add_argument(
+        "--model",
+        dest="model_spec",
+        metavar="SPEC",
+        help="your model: FILE.py:CLASS[:CONFIG] or package.module:CLASS[:CONFIG]",
+    )
     p.add_argument("--config", dest="config_path", help="model config JSON, used when there is no checkpoint")
     p.add_argument("--only", help="comma-separated check ids (their dependencies run too)")
     p.add_argument("--skip", help="comma-separated check ids to skip")
@@ -23,8 +30,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", dest="json_path", metavar="PATH", help="write the JSON report here")
     p.add_argument("--expect-gpu", action="store_true", help="warn when the device falls back to CPU")
     p.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
-    p.add_argument("--inject", choices=sorted(FAULTS), metavar="FAULT",
-                   help="apply a known bug and watch its check fail: " + ", ".join(FAULTS))
+    p.add_argument(
+        "--inject",
+        choices=sorted(FAULTS),
+        metavar="FAULT",
+        help="apply a known bug and watch its check fail: " + ", ".join(FAULTS),
+    )
     p.add_argument("--list", action="store_true", help="list the checks and faults, then exit")
     p.add_argument("--verbose", "-v", action="store_true", help="show causes and fixes for warnings too, and notes")
 
@@ -50,9 +61,17 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"{f.name:<24} trips {f.intended:<24} {escape(f.description)}")
         return 0
     options = CheckOptions(
-        workspace=args.workspace, checkpoint=args.checkpoint, tokenizer=args.tokenizer, train_data=args.train_data,
-        model_spec=args.model_spec, config_path=args.config_path, device=args.device, expect_gpu=args.expect_gpu,
-        overfit_steps=args.overfit_steps, skip_overfit=args.skip_overfit, fault=args.inject,
+        workspace=args.workspace,
+        checkpoint=args.checkpoint,
+        tokenizer=args.tokenizer,
+        train_data=args.train_data,
+        model_spec=args.model_spec,
+        config_path=args.config_path,
+        device=args.device,
+        expect_gpu=args.expect_gpu,
+        overfit_steps=args.overfit_steps,
+        skip_overfit=args.skip_overfit,
+        fault=args.inject,
     )
     from ..device import resolve_device
 
@@ -65,8 +84,10 @@ def run(args: argparse.Namespace) -> int:
     if args.inject == "no_causal_mask" and args.model_spec:
         from ..errors import ConfigError
 
-        raise ConfigError("--inject no_causal_mask needs the built-in MiniGPT's attention (a `causal` attribute); "
-                          "it cannot be injected into --model")
+        raise ConfigError(
+            "--inject no_causal_mask needs the built-in MiniGPT's attention (a `causal` attribute); "
+            "it cannot be injected into --model"
+        )
     err = Console(stderr=True, highlight=False)
     if args.inject:
         err.print(f"[yellow]injecting fault[/] {args.inject}: {escape(FAULTS[args.inject].description)}")
@@ -76,8 +97,10 @@ def run(args: argparse.Namespace) -> int:
             return
         r, _, _ = payload
         style = STYLE[r.status.value]
-        console.print(f"[{style}]{r.status.mark} {r.status.value:<5}[/] {r.id:<24} {escape(r.summary)} "
-                      f"[dim]({r.duration_s:.2f}s)[/]")
+        console.print(
+            f"[{style}]{r.status.mark} {r.status.value:<5}[/] {r.id:<24} {escape(r.summary)} "
+            f"[dim]({r.duration_s:.2f}s)[/]"
+        )
         if r.status.value in ("fail", "error") or (args.verbose and r.status.value == "warn"):
             for c in r.causes:
                 console.print(f"      [dim]cause:[/] {escape(c)}")
@@ -86,15 +109,17 @@ def run(args: argparse.Namespace) -> int:
 
     report = run_checks(ctx, only=_split(args.only), skip=_split(args.skip), listener=listener)
     counts = report.counts()
-    console.print(f"\n{len(report.results)} checks in {report.seconds:.1f}s: " + ", ".join(
-        f"{n} {k}" for k, n in counts.items() if n))
+    console.print(
+        f"\n{len(report.results)} checks in {report.seconds:.1f}s: "
+        + ", ".join(f"{n} {k}" for k, n in counts.items() if n)
+    )
     if report.fault_notes:
         err.print("fault applied: " + escape("; ".join(report.fault_notes)))
     if args.json_path:
         write_report(report, args.json_path)
         err.print(f"report written to {escape(str(args.json_path))}")
     try:
-        ctx.model_factory
+        _ = ctx.model_factory  # a bad --model spec is bad usage (exit 2), not a failed check
     except ModelSpecError:
         return 2
     return report.exit_code

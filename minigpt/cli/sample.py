@@ -12,7 +12,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--checkpoint", help="checkpoint file (default: workspace best, else latest)")
     p.add_argument("--tokenizer", help="tokenizer JSON (default: the workspace's)")
     # a newline starts a fresh line/paragraph and is in nearly every character vocabulary
-    p.add_argument("--prompt", default="\n", help='text to continue (default: a newline)')
+    p.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
     p.add_argument("--max-new-tokens", type=int, default=200)
     p.add_argument("--temperature", type=float, default=1.0, help="0 = greedy")
     p.add_argument("--top-k", type=int, help="keep the k most likely characters (0 = off)")
@@ -33,8 +33,12 @@ def run(args: argparse.Namespace) -> int:
 
     ws = Workspace(args.workspace)
     settings = SamplerSettings(
-        temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
-        repetition_penalty=args.repetition_penalty, max_new_tokens=args.max_new_tokens, seed=args.seed,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        repetition_penalty=args.repetition_penalty,
+        max_new_tokens=args.max_new_tokens,
+        seed=args.seed,
     )
     tokenizer = CharTokenizer.from_file(args.tokenizer or ws.tokenizer)
     # validate and encode before loading the model: bad flags or prompts fail fast
@@ -46,16 +50,17 @@ def run(args: argparse.Namespace) -> int:
         path = next((p for p in (ws.best_checkpoint, ws.latest_checkpoint) if p.is_file()), None)
         if path is None:
             raise CheckpointError(
-                f"No checkpoint in {ws.checkpoints}: expected {ws.best_checkpoint.name} or "
-                f"{ws.latest_checkpoint.name}",
-                path=ws.checkpoints, causes=["run `minigpt train` first", "pass --checkpoint or --workspace"],
+                f"No checkpoint in {ws.checkpoints}: expected {ws.best_checkpoint.name} or {ws.latest_checkpoint.name}",
+                path=ws.checkpoints,
+                causes=["run `minigpt train` first", "pass --checkpoint or --workspace"],
             )
     loaded = load_checkpoint(path, resolve_device(args.device), tokenizer=tokenizer)
     if loaded.fingerprint_mismatch:
         # decoding with another vocabulary prints wrong characters silently, so refuse
         raise TokenizerError(
             f"{loaded.fingerprint_mismatch} (checkpoint {path}, tokenizer {tokenizer.path})",
-            path=tokenizer.path, causes=["pass --tokenizer with the file the model was trained with"],
+            path=tokenizer.path,
+            causes=["pass --tokenizer with the file the model was trained with"],
         )
     for notice in loaded.notices + notices:
         print(f"note: {notice}", file=sys.stderr)

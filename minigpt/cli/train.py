@@ -29,19 +29,38 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from ..errors import TrainingDiverged
-    from ..train import Trainer, TrainConfig
+    from ..train import TrainConfig, Trainer
 
-    overrides = {k: getattr(args, k) for k in (
-        "max_steps", "learning_rate", "batch_size", "grad_accum", "eval_interval", "warmup_steps",
-        "grad_clip", "dropout", "seed")}
+    overrides = {
+        k: getattr(args, k)
+        for k in (
+            "max_steps",
+            "learning_rate",
+            "batch_size",
+            "grad_accum",
+            "eval_interval",
+            "warmup_steps",
+            "grad_clip",
+            "dropout",
+            "seed",
+        )
+    }
     cfg = TrainConfig.from_preset(args.preset, device=args.device, **overrides)
     trainer = Trainer(args.workspace, cfg, resume=args.resume, overrides=overrides)
     console = Console(stderr=True)
-    console.print(f"training preset [bold]{args.preset}[/] on {trainer.device} "
-                  f"({'resuming' if args.resume else 'fresh'}), {cfg.max_steps} steps", highlight=False)
+    console.print(
+        f"training preset [bold]{args.preset}[/] on {trainer.device} "
+        f"({'resuming' if args.resume else 'fresh'}), {cfg.max_steps} steps",
+        highlight=False,
+    )
     progress = Progress(
-        TextColumn("step"), MofNCompleteColumn(), BarColumn(), TextColumn("{task.fields[info]}"),
-        TimeRemainingColumn(), console=console, disable=args.quiet,
+        TextColumn("step"),
+        MofNCompleteColumn(),
+        BarColumn(),
+        TextColumn("{task.fields[info]}"),
+        TimeRemainingColumn(),
+        console=console,
+        disable=args.quiet,
     )
     task = progress.add_task("train", total=cfg.max_steps, info="")
     state = {"val": "-"}
@@ -49,22 +68,36 @@ def run(args: argparse.Namespace) -> int:
     def on_step(rec: dict) -> None:
         if "val_loss" in rec:
             state["val"] = f"{rec['val_loss']:.4f}"
-            console.print(f"step {rec['step']:>6}  train {rec['train_loss']:.4f}  val {rec['val_loss']:.4f}  "
-                          f"lr {rec['lr']:.2e}  {rec['tokens_per_s']:,.0f} tok/s", highlight=False)
-        progress.update(task, completed=rec["step"],
-                        info=f"loss {rec['train_loss']:.4f} val {state['val']} {rec['tokens_per_s']:,.0f} tok/s")
+            console.print(
+                f"step {rec['step']:>6}  train {rec['train_loss']:.4f}  val {rec['val_loss']:.4f}  "
+                f"lr {rec['lr']:.2e}  {rec['tokens_per_s']:,.0f} tok/s",
+                highlight=False,
+            )
+        progress.update(
+            task,
+            completed=rec["step"],
+            info=f"loss {rec['train_loss']:.4f} val {state['val']} {rec['tokens_per_s']:,.0f} tok/s",
+        )
 
     trainer.register_callback("on_step_end", on_step)
-    trainer.register_callback("on_archive", lambda dest: console.print(
-        f"the previous run's checkpoints and logs were moved to {dest} (use --resume to continue a run)",
-        markup=False, highlight=False))
+    trainer.register_callback(
+        "on_archive",
+        lambda dest: console.print(
+            f"the previous run's checkpoints and logs were moved to {dest} (use --resume to continue a run)",
+            markup=False,
+            highlight=False,
+        ),
+    )
     try:
         with progress:
             summary = trainer.run()
     except TrainingDiverged as exc:
         console.print(f"[red]stopped:[/] {exc.message}", highlight=False)
         return 1
-    console.print(f"done: {summary['steps']} steps in {summary['seconds']:.1f}s, "
-                  f"best val loss {summary['best_val_loss']:.4f}; checkpoints in {trainer.ws.checkpoints}",
-                  highlight=False, markup=False)
+    console.print(
+        f"done: {summary['steps']} steps in {summary['seconds']:.1f}s, "
+        f"best val loss {summary['best_val_loss']:.4f}; checkpoints in {trainer.ws.checkpoints}",
+        highlight=False,
+        markup=False,
+    )
     return 0

@@ -57,8 +57,14 @@ class BatchesPane(VerticalScroll, can_focus=True):
 
     def draw_batch(self) -> None:
         seed = self.seed
-        self.app.run_worker(lambda: self._draw(seed), thread=True, exclusive=True, group="batches",
-                            exit_on_error=False, name="draw batch")
+        self.app.run_worker(
+            lambda: self._draw(seed),
+            thread=True,
+            exclusive=True,
+            group="batches",
+            exit_on_error=False,
+            name="draw batch",
+        )
 
     @dataclass
     class BatchFailed(Message):
@@ -82,8 +88,9 @@ class BatchesPane(VerticalScroll, can_focus=True):
         def decode(row: list[int]) -> list[str]:
             return [chars[i] if 0 <= i < len(chars) else "¿" for i in row]
 
-        self.post_message(self.BatchDrawn(inputs, targets, [decode(r) for r in inputs], [decode(r) for r in targets],
-                                          seed, ctx.fault))
+        self.post_message(
+            self.BatchDrawn(inputs, targets, [decode(r) for r in inputs], [decode(r) for r in targets], seed, ctx.fault)
+        )
 
     @on(BatchDrawn)
     def show_batch(self, message: BatchDrawn) -> None:
@@ -94,7 +101,9 @@ class BatchesPane(VerticalScroll, can_focus=True):
     @on(BatchFailed)
     def show_failure(self, message: BatchFailed) -> None:
         self.batch = None
-        self.query_one("#batch-view", Static).update(Text(message.error + "\n(see the files and tokenizer checks, key 1)"))
+        self.query_one("#batch-view", Static).update(
+            Text(message.error + "\n(see the files and tokenizer checks, key 1)")
+        )
 
     @on(FaultChanged)
     def redraw_for_fault(self, message: FaultChanged) -> None:
@@ -135,25 +144,34 @@ class BatchesPane(VerticalScroll, can_focus=True):
             return
         B, T = len(b.inputs), len(b.inputs[0])
         parts = []
-        check = (Text.assemble(status_text(self.shift_check.status), " ", Text(self.shift_check.summary))
-                 if self.shift_check else Text("not run yet", style="dim"))
+        check = (
+            Text.assemble(status_text(self.shift_check.status), " ", Text(self.shift_check.summary))
+            if self.shift_check
+            else Text("not run yet", style="dim")
+        )
         parts.append(Text.assemble(("shift invariant (batch_shift check): ", "bold"), check))
         total = self.mismatch_count
         drawn = Text(f"this batch: {B}×{T}, seed {b.seed}" + (f", fault {b.fault}" if b.fault else "") + ", ")
-        drawn.append(f"{BAD_MARK} {total} mismatches" if total else f"{OK_MARK} targets are inputs shifted by one",
-                     style="bold red" if total else "green")
+        drawn.append(
+            f"{BAD_MARK} {total} mismatches" if total else f"{OK_MARK} targets are inputs shifted by one",
+            style="bold red" if total else "green",
+        )
         parts.append(drawn)
-        parts.append(Text(f"row {self.row + 1}/{B}   (↑↓/j k: row, n: new batch;  ␣ space  ⏎ newline  → tab)",
-                          style="dim"))
-        parts.append(self._row_view(b.inputs[self.row], b.targets[self.row], b.input_chars[self.row],
-                                    b.target_chars[self.row]))
+        parts.append(
+            Text(f"row {self.row + 1}/{B}   (↑↓/j k: row, n: new batch;  ␣ space  ⏎ newline  → tab)", style="dim")
+        )
+        parts.append(
+            self._row_view(b.inputs[self.row], b.targets[self.row], b.input_chars[self.row], b.target_chars[self.row])
+        )
         parts.append(Text("rows:", style="bold"))
         for i in range(B):
             bad = mismatches(b.inputs[i], b.targets[i])
             line = Text("▶ " if i == self.row else "  ", style="bold")
             line.append(f"{i + 1:>2} ")
-            line.append(f"{BAD_MARK} {len(bad):>2} mismatches " if bad else f"{OK_MARK}  0 mismatches ",
-                        style="bold red" if bad else "green")
+            line.append(
+                f"{BAD_MARK} {len(bad):>2} mismatches " if bad else f"{OK_MARK}  0 mismatches ",
+                style="bold red" if bad else "green",
+            )
             line.append("".join(visible_char(c) for c in b.input_chars[i]))
             parts.append(line)
         view.update(Group(*parts))

@@ -52,8 +52,11 @@ class ChecksPane(Vertical):
         table.add_column("summary", key="summary")
         yield table
         with VerticalScroll(id="checks-detail"):
-            yield Static("Select a check to see its values, likely causes and what to try.", id="checks-detail-body",
-                         markup=False)
+            yield Static(
+                "Select a check to see its values, likely causes and what to try.",
+                id="checks-detail-body",
+                markup=False,
+            )
 
     def on_resize(self) -> None:
         self.call_after_refresh(self._fit_summary)
@@ -91,21 +94,29 @@ class ChecksPane(Vertical):
         self.running = message.check_id
         if message.check_id in self.table.rows:
             self.table.update_cell(message.check_id, "status", status_text("running"))
-        self._set_progress(message.index / max(1, message.total),
-                           f"{message.index + 1}/{message.total} {message.check_id}")
+        self._set_progress(
+            message.index / max(1, message.total), f"{message.index + 1}/{message.total} {message.check_id}"
+        )
 
     @on(CheckProgressed)
     def show_check_progress(self, message: CheckProgressed) -> None:
         total = max(1, self._run_total)
-        self._set_progress((self._run_done + message.fraction) / total,
-                           f"{self._run_done + 1}/{total} {message.check_id} {message.fraction:.0%}")
+        self._set_progress(
+            (self._run_done + message.fraction) / total,
+            f"{self._run_done + 1}/{total} {message.check_id} {message.fraction:.0%}",
+        )
 
     @on(CheckFinished)
     def fill_row(self, message: CheckFinished) -> None:
         r = message.result
         self.results[r.id] = r
         self._run_done = message.index + 1
-        cells = (status_text(r.status), r.id, f"{r.duration_s:.2f}s", Text(r.summary, no_wrap=True, overflow="ellipsis"))
+        cells = (
+            status_text(r.status),
+            r.id,
+            f"{r.duration_s:.2f}s",
+            Text(r.summary, no_wrap=True, overflow="ellipsis"),
+        )
         table = self.table
         if r.id in table.rows:
             for key, value in zip(("status", "check", "time", "summary"), cells):
@@ -149,8 +160,10 @@ class ChecksPane(Vertical):
         if r is None:
             body.update(Text(f"{check_id}: not run yet"))
             return
-        parts = [Text.assemble(status_text(r.status), " ", (r.id, "bold"), f"  [{r.stage}]  {r.duration_s:.2f}s"),
-                 Text(r.summary)]
+        parts = [
+            Text.assemble(status_text(r.status), " ", (r.id, "bold"), f"  [{r.stage}]  {r.duration_s:.2f}s"),
+            Text(r.summary),
+        ]
         for title, items in (("likely causes", r.causes), ("what to try", r.fixes), ("notes", r.notes)):
             if items:
                 parts.append(Text(title + ":", style="bold"))

@@ -15,13 +15,26 @@ from textual.widgets import Static
 from ..messages import CheckFinished
 from ..widgets.status import status_text
 
-FILE_STYLE = {"ok": "green", "absent": "dim", "missing": "bold red", "empty": "bold red",
-              "suspiciously small": "yellow"}
+FILE_STYLE = {
+    "ok": "green",
+    "absent": "dim",
+    "missing": "bold red",
+    "empty": "bold red",
+    "suspiciously small": "yellow",
+}
 FILE_MARK = {"ok": "✓", "absent": "-", "missing": "✗", "empty": "✗", "suspiciously small": "!"}
-ENV_FIELDS = [("python", "Python"), ("torch", "torch"), ("cuda_available", "CUDA available"),
-              ("cuda_version", "CUDA version"), ("mps_available", "MPS available"), ("device", "selected device"),
-              ("gpu_name", "GPU"), ("gpu_memory_gib", "GPU memory (GiB)"), ("platform", "platform"),
-              ("executable", "executable")]
+ENV_FIELDS = [
+    ("python", "Python"),
+    ("torch", "torch"),
+    ("cuda_available", "CUDA available"),
+    ("cuda_version", "CUDA version"),
+    ("mps_available", "MPS available"),
+    ("device", "selected device"),
+    ("gpu_name", "GPU"),
+    ("gpu_memory_gib", "GPU memory (GiB)"),
+    ("platform", "platform"),
+    ("executable", "executable"),
+]
 
 
 class DeviceFilesPane(VerticalScroll):
@@ -46,8 +59,13 @@ class DeviceFilesPane(VerticalScroll):
 
     @staticmethod
     def _env_table(r) -> Table:
-        table = Table(title=Text.assemble("Environment  ", status_text(r.status)), title_justify="left",
-                      show_header=False, box=None, padding=(0, 2))
+        table = Table(
+            title=Text.assemble("Environment  ", status_text(r.status)),
+            title_justify="left",
+            show_header=False,
+            box=None,
+            padding=(0, 2),
+        )
         table.add_column(style="bold")
         table.add_column()
         values = r.values
@@ -64,8 +82,9 @@ class DeviceFilesPane(VerticalScroll):
 
     @staticmethod
     def _files_table(r) -> Table:
-        table = Table(title=Text.assemble("Files  ", status_text(r.status), "  ", Text(r.summary)),
-                      title_justify="left")
+        table = Table(
+            title=Text.assemble("Files  ", status_text(r.status), "  ", Text(r.summary)), title_justify="left"
+        )
         table.add_column("role", no_wrap=True)
         table.add_column("status", no_wrap=True)
         table.add_column("size", justify="right", no_wrap=True)
@@ -73,6 +92,10 @@ class DeviceFilesPane(VerticalScroll):
         for row in r.values.get("files", []):
             status = row["status"]
             role = row["role"] + ("" if row.get("required") else " (optional)")
-            table.add_row(role, Text(f"{FILE_MARK.get(status, '?')} {status}", style=FILE_STYLE.get(status, "")),
-                          row.get("size") or "-", Text(row["path"]))
+            table.add_row(
+                role,
+                Text(f"{FILE_MARK.get(status, '?')} {status}", style=FILE_STYLE.get(status, "")),
+                row.get("size") or "-",
+                Text(row["path"]),
+            )
         return table

@@ -26,8 +26,16 @@ from ..messages import ChecksFinished, GradientsMeasured
 FLAG_TEXT = {"no_grad": "MISSING", "nonfinite": "NON-FINITE", "zero": "ZERO", "frozen": "frozen"}
 PROBLEM_FLAGS = {"no_grad", "nonfinite", "zero"}  # frozen may be on purpose: marked, not alarmed
 SORTS = {"name": "name", "grad": "grad norm", "ratio": "update ratio"}
-COLUMNS = [("mark", " "), ("name", "parameter"), ("flags", "flags"), ("grad", "grad norm"),
-           ("ratio", "upd/weight"), ("weight", "weight norm"), ("shape", "shape"), ("numel", "params")]
+COLUMNS = [
+    ("mark", " "),
+    ("name", "parameter"),
+    ("flags", "flags"),
+    ("grad", "grad norm"),
+    ("ratio", "upd/weight"),
+    ("weight", "weight norm"),
+    ("shape", "shape"),
+    ("numel", "params"),
+]
 
 
 class JsonlTail:
@@ -128,9 +136,14 @@ class GradientsPane(Vertical):
             while not worker.is_cancelled and not self._stop.is_set():
                 record = tail.poll()
                 if record is not None:
-                    self.post_message(GradientsMeasured(
-                        rows=record["rows"], global_norm=record.get("global_norm"), clip=record.get("clip"),
-                        source=f"training step {record.get('step', '?')}"))
+                    self.post_message(
+                        GradientsMeasured(
+                            rows=record["rows"],
+                            global_norm=record.get("global_norm"),
+                            clip=record.get("clip"),
+                            source=f"training step {record.get('step', '?')}",
+                        )
+                    )
                 self._stop.wait(self.POLL_S)
         finally:
             finished.set()
@@ -146,8 +159,9 @@ class GradientsPane(Vertical):
         self.ratios = dict(shared.get("update_ratios") or {})
         table = shared.get("grad_table")
         if table:
-            self.show_rows(table["rows"], table.get("global_norm"), table.get("clip"),
-                           table.get("source", "gradients check"))
+            self.show_rows(
+                table["rows"], table.get("global_norm"), table.get("clip"), table.get("source", "gradients check")
+            )
         elif self.rows:
             self._rebuild()
 
@@ -194,15 +208,27 @@ class GradientsPane(Vertical):
             mark = "!" if problem else ("-" if "frozen" in flags else " ")
             tied = f" (= {', '.join(row['tied_with'])})" if row.get("tied_with") else ""
             ratio = self.ratios.get(row["name"])
-            cells = [mark, row["name"] + tied, " ".join(FLAG_TEXT.get(f, f) for f in flags) or "ok",
-                     _num(row.get("grad_norm")), _num(ratio, ".2e"), _num(row.get("weight_norm")),
-                     "x".join(map(str, row.get("shape") or [])) or "scalar", f"{row.get('numel', 0):,}"]
+            cells = [
+                mark,
+                row["name"] + tied,
+                " ".join(FLAG_TEXT.get(f, f) for f in flags) or "ok",
+                _num(row.get("grad_norm")),
+                _num(ratio, ".2e"),
+                _num(row.get("weight_norm")),
+                "x".join(map(str, row.get("shape") or [])) or "scalar",
+                f"{row.get('numel', 0):,}",
+            ]
             table.add_row(*(Text(c, style=style) for c in cells), key=row["name"])
         self._render_header()
 
     def _render_header(self) -> None:
-        problems = sum(1 for r in self.rows if PROBLEM_FLAGS.intersection(r.get("flags") or [])
-                       or r.get("grad_norm") is None and "frozen" not in (r.get("flags") or []))
+        problems = sum(
+            1
+            for r in self.rows
+            if PROBLEM_FLAGS.intersection(r.get("flags") or [])
+            or r.get("grad_norm") is None
+            and "frozen" not in (r.get("flags") or [])
+        )
         clip = "off" if not self.clip else _num(self.clip)
         over = ""
         if self.clip and self.global_norm is not None and self.global_norm > self.clip:
@@ -211,7 +237,9 @@ class GradientsPane(Vertical):
         frozen = sum(1 for r in self.rows if "frozen" in (r.get("flags") or []))
         found = f"! {problems} with problems" if problems else "no problems"
         found += f", {frozen} frozen" if frozen else ""
-        text = (f"global norm {_num(self.global_norm, '.4g')}  clip {clip}{over}  |  source: {self.source}  |  "
-                f"{len(self.rows)} parameters, {found}  |  sort: {SORTS[self.sort_key]} {arrow}  "
-                f"[n]ame [g]rad rati[o]")
+        text = (
+            f"global norm {_num(self.global_norm, '.4g')}  clip {clip}{over}  |  source: {self.source}  |  "
+            f"{len(self.rows)} parameters, {found}  |  sort: {SORTS[self.sort_key]} {arrow}  "
+            f"[n]ame [g]rad rati[o]"
+        )
         self.query_one("#grad-header", Static).update(Text(text))

@@ -210,9 +210,11 @@ class LossPane(Vertical):
             shown = self.metrics_path.relative_to(self.app.workspace.root)
         except (ValueError, AttributeError):
             shown = self.metrics_path
-        status = (f"{state} {shown} | {snap.n_points:,} points | step {snap.last_step if snap.last_step is not None else '-'}"
-                  f" | train {_fmt(last.get('train_loss'))} (ppl {_ppl(last.get('train_loss'))})"
-                  f" | val {_fmt(last.get('val_loss'))} (ppl {_ppl(last.get('val_loss'))}){base}{bad}")
+        status = (
+            f"{state} {shown} | {snap.n_points:,} points | step {snap.last_step if snap.last_step is not None else '-'}"
+            f" | train {_fmt(last.get('train_loss'))} (ppl {_ppl(last.get('train_loss'))})"
+            f" | val {_fmt(last.get('val_loss'))} (ppl {_ppl(last.get('val_loss'))}){base}{bad}"
+        )
         self.query_one("#loss-status", Static).update(Text(status))
         self.query_one("#lr-label", Static).update(Text(f"lr {_fmt(last.get('lr'), '.2e')} "))
         self.query_one(Sparkline).data = snap.series.get("lr", ([], []))[1]
@@ -244,11 +246,21 @@ class LossPane(Vertical):
         package_parent = str(Path(__import__("minigpt").__file__).resolve().parents[1])
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
-        cmd = [sys.executable, "-m", "minigpt", "train", "--workspace", str(root), *self.train_args,
-               "--quiet", *(extra_args or [])]
+        cmd = [
+            sys.executable,
+            "-m",
+            "minigpt",
+            "train",
+            "--workspace",
+            str(root),
+            *self.train_args,
+            "--quiet",
+            *(extra_args or []),
+        ]
         with open(self._train_log, "wb") as log:
-            self._proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                          env=env, start_new_session=True)  # own session: ctrl+c hits the UI only
+            self._proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
+            )  # own session: ctrl+c hits the UI only
         self.last_exit, self._stopped_by_user = None, False
         self._watch_training(self._proc, self._train_log)
         self._render_training()
@@ -276,11 +288,15 @@ class LossPane(Vertical):
             return
         from ..screens.confirm import ConfirmScreen
 
-        question = (f"Start a fresh training run ({' '.join(self.train_args)})?\n\nThe current checkpoints and "
-                    f"logs of {ws.root} move to previous/<time>/ first (nothing is deleted). "
-                    "An injected fault does not apply to the training run.")
-        self.app.push_screen(ConfirmScreen(question, yes="Start training", no="Cancel"),
-                             lambda yes: self.start_training() if yes else None)
+        question = (
+            f"Start a fresh training run ({' '.join(self.train_args)})?\n\nThe current checkpoints and "
+            f"logs of {ws.root} move to previous/<time>/ first (nothing is deleted). "
+            "An injected fault does not apply to the training run."
+        )
+        self.app.push_screen(
+            ConfirmScreen(question, yes="Start training", no="Cancel"),
+            lambda yes: self.start_training() if yes else None,
+        )
 
     def action_stop_training(self) -> None:
         if not self.stop_training():
@@ -310,7 +326,9 @@ class LossPane(Vertical):
         except OSError as exc:
             tail = f"(cannot read {log_path}: {exc})"
         lines = tail.replace("\r", "\n").splitlines()
-        self.post_message(TrainingEnded(proc.returncode, str(log_path), "\n".join(l for l in lines if l.strip())[-800:]))
+        self.post_message(
+            TrainingEnded(proc.returncode, str(log_path), "\n".join(ln for ln in lines if ln.strip())[-800:])
+        )
 
     @on(TrainingEnded)
     def _show_training_end(self, message: TrainingEnded) -> None:

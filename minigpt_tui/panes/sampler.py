@@ -25,9 +25,14 @@ from ..widgets.prob_bars import StageBars
 from .sampler_run import SampleFinished, SamplerFailed, StagesComputed, TextGenerated, next_token_stages, stream_samples
 
 # field, label, parser kind ("float" | "int" | "int?" where blank means None)
-FIELDS = [("temperature", "temperature", "float"), ("top_k", "top-k", "int?"), ("top_p", "top-p", "float"),
-          ("repetition_penalty", "rep. penalty", "float"), ("max_new_tokens", "max new", "int"),
-          ("seed", "seed (A=B)", "int?")]
+FIELDS = [
+    ("temperature", "temperature", "float"),
+    ("top_k", "top-k", "int?"),
+    ("top_p", "top-p", "float"),
+    ("repetition_penalty", "rep. penalty", "float"),
+    ("max_new_tokens", "max new", "int"),
+    ("seed", "seed (A=B)", "int?"),
+]
 COLUMNS = ("A", "B")
 
 
@@ -103,8 +108,17 @@ class SamplerPane(VerticalScroll):
     # -- layout ---------------------------------------------------------------------------
     @staticmethod
     def _defaults(sampler=None) -> dict[str, dict]:
-        a = {f: getattr(sampler, f, d) for f, d in (("temperature", 1.0), ("top_k", None), ("top_p", 1.0),
-                                                    ("repetition_penalty", 1.0), ("max_new_tokens", 200), ("seed", 0))}
+        a = {
+            f: getattr(sampler, f, d)
+            for f, d in (
+                ("temperature", 1.0),
+                ("top_k", None),
+                ("top_p", 1.0),
+                ("repetition_penalty", 1.0),
+                ("max_new_tokens", 200),
+                ("seed", 0),
+            )
+        }
         b = dict(a, temperature=0.7, top_k=a["top_k"] or 10)
         return {"A": a, "B": b}
 
@@ -232,8 +246,13 @@ class SamplerPane(VerticalScroll):
         self._show_errors(col)
         if not errors:  # one group per column, so checking B never cancels checking A
             vocab_size = len(self.chars) if self.chars else 1 << 30
-            self.run_worker(lambda: self._validate(col, dict(values), vocab_size), thread=True, exclusive=True,
-                            exit_on_error=False, group=f"sampler-validate-{col}")
+            self.run_worker(
+                lambda: self._validate(col, dict(values), vocab_size),
+                thread=True,
+                exclusive=True,
+                exit_on_error=False,
+                group=f"sampler-validate-{col}",
+            )
 
     def _validate(self, col: str, values: dict, vocab_size: int) -> None:
         """Runs in a thread worker: minigpt.sampling imports torch."""
@@ -331,8 +350,15 @@ class SamplerPane(VerticalScroll):
             first = columns[0][0]
             stages = next_token_stages(model, ids, settings, tokenizer.chars, first)
             self.post_message(StagesComputed(run_id, stages, f"next token after the prompt, settings {first} ({note})"))
-            stream_samples(self.post_message, run_id, model, ids, settings, tokenizer.chars,
-                           lambda: worker.is_cancelled or cancel.is_set())
+            stream_samples(
+                self.post_message,
+                run_id,
+                model,
+                ids,
+                settings,
+                tokenizer.chars,
+                lambda: worker.is_cancelled or cancel.is_set(),
+            )
         except MiniGPTError as exc:
             self.post_message(SamplerFailed(run_id, str(exc)))
 
@@ -355,10 +381,19 @@ class SamplerPane(VerticalScroll):
             return
         self.reports[message.column] = r = message.report
         self._show_output(message.column, running=False)
-        loop = f"loops with period {r['tail_period']} over its last {r['tail_length']} chars" if r["tail_period"] else "no loop at the end"
-        self.query_one(f"#{message.column}-report", Static).update(Text(
-            f"repetition {r['repetition_rate']:.2f}  distinct-1 {r['distinct_1']:.2f}  distinct-2 {r['distinct_2']:.2f}"
-            f"  {loop}", style="bold yellow" if r["repetition_rate"] > 0.5 else ""))
+        loop = (
+            f"loops with period {r['tail_period']} over its last {r['tail_length']} chars"
+            if r["tail_period"]
+            else "no loop at the end"
+        )
+        self.query_one(f"#{message.column}-report", Static).update(
+            Text(
+                f"repetition {r['repetition_rate']:.2f}  distinct-1 {r['distinct_1']:.2f}"
+                f"  distinct-2 {r['distinct_2']:.2f}"
+                f"  {loop}",
+                style="bold yellow" if r["repetition_rate"] > 0.5 else "",
+            )
+        )
         # done only when every column of this run has reported (B may still be streaming)
         if all(self.reports[c] is not None for c in self._run_columns):
             self._status(f"done ({self.model_note})")
@@ -377,12 +412,16 @@ class SamplerPane(VerticalScroll):
 
     def _show_output(self, col: str, running: bool) -> None:
         v = self.values[col]
-        self.query_one(f"#{col}-title", Static).update(Text(
-            f"{col}: T={v.get('temperature')} k={v.get('top_k') or 'off'} p={v.get('top_p')} "
-            f"rep={v.get('repetition_penalty')} seed={self.values['A'].get('seed')}" + (" ..." if running else "")))
+        self.query_one(f"#{col}-title", Static).update(
+            Text(
+                f"{col}: T={v.get('temperature')} k={v.get('top_k') or 'off'} p={v.get('top_p')} "
+                f"rep={v.get('repetition_penalty')} seed={self.values['A'].get('seed')}" + (" ..." if running else "")
+            )
+        )
         prompt = self.query_one("#prompt", Input).value
         self.query_one(f"#{col}-output", Static).update(Text(prompt, style="dim") + Text(self.outputs[col]))
 
     def _status(self, text: str, problem: bool = False) -> None:
         self.query_one("#sampler-status", Static).update(
-            Text(("! " if problem else "") + text, style="bold red" if problem else ""))
+            Text(("! " if problem else "") + text, style="bold red" if problem else "")
+        )

@@ -5,8 +5,8 @@ imported only when these run (never on first paint)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from textual.message import Message
 
@@ -57,7 +57,7 @@ def next_token_stages(model, ids: list[int], settings: dict, chars: list[str], f
 
     for s in settings.values():
         validate(s, config_value(model, "vocab_size"))
-    context = ids[-config_value(model, "block_size"):]
+    context = ids[-config_value(model, "block_size") :]
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
@@ -74,15 +74,22 @@ def next_token_stages(model, ids: list[int], settings: dict, chars: list[str], f
     return stages
 
 
-def stream_samples(post: Callable[[Message], object], run_id: int, model, ids: list[int], settings: dict,
-                   chars: list[str], stopped: Callable[[], bool]) -> None:
+def stream_samples(
+    post: Callable[[Message], object],
+    run_id: int,
+    model,
+    ids: list[int],
+    settings: dict,
+    chars: list[str],
+    stopped: Callable[[], bool],
+) -> None:
     """Generate each column in turn, posting the text in batches and a repetition report at the end."""
     from minigpt.sampling import generate
 
     for col, s in settings.items():
         pending, last = [], time.monotonic()
 
-        def on_token(token: int) -> bool:
+        def on_token(token: int, pending: list[str] = pending, col: str = col) -> bool:
             nonlocal last
             pending.append(_char(chars, token))
             if time.monotonic() - last >= STREAM_EVERY_S:

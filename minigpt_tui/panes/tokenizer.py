@@ -47,8 +47,14 @@ class TokenizerPane(VerticalScroll):
         self.call_after_refresh(self._start_loading)
 
     def _start_loading(self) -> None:
-        self.app.run_worker(self._load_tokenizer, thread=True, exclusive=True, group="tokenizer",
-                            exit_on_error=False, name="load tokenizer")
+        self.app.run_worker(
+            self._load_tokenizer,
+            thread=True,
+            exclusive=True,
+            group="tokenizer",
+            exit_on_error=False,
+            name="load tokenizer",
+        )
 
     def _load_tokenizer(self) -> None:
         """Worker thread: the first use of the session's context imports torch."""
@@ -66,8 +72,9 @@ class TokenizerPane(VerticalScroll):
 
     @on(TokenizerFailed)
     def show_failure(self, message: TokenizerFailed) -> None:
-        self.query_one("#tok-encoded", Static).update(Text(f"tokenizer could not be loaded: {message.error}",
-                                                            style="bold red"))
+        self.query_one("#tok-encoded", Static).update(
+            Text(f"tokenizer could not be loaded: {message.error}", style="bold red")
+        )
 
     @on(Input.Changed, "#tok-input")
     def encode_typed(self, event: Input.Changed) -> None:
@@ -98,8 +105,10 @@ class TokenizerPane(VerticalScroll):
         grid.add_row("decoded", Text(repr(decoded)))
         if unknown:
             shown = ", ".join(f"{ch!r} at {pos[:5]}" for ch, pos in unknown.items())
-            grid.add_row("round trip", Text(f"✗ {len(unknown)} unknown character(s) not in the vocabulary: {shown}",
-                                            style="bold red"))
+            grid.add_row(
+                "round trip",
+                Text(f"✗ {len(unknown)} unknown character(s) not in the vocabulary: {shown}", style="bold red"),
+            )
         elif decoded == text:
             grid.add_row("round trip", Text("✓ exact: decode(encode(text)) == text", style="green"))
         else:
@@ -126,8 +135,9 @@ class TokenizerPane(VerticalScroll):
         grid.add_column(overflow="fold")
         if self.roundtrip is not None:
             v = self.roundtrip.values
-            grid.add_row("round trip check", Text.assemble(status_text(self.roundtrip.status), " ",
-                                                          Text(self.roundtrip.summary)))
+            grid.add_row(
+                "round trip check", Text.assemble(status_text(self.roundtrip.status), " ", Text(self.roundtrip.summary))
+            )
             grid.add_row("vocab size", str(v.get("vocab_size", "?")))
             grid.add_row("tokenizer fingerprint", Text(str(v.get("fingerprint", "?"))))
             grid.add_row("first characters", Text(" ".join(v.get("first_chars", []))))
@@ -135,8 +145,10 @@ class TokenizerPane(VerticalScroll):
         if self.fingerprint is not None:
             v = self.fingerprint.values
             grid.add_row("checkpoint fingerprint", Text(str(v.get("checkpoint_fingerprint", "none"))))
-            grid.add_row("fingerprint check", Text.assemble(status_text(self.fingerprint.status), " ",
-                                                           Text(self.fingerprint.summary)))
+            grid.add_row(
+                "fingerprint check",
+                Text.assemble(status_text(self.fingerprint.status), " ", Text(self.fingerprint.summary)),
+            )
         self.query_one("#tok-info", Static).update(grid)
 
     def _show_sample(self, r) -> None:

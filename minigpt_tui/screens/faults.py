@@ -27,15 +27,24 @@ class FaultMenuScreen(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         options = []
         for name, description, intended in self.faults:
-            prompt = Text.assemble(("● " if name == self.current else "  "), (name, "bold"), "  trips ",
-                                   (intended, "cyan"), "\n    ", Text(description, style="dim"))
+            prompt = Text.assemble(
+                ("● " if name == self.current else "  "),
+                (name, "bold"),
+                "  trips ",
+                (intended, "cyan"),
+                "\n    ",
+                Text(description, style="dim"),
+            )
             options.append(Option(prompt, id=name))
-        clear = Text.assemble(("● " if self.current is None else "  "), ("clear fault", "bold"),
-                              "  run the pipeline as it is")
+        clear = Text.assemble(
+            ("● " if self.current is None else "  "), ("clear fault", "bold"), "  run the pipeline as it is"
+        )
         options.append(Option(clear, id=CLEAR))
         with Vertical(id="fault-box", classes="modal-box"):
-            yield Static(Text.assemble(("Inject a fault", "bold"), "  (enter: inject and re-run the checks, escape: cancel)"),
-                         id="fault-title")
+            yield Static(
+                Text.assemble(("Inject a fault", "bold"), "  (enter: inject and re-run the checks, escape: cancel)"),
+                id="fault-title",
+            )
             yield OptionList(*options, id="fault-list")
 
     def on_mount(self) -> None:

@@ -37,8 +37,13 @@ class HelpScreen(ModalScreen[None]):
             table.add_row(key, Text(what))
         with VerticalScroll(id="help-box", classes="modal-box"):
             yield Static(table, id="help-keys")
-            yield Static(Text("Digits typed into a text field go into the field; press escape or tab to leave it.\n"
-                              "Press escape, ? or q to close.", style="dim"))
+            yield Static(
+                Text(
+                    "Digits typed into a text field go into the field; press escape or tab to leave it.\n"
+                    "Press escape, ? or q to close.",
+                    style="dim",
+                )
+            )
 
     def action_dismiss_help(self) -> None:
         self.dismiss(None)

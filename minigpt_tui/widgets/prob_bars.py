@@ -34,8 +34,9 @@ class StageBars(Static):
 
     def show(self, stages: list[dict], title: str = "") -> None:
         self.stages = stages
-        table = Table(box=None, padding=(0, 1, 0, 0), show_edge=False, title=title or None,
-                      title_justify="left", expand=False)
+        table = Table(
+            box=None, padding=(0, 1, 0, 0), show_edge=False, title=title or None, title_justify="left", expand=False
+        )
         for stage in stages:
             name = SHORT_NAMES.get(stage["name"], stage["name"])
             table.add_column(Text(f"{name}\n{stage['survivors']} left", style="bold"), no_wrap=True)

@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from rich.text import Text
 
-STATUS_STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "error": "bold magenta",
-                "skip": "dim", "pending": "dim", "running": "bold cyan"}
+STATUS_STYLE = {
+    "pass": "green",
+    "warn": "yellow",
+    "fail": "bold red",
+    "error": "bold magenta",
+    "skip": "dim",
+    "pending": "dim",
+    "running": "bold cyan",
+}
 PENDING_MARKS = {"pending": "·", "running": "…"}
 
 # whitespace made visible, one cell each so columns stay aligned

@@ -8,8 +8,15 @@ from textual.widget import Widget
 from textual.widgets import TabbedContent, TabPane
 
 # (tab id, title); key N shows PANES[N - 1]
-PANES = [("checks", "Checks"), ("device", "Device & files"), ("tokenizer", "Tokenizer"), ("batches", "Batches"),
-         ("gradients", "Gradients"), ("loss", "Loss"), ("sampler", "Sampler")]
+PANES = [
+    ("checks", "Checks"),
+    ("device", "Device & files"),
+    ("tokenizer", "Tokenizer"),
+    ("batches", "Batches"),
+    ("gradients", "Gradients"),
+    ("loss", "Loss"),
+    ("sampler", "Sampler"),
+]
 
 
 def build_panes() -> dict[str, Widget]:
@@ -21,8 +28,15 @@ def build_panes() -> dict[str, Widget]:
     from ..panes.sampler import SamplerPane
     from ..panes.tokenizer import TokenizerPane
 
-    classes = {"checks": ChecksPane, "device": DeviceFilesPane, "tokenizer": TokenizerPane, "batches": BatchesPane,
-               "gradients": GradientsPane, "loss": LossPane, "sampler": SamplerPane}
+    classes = {
+        "checks": ChecksPane,
+        "device": DeviceFilesPane,
+        "tokenizer": TokenizerPane,
+        "batches": BatchesPane,
+        "gradients": GradientsPane,
+        "loss": LossPane,
+        "sampler": SamplerPane,
+    }
     return {pane_id: classes[pane_id]() for pane_id, _ in PANES}  # the contract: no arguments
 
 

@@ -4,28 +4,16 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
-
 from textual.app import App, ComposeResult
 from textual.widget import Widget
 
 from minigpt.workspace import Workspace
-
-
-def sync(test):
-    """Run an async Pilot test under plain pytest (no async plugin is installed)."""
-
-    @functools.wraps(test)
-    def run(*args, **kwargs):
-        return asyncio.run(test(*args, **kwargs))
-
-    return run
 
 
 class PaneHarness(App):

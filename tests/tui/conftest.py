@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import io
 import shutil
 import time
@@ -13,21 +11,13 @@ import pytest
 from rich.console import Console
 
 from minigpt.prepare import prepare_workspace
-from minigpt.train import Trainer, TrainConfig
+from minigpt.train import TrainConfig, Trainer
 from minigpt.workspace import Workspace
 from minigpt_tui.app import MiniGPTApp
 
+from ._pane_harness import demo_template, demo_ws  # noqa: F401  (fixtures for the pane tests)
+
 SIZE = (120, 40)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_pyfunc_call(pyfuncitem):
-    """Run `async def` tests in a fresh event loop (no pytest-asyncio/anyio needed for Pilot)."""
-    if inspect.iscoroutinefunction(pyfuncitem.obj):
-        args = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
-        asyncio.run(pyfuncitem.obj(**args))
-        return True
-    return None
 
 
 @pytest.fixture(scope="session")
@@ -67,8 +57,12 @@ async def wait_until(pilot, condition, timeout: float = 60.0, what: str = "condi
 
 async def wait_for_report(pilot, app: MiniGPTApp, previous=None, timeout: float = 90.0):
     """Wait until a check run newer than `previous` has finished and reached the panes."""
-    await wait_until(pilot, lambda: app.session.last_report is not None and app.session.last_report is not previous,
-                     timeout, "the checks to finish")
+    await wait_until(
+        pilot,
+        lambda: app.session.last_report is not None and app.session.last_report is not previous,
+        timeout,
+        "the checks to finish",
+    )
     await pilot.pause(0.1)
     return app.session.last_report
 

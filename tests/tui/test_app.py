@@ -100,8 +100,9 @@ async def test_a_failing_worker_is_notified_and_the_app_keeps_running(workspace,
     app = make_app(workspace)
     async with app.run_test(size=SIZE) as pilot:
         report = await wait_for_report(pilot, app)
-        await wait_until(pilot, lambda: any(n.severity == "error" for n in app._notifications), 20,
-                         "an error notification")
+        await wait_until(
+            pilot, lambda: any(n.severity == "error" for n in app._notifications), 20, "an error notification"
+        )
         # THEN the error is visible, the checks name the broken file, and the app still answers keys
         assert app.is_running
         assert report.by_id()["tokenizer_roundtrip"].status.value == "fail"
@@ -119,8 +120,12 @@ async def test_a_check_run_that_raises_is_notified_and_the_app_keeps_running(wor
     monkeypatch.setattr(minigpt.checks, "run_checks", broken)
     app = make_app(workspace)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_until(pilot, lambda: any("engine exploded" in str(n.message) for n in app._notifications), 30,
-                         "the error notification")
+        await wait_until(
+            pilot,
+            lambda: any("engine exploded" in str(n.message) for n in app._notifications),
+            30,
+            "the error notification",
+        )
         assert app.is_running
         await pilot.press("4")
         await pilot.pause()
@@ -148,8 +153,9 @@ def test_tmux_drive_script_runs_the_real_program(workspace, tmp_path):
     if shutil.which("tmux") is None:
         pytest.skip("tmux not installed")
     script = Path(__file__).with_name("tmux_drive.sh")
-    done = subprocess.run(["bash", str(script), str(workspace), str(tmp_path / "captures")],
-                          capture_output=True, text=True, timeout=180)
+    done = subprocess.run(
+        ["bash", str(script), str(workspace), str(tmp_path / "captures")], capture_output=True, text=True, timeout=180
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "selected device" in (tmp_path / "captures" / "2.txt").read_text()
 

@@ -12,12 +12,36 @@ from minigpt.workspace import Workspace
 from minigpt_tui.messages import ChecksFinished, GradientsMeasured
 from minigpt_tui.panes.gradients import GradientsPane
 
-from ._pane_harness import PaneHarness, sync
+from ._pane_harness import PaneHarness
 
 ROWS = [
-    {"name": "a.weight", "shape": [4, 4], "numel": 16, "grad_norm": 0.5, "weight_norm": 2.0, "tied_with": [], "flags": []},
-    {"name": "b.unused", "shape": [8], "numel": 8, "grad_norm": None, "weight_norm": 1.0, "tied_with": [], "flags": ["no_grad"]},
-    {"name": "c.bad", "shape": [2, 3], "numel": 6, "grad_norm": float("nan"), "weight_norm": 1.5, "tied_with": [], "flags": ["nonfinite"]},
+    {
+        "name": "a.weight",
+        "shape": [4, 4],
+        "numel": 16,
+        "grad_norm": 0.5,
+        "weight_norm": 2.0,
+        "tied_with": [],
+        "flags": [],
+    },
+    {
+        "name": "b.unused",
+        "shape": [8],
+        "numel": 8,
+        "grad_norm": None,
+        "weight_norm": 1.0,
+        "tied_with": [],
+        "flags": ["no_grad"],
+    },
+    {
+        "name": "c.bad",
+        "shape": [2, 3],
+        "numel": 6,
+        "grad_norm": float("nan"),
+        "weight_norm": 1.5,
+        "tied_with": [],
+        "flags": ["nonfinite"],
+    },
     {"name": "d.big", "shape": [3], "numel": 3, "grad_norm": 3.0, "weight_norm": 1.0, "tied_with": [], "flags": []},
 ]
 
@@ -30,7 +54,6 @@ def _row_text(table: DataTable, name: str) -> str:
     return " ".join(cell.plain for cell in table.get_row(name))
 
 
-@sync
 async def test_gradients_message_shows_rows_with_visible_flags_and_sorting_reorders(tmp_path):
     app = PaneHarness(GradientsPane, Workspace(tmp_path))
     async with app.run_test(size=(100, 24)) as pilot:
@@ -56,13 +79,14 @@ async def test_gradients_message_shows_rows_with_visible_flags_and_sorting_reord
         assert _table_names(table) == ["a.weight", "b.unused", "c.bad", "d.big"]
 
 
-@sync
 async def test_check_report_adds_update_ratios_and_header_click_sorts_by_ratio(tmp_path):
     app = PaneHarness(GradientsPane, Workspace(tmp_path))
     async with app.run_test(size=(80, 24)) as pilot:
         pane = app.query_one(GradientsPane)
-        shared = {"grad_table": {"rows": ROWS, "global_norm": 0.9, "clip": 1.0, "source": "gradients check"},
-                  "update_ratios": {"a.weight": 1e-3, "d.big": 5e-2, "c.bad": None}}
+        shared = {
+            "grad_table": {"rows": ROWS, "global_norm": 0.9, "clip": 1.0, "source": "gradients check"},
+            "update_ratios": {"a.weight": 1e-3, "d.big": 5e-2, "c.bad": None},
+        }
         pane.post_message(ChecksFinished(SimpleNamespace(shared=shared)))
         await pilot.pause()
         table = pane.query_one(DataTable)
@@ -74,7 +98,6 @@ async def test_check_report_adds_update_ratios_and_header_click_sorts_by_ratio(t
         assert _table_names(table)[:2] == ["d.big", "a.weight"]
 
 
-@sync
 async def test_follows_grads_jsonl_written_by_a_training_run(tmp_path):
     ws = Workspace(tmp_path)
     (tmp_path / "logs").mkdir()

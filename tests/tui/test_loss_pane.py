@@ -13,7 +13,8 @@ from minigpt.workspace import Workspace
 from minigpt_tui.panes.loss import LossPane
 from minigpt_tui.widgets.loss_plot import LossPlot
 
-from ._pane_harness import PaneHarness, until as _until, demo_template, demo_ws, sync  # noqa: F401 (fixtures)
+from ._pane_harness import PaneHarness
+from ._pane_harness import until as _until
 
 
 def _lines(start: int, stop: int, *, val_every: int = 50) -> str:
@@ -35,7 +36,6 @@ def _workspace_with_metrics(tmp_path: Path, text: str = "") -> Workspace:
     return ws
 
 
-@sync
 async def test_follows_a_growing_metrics_file_and_resets_when_truncated(tmp_path):
     ws = _workspace_with_metrics(tmp_path, _lines(1, 101))
     app = PaneHarness(LossPane, ws)
@@ -66,7 +66,6 @@ async def test_follows_a_growing_metrics_file_and_resets_when_truncated(tmp_path
         assert await _until(pilot, lambda: len(plot.plotted("train_loss")[0]) == 10)
 
 
-@sync
 async def test_metrics_file_that_appears_later_is_picked_up(tmp_path):
     ws = _workspace_with_metrics(tmp_path)
     ws.metrics.unlink()
@@ -82,14 +81,17 @@ async def test_metrics_file_that_appears_later_is_picked_up(tmp_path):
 
 
 @pytest.mark.slow
-@sync
 async def test_a_million_line_log_loads_and_is_downsampled_to_the_plot_width(tmp_path):
     # GIVEN a 1e6-line log, written with string formatting (json.dumps per line is slower)
     ws = _workspace_with_metrics(tmp_path)
     with open(ws.metrics, "w") as f:
         for start in range(1, 1_000_001, 100_000):
-            f.write("".join(f'{{"step": {s}, "train_loss": {1 + 3 / (1 + s / 1e4):.5f}, "lr": 0.001}}\n'
-                            for s in range(start, start + 100_000)))
+            f.write(
+                "".join(
+                    f'{{"step": {s}, "train_loss": {1 + 3 / (1 + s / 1e4):.5f}, "lr": 0.001}}\n'
+                    for s in range(start, start + 100_000)
+                )
+            )
     app = PaneHarness(LossPane, ws)
     async with app.run_test(size=(80, 24)) as pilot:
         pane = app.query_one(LossPane)
@@ -101,7 +103,6 @@ async def test_a_million_line_log_loads_and_is_downsampled_to_the_plot_width(tmp
         print(f"1e6-line load: {pane.initial_load_s:.2f} s")
 
 
-@sync
 async def test_starts_and_stops_a_training_subprocess(demo_ws):
     app = PaneHarness(LossPane, demo_ws)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -132,7 +133,6 @@ async def test_starts_and_stops_a_training_subprocess(demo_ws):
         assert "stopped from here" in str(pane.query_one("#train-status", Static).render())
 
 
-@sync
 async def test_a_crashing_training_run_shows_its_exit_code_and_log_tail(tmp_path):
     ws = _workspace_with_metrics(tmp_path)  # no encoded data: `minigpt train` fails
     app = PaneHarness(LossPane, ws)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from textual.widgets import Input, Static
 
 from minigpt.checks import CheckOptions
@@ -10,7 +9,8 @@ from minigpt_tui.panes.sampler import SamplerPane
 from minigpt_tui.session import Session
 from minigpt_tui.widgets.prob_bars import StageBars
 
-from ._pane_harness import PaneHarness, until as _until, demo_template, demo_ws, sync  # noqa: F401 (fixtures)
+from ._pane_harness import PaneHarness
+from ._pane_harness import until as _until
 
 
 def _app(ws) -> PaneHarness:
@@ -26,7 +26,6 @@ def _text(pane, selector: str) -> str:
     return str(pane.query_one(selector, Static).render())
 
 
-@sync
 async def test_invalid_temperature_shows_an_inline_message_and_does_not_generate(demo_ws):
     app = _app(demo_ws)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -46,7 +45,6 @@ async def test_invalid_temperature_shows_an_inline_message_and_does_not_generate
         assert not pane.query_one("#A-temperature", Input).has_class("-invalid")
 
 
-@sync
 async def test_prompt_characters_missing_from_the_vocabulary_are_flagged(demo_ws):
     app = _app(demo_ws)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -64,7 +62,6 @@ async def test_prompt_characters_missing_from_the_vocabulary_are_flagged(demo_ws
         assert "never seen" not in _text(pane, "#sampler-status")  # the refusal does not linger
 
 
-@sync
 async def test_generates_text_and_shows_filter_stages_with_fewer_survivors_after_top_k(demo_ws):
     app = _app(demo_ws)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -86,7 +83,6 @@ async def test_generates_text_and_shows_filter_stages_with_fewer_survivors_after
         assert "FRESH MODEL" in pane.model_note
 
 
-@sync
 async def test_compare_generates_a_and_b_on_the_same_seed(demo_ws):
     app = _app(demo_ws)
     async with app.run_test(size=(80, 24)) as pilot:

@@ -14,8 +14,9 @@ from minigpt_tui.panes.checks import ChecksPane
 from minigpt_tui.screens.faults import FaultMenuScreen
 from minigpt_tui.screens.help import HelpScreen
 
-pytestmark = pytest.mark.skipif(textual.__version__ != "8.2.8",
-                                reason=f"snapshots pinned to textual 8.2.8 (found {textual.__version__})")
+pytestmark = pytest.mark.skipif(
+    textual.__version__ != "8.2.8", reason=f"snapshots pinned to textual 8.2.8 (found {textual.__version__})"
+)
 
 CSS = Path(__file__).resolve().parents[2] / "minigpt_tui" / "app.tcss"
 
@@ -52,11 +53,16 @@ class FixedChecks(App):
         results = [
             CheckResult("environment", "environment", Status.PASS, "Python 3.x, torch 2.x, device cpu"),
             CheckResult("files", "files", Status.PASS, "6 files found"),
-            CheckResult("batch_shift", "batches", Status.FAIL,
-                        "targets equal inputs: the model would learn to copy, not to predict the next token",
-                        values={"shape": [8, 32], "shift_invariant": False, "targets_equal_inputs": True},
-                        causes=["targets built as data[i:i+T] instead of data[i+1:i+T+1]"],
-                        fixes=["y = data[i + 1 : i + 1 + block_size]"], duration_s=0.01),
+            CheckResult(
+                "batch_shift",
+                "batches",
+                Status.FAIL,
+                "targets equal inputs: the model would learn to copy, not to predict the next token",
+                values={"shape": [8, 32], "shift_invariant": False, "targets_equal_inputs": True},
+                causes=["targets built as data[i:i+T] instead of data[i+1:i+T+1]"],
+                fixes=["y = data[i + 1 : i + 1 + block_size]"],
+                duration_s=0.01,
+            ),
             CheckResult("initial_loss", "model", Status.SKIP, "skipped: batch_shift fail"),
             CheckResult("training_curve", "training", Status.WARN, "plateau: loss flat over the last 30%"),
         ]
