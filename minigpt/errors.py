@@ -68,3 +68,15 @@ class TrainingDiverged(MiniGPTError):
         self.step = step
         self.last_good = last_good
         super().__init__(message, path=last_good)
+
+
+class WorkspaceLockedError(MiniGPTError):
+    """Another process (a training run) is writing this workspace; `holder` names it."""
+
+    def __init__(self, message: str, *, path: object | None = None, holder=None, causes: list[str] | None = None):
+        self.holder = holder  # a minigpt.lock.LockHolder, or None when its record is unreadable
+        super().__init__(message, path=path, causes=causes)
+
+
+class ResourceError(MiniGPTError):
+    """A model or run would need more memory than the device has (estimated before allocating)."""
