@@ -80,3 +80,14 @@ class WorkspaceLockedError(MiniGPTError):
 
 class ResourceError(MiniGPTError):
     """A model or run would need more memory than the device has (estimated before allocating)."""
+
+
+class FileSystemError(MiniGPTError, OSError):
+    """The OS refused a read or write (disk full, read-only, permission denied, not a directory...).
+
+    Also an `OSError`, so code that already catches `OSError` keeps working; `errno` is the OS's.
+    Built by `minigpt.fileio.os_error`, which classifies by errno, never by message text."""
+
+    def __init__(self, message: str, *, path: object | None = None, errno: int | None = None, causes=None):
+        super().__init__(message, path=path, causes=causes)
+        self.errno = errno
