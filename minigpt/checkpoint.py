@@ -18,8 +18,8 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
-from .errors import CheckpointError, ConfigError, ModelSpecError
-from .fileio import atomic_torch_save
+from .errors import CheckpointError, ConfigError, ModelSpecError, ResourceError
+from .fileio import atomic_torch_save, describe_size
 from .model import MiniGPT, MiniGPTConfig
 
 KEY_PREFIXES = ("_orig_mod.", "module.")  # written by torch.compile and DistributedDataParallel
@@ -206,6 +206,108 @@ class LoadedCheckpoint:
     fingerprint_mismatch: str | None = None  # message when the tokenizer does not match
 
 
+def first_nonfinite(state_dict: dict) -> str | None:
+    """Describe the first tensor holding NaN or Inf (`"name (3 NaN, 0 Inf of 4096)"`), or None."""
+    for name, value in state_dict.items():
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            finite = torch.isfinite(value)
+            if not bool(finite.all()):
+                nan = int(torch.isnan(value).sum())
+                return f"{name} ({nan} NaN, {int((~finite).sum()) - nan} Inf of {value.numel()})"
+    return None
+
+
+def require_finite(state_dict: dict, path: object, *, use: str) -> None:
+    """Refuse weights with NaN/Inf: they generate garbage and can never be a 'good' checkpoint."""
+    bad = first_nonfinite(state_dict)
+    if bad is not None:
+        raise CheckpointError(
+            f"Cannot {use} {path}: its weights are not finite; first bad tensor: {bad}",
+            path=path,
+            causes=[
+                "training diverged before this checkpoint was saved (by another script)",
+                "the file was edited or corrupted",
+                "use an earlier checkpoint (for example one under previous/)",
+            ],
+        )
+
+
+# --- sizing a MiniGPT from its config, before allocating anything ---
+
+FLOAT_BYTES = 4  # float32 weights, gradients, Adam moments and activations
+
+
+def minigpt_numel(cfg: MiniGPTConfig) -> int:
+    """Parameters of `MiniGPT(cfg)`, counted from the config (tied head counted once)."""
+    C, E = cfg.embedding_dim, cfg.expansion_factor * cfg.embedding_dim
+    block = 4 * C + (3 * C * C + 3 * C) + (C * C + C) + (C * E + E) + (E * C + C)  # 2 LayerNorms, attn, MLP
+    return cfg.vocab_size * C + cfg.block_size * C + cfg.num_layers * block + 2 * C
+
+
+def estimate_memory(cfg: MiniGPTConfig, batch_size: int, *, training: bool) -> int:
+    """Rough peak bytes: weights (+ gradients and two Adam moments when training) and activations.
+
+    Activations per layer are about 16 floats per token and channel plus the attention matrix
+    (SDPA's math path materialises `B x H x T x T`); the logits add `B x T x V` several times.
+    An estimate to refuse the absurd before it allocates, not a precise figure.
+    """
+    B, T, C, L, H = batch_size, cfg.block_size, cfg.embedding_dim, cfg.num_layers, cfg.num_heads
+    weights = minigpt_numel(cfg) * FLOAT_BYTES * (4 if training else 1)
+    per_layer = B * T * (16 * C + cfg.expansion_factor * C * 2) + 2 * B * H * T * T
+    activations = (L if training else 1) * per_layer + 4 * B * T * cfg.vocab_size
+    if not training:
+        activations += 2 * L * B * T * C  # KV cache
+    return weights + activations * FLOAT_BYTES
+
+
+def device_memory(device: str | torch.device) -> tuple[int | None, str]:
+    """Total memory of the device, and where the figure came from (None when unknown)."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        return int(props.total_memory), f"{props.name} total memory"
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "total RAM"
+    except (ValueError, OSError, AttributeError):
+        return None, "unknown"
+
+
+def require_fits(
+    cfg: MiniGPTConfig, device: str | torch.device, *, batch_size: int, training: bool, what: object
+) -> int:
+    """Raise ResourceError when the estimate exceeds the device's memory; return the estimate."""
+    need = estimate_memory(cfg, batch_size, training=training)
+    have, source = device_memory(device)
+    if have is not None and need > have:
+        raise ResourceError(
+            f"{what} would need about {describe_size(need)} ({minigpt_numel(cfg):,} parameters, "
+            f"{'training' if training else 'inference'} at batch {batch_size}) but the {torch.device(device).type} "
+            f"device has {describe_size(have)} ({source})",
+            path=what if isinstance(what, (str, os.PathLike)) else None,
+            causes=["the config's num_layers / embedding_dim / block_size / vocab_size are far too large"]
+            + (["pass --allow-large to try anyway"] if training else []),
+        )
+    return need
+
+
+def _size_before_building(config: dict, data: dict, device: str | torch.device, path: object) -> None:
+    """A 1 KB file whose config says num_layers=10000 must not allocate gigabytes first."""
+    try:
+        cfg = MiniGPTConfig.from_dict(dict(config))
+    except ConfigError as exc:
+        raise CheckpointError(f"Invalid model config in {path}: {exc.message}", path=path) from None
+    expected = minigpt_numel(cfg)
+    stored = sum(v.numel() for v in data["model_state_dict"].values() if isinstance(v, torch.Tensor))
+    if expected * FLOAT_BYTES > 256 * 2**20 and expected > 2 * stored:
+        raise CheckpointError(
+            f"Checkpoint {path} does not fit its config: the config describes {expected:,} parameters "
+            f"({describe_size(expected * FLOAT_BYTES)}) but the file holds {stored:,} values; refused before building",
+            path=path,
+            causes=["the config saved with the weights was edited or belongs to another model"],
+        )
+    require_fits(cfg, device, batch_size=1, training=False, what=path)
+
+
 def build_model(config: dict, model_factory: ModelFactory | None, path: object) -> nn.Module:
     try:
         return (model_factory or default_model_factory)(dict(config))
@@ -239,6 +341,8 @@ def load_checkpoint(
     state_dict, notices = strip_prefixes(dict(data["model_state_dict"]))
     if data.get("_layout"):
         notices.insert(0, data["_layout"])
+    if model_factory is None:
+        _size_before_building(data["config"], {"model_state_dict": state_dict}, device, path)
     model = build_model(data["config"], model_factory, path)
     mismatch = compare_state_dict(model, state_dict)
     if mismatch:
@@ -277,3 +381,41 @@ def load_checkpoint(
                 f"tokenizer has {tokenizer.vocab_size} characters but the model's vocab_size is {vocab}"
             )
     return result
+
+
+def validate_resume_fields(data: dict, path: object) -> None:
+    """Types of what `--resume` restores, checked before any of it is used (a hand-edited or
+    foreign file must give a typed error naming the field, not a TypeError mid-setup)."""
+
+    def bad(field_name: str, expected: str, value: object) -> CheckpointError:
+        found = f"{type(value).__name__} {value!r}"[:120]
+        return CheckpointError(
+            f"cannot resume from {path}: '{field_name}' should be {expected}; found {found}",
+            path=path,
+            causes=["the file was edited or written by another training script"],
+        )
+
+    step = data.get("step")
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise bad("step", "a non-negative integer", step)
+    best = data.get("best_val_loss")
+    if best is not None and (isinstance(best, bool) or not isinstance(best, (int, float)) or best != best):
+        raise bad("best_val_loss", "a number (or absent)", best)
+    train_config = data.get("train_config")
+    if train_config is not None and not isinstance(train_config, dict):
+        raise bad("train_config", "a dict", train_config)
+    rng = data.get("rng_state")
+    if not isinstance(rng, dict):
+        raise bad("rng_state", "a dict with 'batch' and 'torch' generator states", rng)
+    for key in ("batch", "torch"):
+        value = rng.get(key)
+        if not isinstance(value, torch.Tensor) or value.dtype != torch.uint8:
+            raise bad(f"rng_state.{key}", "a uint8 generator-state tensor", value)
+    opt = data.get("optimizer_state_dict")
+    if not isinstance(opt, dict) or not isinstance(opt.get("state"), dict):
+        raise bad("optimizer_state_dict", "a dict with 'state' and 'param_groups'", opt)
+    groups = opt.get("param_groups")
+    if not isinstance(groups, list) or not all(
+        isinstance(g, dict) and isinstance(g.get("params"), list) for g in groups
+    ):
+        raise bad("optimizer_state_dict.param_groups", "a list of dicts with a 'params' list", groups)

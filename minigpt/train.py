@@ -2,25 +2,40 @@
 
 The library never knows a UI exists: progress goes out through callbacks
 (`trainer.register_callback("on_step_end", fn)`, minGPT style).
+
+One workspace, one writer: `run` holds the workspace lock (`minigpt.lock`) from before it
+archives anything until it returns, and checks the data, vocabulary, config and memory
+estimate before a fresh run moves the previous one aside.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import signal
+import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import torch
 
-from .checkpoint import load_checkpoint, save_checkpoint
+from . import lock
+from .checkpoint import (
+    load_checkpoint,
+    read_checkpoint,
+    require_finite,
+    require_fits,
+    save_checkpoint,
+    validate_resume_fields,
+)
 from .data import get_batch, load_ids
 from .device import resolve_device
-from .errors import CheckpointError, ConfigError, TrainingDiverged
+from .errors import CheckpointError, ConfigError, DataError, TrainingDiverged
 from .fileio import atomic_write_text
 from .gradstats import grad_table
 from .model import MiniGPT, MiniGPTConfig
@@ -56,6 +71,22 @@ PRESETS = {
     ),
 }
 MODEL_FIELDS = {f.name for f in fields(MiniGPTConfig)} - {"vocab_size"}
+INT_FIELDS = (
+    "block_size",
+    "embedding_dim",
+    "num_heads",
+    "num_layers",
+    "expansion_factor",
+    "batch_size",
+    "grad_accum",
+    "max_steps",
+    "warmup_steps",
+    "eval_interval",
+    "eval_batches",
+    "log_interval",
+    "seed",
+)
+FLOAT_FIELDS = ("dropout", "learning_rate", "min_lr_ratio", "weight_decay", "beta2", "grad_clip")
 
 
 @dataclass
@@ -82,15 +113,28 @@ class TrainConfig:
     device: str = "auto"
 
     def __post_init__(self) -> None:
+        # types first: a str or float from a hand-edited checkpoint must not reach a comparison
+        for name in INT_FIELDS:
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise ConfigError(f"{name.replace('_', '-')} must be an integer; found {value!r}")
+        for name in FLOAT_FIELDS:
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+                raise ConfigError(f"{name.replace('_', '-')} must be a finite number; found {value!r}")
+        if not isinstance(self.device, str):
+            raise ConfigError(f"device must be a string; found {self.device!r}")
         positive = ("batch_size", "grad_accum", "max_steps", "eval_interval", "eval_batches", "log_interval")
         for name in positive:
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
+            if value < 1:
                 raise ConfigError(f"{name.replace('_', '-')} must be a positive integer; found {value!r}")
-        if not self.learning_rate > 0 or not math.isfinite(self.learning_rate):
+        if not self.learning_rate > 0:
             raise ConfigError(f"learning rate must be a positive number; found {self.learning_rate!r}")
         if self.warmup_steps < 0 or self.grad_clip < 0 or not 0 <= self.min_lr_ratio <= 1:
             raise ConfigError("warmup-steps and grad-clip must be >= 0, min_lr_ratio in [0, 1]")
+        if self.weight_decay < 0 or not 0 <= self.beta2 < 1:
+            raise ConfigError(f"weight_decay must be >= 0 and beta2 in [0, 1); found {self.weight_decay}, {self.beta2}")
         self.model_config(vocab_size=1)  # shape errors (heads not dividing the width, ...) now
 
     @classmethod
@@ -141,20 +185,86 @@ def _set_rng_state(state: dict, batch_gen: torch.Generator) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def load_split(path: Path, vocab_size: int, block_size: int) -> torch.Tensor:
+    """Token IDs checked before training: integer, long enough for one window, all in [0, vocab)."""
+    data = load_ids(path)  # 1-D integer tensor or DataError
+    if data.numel() < block_size + 1:
+        raise DataError(
+            f"{path} has {data.numel()} tokens but training needs at least block_size + 1 = {block_size + 1}",
+            path=path,
+            causes=["the split is empty or too small for this block_size", "the encoded file is truncated"],
+        )
+    lo, hi = (int(v) for v in torch.aminmax(data))  # one pass for both
+    if lo < 0 or hi >= vocab_size:
+        bad = ((data < 0) | (data >= vocab_size)).nonzero()
+        raise DataError(
+            f"{path} holds token IDs outside the vocabulary [0, {vocab_size}): min {lo}, max {hi}, "
+            f"{bad.numel()} bad, first at position {int(bad[0])}",
+            path=path,
+            causes=["the IDs were encoded with another tokenizer", "the tokenizer file was replaced after prepare"],
+        )
+    return data
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Hold back SIGINT until the block ends, so a save and its log line land together (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        if callable(previous):
+            previous(signal.SIGINT, None)  # the default handler raises KeyboardInterrupt here
+        elif previous == signal.SIG_DFL:
+            signal.raise_signal(signal.SIGINT)
+
+
+@dataclass
+class RunState:
+    """Everything a run carries from step to step (and what `--resume` restores)."""
+
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    batch_gen: torch.Generator
+    tokenizer: CharTokenizer
+    train_data: torch.Tensor
+    val_data: torch.Tensor
+    step: int = 0
+    best_val: float = float("inf")
+    last_good: str | None = None  # a checkpoint with finite weights, if one was written or resumed from
+    last_good_step: int | None = None
+    val_loss: float | None = None
+    run_start: float = 0.0
+
+
 class Trainer:
-    EVENTS = ("on_step_end", "on_eval", "on_checkpoint", "on_log", "on_archive")
+    EVENTS = ("on_start", "on_step_end", "on_eval", "on_checkpoint", "on_log", "on_archive", "on_notice")
 
     def __init__(
-        self, workspace: Workspace | str, cfg: TrainConfig, *, resume: bool = False, overrides: dict | None = None
+        self,
+        workspace: Workspace | str,
+        cfg: TrainConfig,
+        *,
+        resume: bool = False,
+        overrides: dict | None = None,
+        allow_large: bool = False,
     ):
         self.ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
         self.cfg = cfg
         # flags the user gave explicitly: on --resume they override the saved run's settings
         self.overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
         self.resume = resume
+        self.allow_large = allow_large  # skip the memory estimate check
         self.callbacks: dict[str, list[Callable]] = defaultdict(list)
         self.stop_requested = False
         self.archived: Path | None = None  # where a fresh run moved the previous run's files
+        self.state: RunState | None = None  # the run in progress (read it after an interrupt)
         self.device = resolve_device(cfg.device)
 
     def register_callback(self, event: str, fn: Callable) -> None:
@@ -186,151 +296,258 @@ class Trainer:
         return out
 
     def run(self) -> dict:
-        cfg, ws = self.cfg, self.ws
-        tokenizer = CharTokenizer.from_file(ws.tokenizer)
-        train_data, val_data = load_ids(ws.ids("train")), load_ids(ws.ids("val"))
-        batch_gen = torch.Generator().manual_seed(cfg.seed)
-        torch.manual_seed(cfg.seed)
-        start_step, best_val = 0, float("inf")
-        if self.resume:
-            ckpt = load_checkpoint(ws.latest_checkpoint, self.device, tokenizer=tokenizer)
-            if ckpt.fingerprint_mismatch:
-                raise ConfigError(f"cannot resume: {ckpt.fingerprint_mismatch}")
-            missing = [k for k in ("optimizer_state_dict", "rng_state", "step") if ckpt.raw.get(k) is None]
-            if missing:
-                raise CheckpointError(
-                    f"cannot resume from {ws.latest_checkpoint}: it has no {', '.join(missing)} "
-                    "(not written by `minigpt train`)",
-                    path=ws.latest_checkpoint,
-                    causes=["the checkpoint comes from another training script"],
-                )
-            # the saved run's settings, then the flags given now; the model shape is the checkpoint's
-            saved = {k: v for k, v in (ckpt.raw.get("train_config") or {}).items() if k in TRAIN_FIELDS}
-            shape = {k: v for k, v in ckpt.config.items() if k in MODEL_FIELDS}
-            ignored = sorted(k for k in self.overrides if k in MODEL_FIELDS)
-            if ignored:
-                raise ConfigError(f"--resume keeps the checkpoint's model shape; drop {', '.join(ignored)}")
-            self.cfg = cfg = replace(cfg, **{**saved, **shape, **self.overrides, "device": cfg.device})
-            model = ckpt.model
-            model.train()
-            optimizer = make_optimizer(model, cfg)
-            optimizer.load_state_dict(ckpt.raw["optimizer_state_dict"])
-            _set_rng_state(ckpt.raw["rng_state"], batch_gen)
-            start_step, best_val = int(ckpt.step), float(ckpt.raw.get("best_val_loss", float("inf")))
-            self._truncate_metrics(start_step)
-        else:
-            model = MiniGPT(cfg.model_config(tokenizer.vocab_size)).to(self.device)
-            optimizer = make_optimizer(model, cfg)
-            self.archived = self._archive_previous_run()
-            ws.metrics.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text("", ws.metrics)
-            atomic_write_text("", ws.grads)
-        model.train()
-        last_good = str(ws.latest_checkpoint) if ws.latest_checkpoint.exists() and self.resume else None
-        tokens_per_step = cfg.batch_size * cfg.block_size * cfg.grad_accum
-        run_start = time.perf_counter()
-        summary = {"steps": start_step, "best_val_loss": best_val, "val_loss": None, "stopped_early": False}
-        step = start_step
-        with open(ws.metrics, "a", encoding="utf-8") as log:
-            while step < cfg.max_steps and not self.stop_requested:
-                t0 = time.perf_counter()
-                lr = lr_at(step, cfg)
-                for group in optimizer.param_groups:
-                    group["lr"] = lr
-                loss_sum = torch.zeros((), device=self.device)
-                for _ in range(cfg.grad_accum):
-                    x, y = get_batch(train_data, cfg.batch_size, cfg.block_size, self.device, batch_gen)
-                    _, loss = model(x, y)
-                    (loss / cfg.grad_accum).backward()
-                    loss_sum += loss.detach()
-                params = [p for p in model.parameters() if p.grad is not None]
-                if cfg.grad_clip > 0:
-                    grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
-                else:
-                    grad_norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm([p.grad for p in params])))
-                # one host sync per step for both numbers (a CPU-GPU sync point)
-                train_loss, norm = torch.stack([loss_sum / cfg.grad_accum, grad_norm.float()]).tolist()
-                step += 1
-                if not (math.isfinite(train_loss) and math.isfinite(norm)):
-                    record = {
-                        "step": step,
-                        "train_loss": _json_float(train_loss),
-                        "lr": lr,
-                        "grad_norm": _json_float(norm),
-                        "nonfinite": True,
-                        "time": time.time(),
-                    }
-                    log.write(json.dumps(record) + "\n")
-                    log.flush()
-                    where = f"last good checkpoint: {last_good}" if last_good else "no checkpoint was written yet"
-                    raise TrainingDiverged(
-                        f"training diverged at step {step}: loss={train_loss}, gradient norm={norm} "
-                        f"(learning rate {lr:.3g}); nothing was saved from this step; {where}",
-                        step=step,
-                        last_good=last_good,
-                    )
-                if (step % cfg.eval_interval == 0 or step == cfg.max_steps) and self.ws.metrics.parent.is_dir():
-                    self._log_grads(model, step, norm)  # the gradients pane follows this file
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-                dt = time.perf_counter() - t0
-                record = {
-                    "step": step,
-                    "train_loss": train_loss,
-                    "lr": lr,
-                    "grad_norm": norm,
-                    "tokens_per_s": tokens_per_step / dt,
-                    "elapsed_s": time.perf_counter() - run_start,
-                    "time": time.time(),
-                }
-                is_eval = step % cfg.eval_interval == 0 or step == cfg.max_steps or self.stop_requested
-                if is_eval:
-                    if not _weights_finite(model):
-                        log.write(json.dumps({**record, "nonfinite": True}) + "\n")
-                        log.flush()
-                        raise TrainingDiverged(
-                            f"weights became non-finite after the update at step {step} (learning rate {lr:.3g}); "
-                            f"not saved; last good checkpoint: {last_good or 'none yet'}",
-                            step=step,
-                            last_good=last_good,
-                        )
-                    losses = self.evaluate(model, {"train": train_data, "val": val_data})
-                    record["val_loss"] = losses["val"]
-                    record["eval_train_loss"] = losses["train"]
-                    improved = losses["val"] < best_val
-                    best_val = min(best_val, losses["val"])
-                    payload = self._payload(model, optimizer, step, best_val, tokenizer, batch_gen)
-                    save_checkpoint(ws.latest_checkpoint, payload)
-                    last_good = str(ws.latest_checkpoint)
-                    self._fire("on_checkpoint", str(ws.latest_checkpoint))
-                    if improved:
-                        save_checkpoint(ws.best_checkpoint, payload)
-                        self._fire("on_checkpoint", str(ws.best_checkpoint))
-                    summary["val_loss"] = losses["val"]
-                    self._fire("on_eval", record)
-                if is_eval or step % cfg.log_interval == 0:
-                    log.write(json.dumps(record) + "\n")
-                    log.flush()
-                    self._fire("on_log", record)
-                self._fire("on_step_end", record)
+        """Train to `max_steps` (or a stop request) under the workspace lock; return a summary."""
+        tokenizer = CharTokenizer.from_file(self.ws.tokenizer)  # read-only, and names a missing workspace
+        with lock.acquire(self.ws.root, "train") as held:
+            for notice in held.notices:
+                self._fire("on_notice", notice)
+            self._remove_orphan_temp_files()
+            st = self._resume(tokenizer) if self.resume else self._start_fresh(tokenizer)
+            self.state = st
+            summary = {"steps": st.step, "best_val_loss": st.best_val, "val_loss": None, "stopped_early": False}
+            if self.resume and st.step >= self.cfg.max_steps:
+                return {**summary, "nothing_to_do": True, "seconds": 0.0}
+            if self.resume:
+                self._truncate_logs(st.step)
+            self._fire(
+                "on_start",
+                {"resumed": self.resume, "step": st.step, "max_steps": self.cfg.max_steps, "device": str(self.device)},
+            )
+            st.run_start = time.perf_counter()
+            with open(self.ws.metrics, "a", encoding="utf-8") as log:
+                while st.step < self.cfg.max_steps and not self.stop_requested:
+                    record = self._train_step(st, log)
+                    if self._is_eval_step(st.step):
+                        self._evaluate_and_save(st, record, log)
+                    elif st.step % self.cfg.log_interval == 0:
+                        self._write_log(log, record)
+                    self._fire("on_step_end", record)
         summary.update(
-            steps=step,
-            best_val_loss=best_val,
-            stopped_early=step < cfg.max_steps,
-            seconds=time.perf_counter() - run_start,
+            steps=st.step,
+            best_val_loss=st.best_val,
+            val_loss=st.val_loss,
+            stopped_early=st.step < self.cfg.max_steps,
+            seconds=time.perf_counter() - st.run_start,
         )
         return summary
 
-    def _payload(self, model, optimizer, step, best_val, tokenizer, batch_gen) -> dict:
+    def _is_eval_step(self, step: int) -> bool:
+        return step % self.cfg.eval_interval == 0 or step == self.cfg.max_steps or self.stop_requested
+
+    # --- starting: fresh or resumed, everything checked before anything moves ---
+
+    def _load_data(self, vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return tuple(load_split(self.ws.ids(s), vocab_size, self.cfg.block_size) for s in ("train", "val"))
+
+    def _require_fits(self, vocab_size: int, what: object) -> None:
+        if not self.allow_large:
+            model_cfg = self.cfg.model_config(vocab_size)
+            require_fits(model_cfg, self.device, batch_size=self.cfg.batch_size, training=True, what=what)
+
+    def _start_fresh(self, tokenizer: CharTokenizer) -> RunState:
+        cfg, ws = self.cfg, self.ws
+        train_data, val_data = self._load_data(tokenizer.vocab_size)
+        self._require_fits(tokenizer.vocab_size, "this training config")
+        batch_gen = torch.Generator().manual_seed(cfg.seed)
+        torch.manual_seed(cfg.seed)
+        model = MiniGPT(cfg.model_config(tokenizer.vocab_size)).to(self.device)
+        optimizer = make_optimizer(model, cfg)
+        self.archived = self._archive_previous_run()  # only now: every input above was good
+        ws.metrics.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text("", ws.metrics)
+        atomic_write_text("", ws.grads)
+        model.train()
+        return RunState(model, optimizer, batch_gen, tokenizer, train_data, val_data)
+
+    def _resume(self, tokenizer: CharTokenizer) -> RunState:
+        path = self.ws.latest_checkpoint
+        raw = read_checkpoint(path)
+        missing = [k for k in ("optimizer_state_dict", "rng_state", "step") if raw.get(k) is None]
+        if missing:
+            raise CheckpointError(
+                f"cannot resume from {path}: it has no {', '.join(missing)} (not written by `minigpt train`)",
+                path=path,
+                causes=["the checkpoint comes from another training script"],
+            )
+        validate_resume_fields(raw, path)
+        require_finite(raw["model_state_dict"], path, use="resume from")
+        self.cfg = self._resumed_config(raw, path)
+        train_data, val_data = self._load_data(tokenizer.vocab_size)
+        self._require_fits(tokenizer.vocab_size, path)
+        batch_gen = torch.Generator().manual_seed(self.cfg.seed)
+        torch.manual_seed(self.cfg.seed)
+        ckpt = load_checkpoint(path, self.device, tokenizer=tokenizer, data=raw)
+        if ckpt.fingerprint_mismatch:
+            raise ConfigError(f"cannot resume: {ckpt.fingerprint_mismatch}")
+        model = ckpt.model
+        model.train()
+        optimizer = make_optimizer(model, self.cfg)
+        try:
+            optimizer.load_state_dict(raw["optimizer_state_dict"])
+            _check_optimizer_state(optimizer)
+        except (ValueError, KeyError, TypeError, RuntimeError, IndexError) as exc:
+            raise CheckpointError(
+                f"cannot resume from {path}: optimizer_state_dict does not fit the model: {str(exc)[:200]}",
+                path=path,
+                causes=["the file was edited, or written by another optimizer setup"],
+            ) from None
+        try:
+            _set_rng_state(raw["rng_state"], batch_gen)
+        except (RuntimeError, TypeError, ValueError) as exc:
+            raise CheckpointError(
+                f"cannot resume from {path}: rng_state is not a saved generator state: {str(exc)[:200]}",
+                path=path,
+            ) from None
+        best = raw.get("best_val_loss")
+        best_val = float("inf") if best is None else float(best)
+        return RunState(
+            model,
+            optimizer,
+            batch_gen,
+            tokenizer,
+            train_data,
+            val_data,
+            step=raw["step"],
+            best_val=best_val,
+            last_good=str(path),
+            last_good_step=raw["step"],
+        )
+
+    def _resumed_config(self, raw: dict, path: Path) -> TrainConfig:
+        """The saved run's settings, then the flags given now; the model shape is the checkpoint's."""
+        ignored = sorted(k for k in self.overrides if k in MODEL_FIELDS)
+        if ignored:
+            raise ConfigError(f"--resume keeps the checkpoint's model shape; drop {', '.join(ignored)}")
+        saved = {k: v for k, v in (raw.get("train_config") or {}).items() if k in TRAIN_FIELDS}
+        shape = {k: v for k, v in raw["config"].items() if k in MODEL_FIELDS}
+        try:
+            return replace(self.cfg, **{**saved, **shape, **self.overrides, "device": self.cfg.device})
+        except ConfigError as exc:
+            raise CheckpointError(
+                f"cannot resume from {path}: its train_config/config is invalid: {exc.message}",
+                path=path,
+                causes=["the file was edited or written by another script"],
+            ) from None
+
+    def _remove_orphan_temp_files(self) -> None:
+        """Temp files of an atomic save whose writer was killed (SIGKILL skips the cleanup);
+        safe to remove only because this process holds the workspace lock."""
+        for folder in (self.ws.checkpoints, self.ws.metrics.parent):
+            if not folder.is_dir():
+                continue
+            for tmp in sorted(folder.glob(".*.tmp")):
+                with contextlib.suppress(FileNotFoundError):
+                    tmp.unlink()
+                    self._fire("on_notice", f"removed {tmp}, left by an interrupted save")
+
+    # --- one optimizer step ---
+
+    def _train_step(self, st: RunState, log) -> dict:
+        """Forward/backward over `grad_accum` micro-batches, clip, update; the step's log record.
+        Raises TrainingDiverged (after logging the step) on a non-finite loss or gradient norm."""
+        cfg, model = self.cfg, st.model
+        t0 = time.perf_counter()
+        lr = lr_at(st.step, cfg)
+        for group in st.optimizer.param_groups:
+            group["lr"] = lr
+        loss_sum = torch.zeros((), device=self.device)
+        for _ in range(cfg.grad_accum):
+            x, y = get_batch(st.train_data, cfg.batch_size, cfg.block_size, self.device, st.batch_gen)
+            _, loss = model(x, y)
+            (loss / cfg.grad_accum).backward()
+            loss_sum += loss.detach()
+        params = [p for p in model.parameters() if p.grad is not None]
+        if cfg.grad_clip > 0:
+            grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+        else:
+            grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+        # one host sync per step for both numbers (a CPU-GPU sync point)
+        train_loss, norm = torch.stack([loss_sum / cfg.grad_accum, grad_norm.float()]).tolist()
+        st.step += 1
+        step = st.step
+        if not (math.isfinite(train_loss) and math.isfinite(norm)):
+            record = {
+                "step": step,
+                "train_loss": _json_float(train_loss),
+                "lr": lr,
+                "grad_norm": _json_float(norm),
+                "nonfinite": True,
+                "time": time.time(),
+            }
+            log.write(json.dumps(record) + "\n")
+            log.flush()
+            where = f"last good checkpoint: {st.last_good}" if st.last_good else "no checkpoint was written yet"
+            raise TrainingDiverged(
+                f"training diverged at step {step}: loss={train_loss}, gradient norm={norm} "
+                f"(learning rate {lr:.3g}); nothing was saved from this step; {where}",
+                step=step,
+                last_good=st.last_good,
+            )
+        if (step % cfg.eval_interval == 0 or step == cfg.max_steps) and self.ws.metrics.parent.is_dir():
+            self._log_grads(model, step, norm)  # the gradients pane follows this file
+        st.optimizer.step()
+        st.optimizer.zero_grad(set_to_none=True)
+        dt = time.perf_counter() - t0
         return {
-            "model_state_dict": model.state_dict(),
-            "config": model.config.to_dict(),
-            "optimizer_state_dict": optimizer.state_dict(),
             "step": step,
-            "best_val_loss": float(best_val),
-            "tokenizer_fingerprint": tokenizer.fingerprint,
+            "train_loss": train_loss,
+            "lr": lr,
+            "grad_norm": norm,
+            "tokens_per_s": cfg.batch_size * cfg.block_size * cfg.grad_accum / dt,
+            "elapsed_s": time.perf_counter() - st.run_start,
+            "time": time.time(),
+        }
+
+    # --- evaluation, the log line and the checkpoints, which land together ---
+
+    def _evaluate_and_save(self, st: RunState, record: dict, log) -> None:
+        step, ws = st.step, self.ws
+        if not _weights_finite(st.model):
+            self._write_log(log, {**record, "nonfinite": True}, fire=False)
+            raise TrainingDiverged(
+                f"weights became non-finite after the update at step {step} (learning rate {record['lr']:.3g}); "
+                f"not saved; last good checkpoint: {st.last_good or 'none yet'}",
+                step=step,
+                last_good=st.last_good,
+            )
+        losses = self.evaluate(st.model, {"train": st.train_data, "val": st.val_data})
+        record["val_loss"] = losses["val"]
+        record["eval_train_loss"] = losses["train"]
+        improved = losses["val"] < st.best_val
+        st.best_val = min(st.best_val, losses["val"])
+        payload = self._payload(st)
+        # the log line first (fsynced), then the checkpoint: a crash between them leaves a line
+        # after the checkpoint's step, which --resume drops and rewrites; SIGINT waits for both
+        with interrupts_deferred():
+            log.write(json.dumps(record) + "\n")
+            log.flush()
+            os.fsync(log.fileno())
+            save_checkpoint(ws.latest_checkpoint, payload)
+            if improved:
+                save_checkpoint(ws.best_checkpoint, payload)
+        st.last_good, st.last_good_step, st.val_loss = str(ws.latest_checkpoint), step, losses["val"]
+        self._fire("on_checkpoint", str(ws.latest_checkpoint))
+        if improved:
+            self._fire("on_checkpoint", str(ws.best_checkpoint))
+        self._fire("on_eval", record)
+        self._fire("on_log", record)
+
+    def _write_log(self, log, record: dict, *, fire: bool = True) -> None:
+        log.write(json.dumps(record) + "\n")
+        log.flush()
+        if fire:
+            self._fire("on_log", record)
+
+    def _payload(self, st: RunState) -> dict:
+        return {
+            "model_state_dict": st.model.state_dict(),
+            "config": st.model.config.to_dict(),
+            "optimizer_state_dict": st.optimizer.state_dict(),
+            "step": st.step,
+            "best_val_loss": float(st.best_val),
+            "tokenizer_fingerprint": st.tokenizer.fingerprint,
             "train_config": asdict(self.cfg),
-            "rng_state": _rng_state(batch_gen),
+            "rng_state": _rng_state(st.batch_gen),
         }
 
     def _archive_previous_run(self) -> Path | None:
@@ -366,29 +583,64 @@ class Trainer:
         with open(self.ws.grads, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(record) + "\n")
 
-    def _truncate_metrics(self, step: int) -> None:
-        """Drop lines the interrupted run logged after the checkpoint we resume from."""
-        if not self.ws.metrics.exists():
-            return
-        grads = self.ws.grads
-        if grads.is_file():
-            lines = [ln for ln in grads.read_text(encoding="utf-8").splitlines() if _step_of(ln) <= step]
-            atomic_write_text("".join(ln + "\n" for ln in lines), grads)
-        kept = []
-        for line in self.ws.metrics.read_text(encoding="utf-8").splitlines():
-            try:
-                if json.loads(line).get("step", 0) <= step:
-                    kept.append(line)
-            except (json.JSONDecodeError, AttributeError):
+    def _truncate_logs(self, step: int) -> None:
+        """Drop lines the interrupted run logged after the checkpoint we resume from. Lines that
+        cannot be read (bad UTF-8, not JSON, a `step` that is not a number) are kept aside in
+        `<log>.rejected`, never deleted."""
+        for path in (self.ws.metrics, self.ws.grads):
+            if not path.is_file():
                 continue
-        atomic_write_text("".join(ln + "\n" for ln in kept), self.ws.metrics)
+            kept, rejected = [], []
+            for line in path.read_bytes().splitlines(keepends=True):
+                line_step = _step_of(line)
+                if line_step is None:
+                    rejected.append(line if line.endswith(b"\n") else line + b"\n")
+                elif line_step <= step:
+                    kept.append(line if line.endswith(b"\n") else line + b"\n")
+            if rejected:
+                aside = path.with_name(path.name + ".rejected")
+                with open(aside, "ab") as fh:
+                    fh.writelines(rejected)
+                self._fire("on_notice", f"moved {len(rejected)} unreadable line(s) of {path} to {aside}")
+            with open(path, "rb") as fh:
+                unchanged = fh.read() == b"".join(kept)
+            if not unchanged:
+                atomic_write_text(b"".join(kept).decode("utf-8"), path)
 
 
-def _step_of(line: str) -> float:
+def _step_of(line: bytes) -> float | None:
+    """The `step` of a log line (0 when absent, as other tools' headers), or None when unreadable."""
+    if not line.strip():
+        return 0
     try:
-        return json.loads(line).get("step", 0)
-    except (json.JSONDecodeError, AttributeError):
-        return float("inf")
+        record = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(record, dict):
+        return None
+    value = record.get("step", 0)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return value
+
+
+def _check_optimizer_state(optimizer: torch.optim.Optimizer) -> None:
+    """load_state_dict accepts wrong shapes and types that only fail at the next step: find them now."""
+    for i, group in enumerate(optimizer.param_groups):
+        for key in ("lr", "eps", "weight_decay"):
+            value = group.get(key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"param_groups[{i}].{key} is {value!r}, expected a number")
+        betas = group.get("betas")
+        if not (isinstance(betas, (tuple, list)) and len(betas) == 2 and all(isinstance(b, float) for b in betas)):
+            raise TypeError(f"param_groups[{i}].betas is {betas!r}, expected two floats")
+        for p in group["params"]:
+            for name, value in optimizer.state.get(p, {}).items():
+                if name in ("exp_avg", "exp_avg_sq") and (
+                    not isinstance(value, torch.Tensor) or value.shape != p.shape
+                ):
+                    shape = list(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+                    raise ValueError(f"state {name} is {shape} for a parameter of shape {list(p.shape)}")
 
 
 def _weights_finite(model: torch.nn.Module) -> bool:
