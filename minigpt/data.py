@@ -3,25 +3,64 @@
 from __future__ import annotations
 
 import os
+import pickle
+import zipfile
 from pathlib import Path
 
 import torch
 
 from .errors import DataError
+from .fileio import lfs_pointer_message, os_error, read_head, stat_input
+
+ID_DTYPES = (torch.uint8, torch.int16, torch.int32)  # what `prepare` writes, smallest first
+
+
+def id_dtype(vocab_size: int) -> torch.dtype:
+    """The smallest integer dtype that holds IDs 0..vocab_size-1 (uint8, int16 or int32)."""
+    for dtype in ID_DTYPES:
+        if vocab_size - 1 <= torch.iinfo(dtype).max:
+            return dtype
+    return torch.int64
 
 
 def load_ids(path: str | os.PathLike) -> torch.Tensor:
-    """Load a 1-D integer tensor of token IDs written by `minigpt prepare` (or the user's code)."""
+    """Load a 1-D integer tensor of token IDs written by `minigpt prepare` (or the user's code).
+
+    Any integer dtype loads as stored (uint8/int16/int32 from `prepare`, int64 from older
+    versions); `get_batch` turns windows into int64.
+    """
     path = Path(path)
-    if not path.exists():
-        raise DataError(f"Encoded data not found: {path}", path=path, causes=["run `minigpt prepare` first"])
-    if not path.is_file():
-        raise DataError(f"Not a data file: {path} is not a regular file", path=path)
-    if path.stat().st_size == 0:
+    st = stat_input(path, "Encoded data file", error=DataError, missing=["run `minigpt prepare` first"])
+    if st.st_size == 0:
         raise DataError(f"Not a token file: {path} is 0 bytes (an interrupted conversion?)", path=path)
+    lfs = lfs_pointer_message(path, read_head(path), st.st_size)
+    if lfs:
+        raise DataError(f"Not a token file: {lfs}", path=path)
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises many types for corrupt pickles/zips
+    except pickle.UnpicklingError:
+        unsafe = _unsafe_globals(path)
+        if unsafe:
+            raise DataError(
+                f"Refused to load {path}: it holds pickled Python objects ({', '.join(unsafe[:5])}), not just "
+                "tensors. Unpickling them could run arbitrary code, so minigpt never loads such a file, even "
+                "though torch could be told to.",
+                path=path,
+                causes=[
+                    "the IDs were saved inside a custom class or with numpy objects",
+                    "re-save them as a plain tensor: torch.save(torch.as_tensor(ids), path)",
+                    "a file from an untrusted source",
+                ],
+            ) from None
+        raise DataError(
+            f"Not a token file: {path} could not be read: it is not a file written by torch.save",
+            path=path,
+            causes=["the file is truncated or corrupt", "it was written by something other than torch.save"],
+        ) from None
+    except OSError as exc:
+        raise os_error(exc, path, action="read") from None
+    except (RuntimeError, EOFError, ValueError, IndexError, KeyError, TypeError, zipfile.BadZipFile) as exc:
+        # what torch's readers raise on truncated zips and on bytes that are no pickle
         raise DataError(
             f"Not a token file: {path} could not be read ({type(exc).__name__}: {str(exc)[:200]})",
             path=path,
@@ -37,7 +76,24 @@ def load_ids(path: str | os.PathLike) -> torch.Tensor:
             path=path,
             causes=["IDs were stored as floats (e.g. via numpy float arrays)"],
         )
+    if data.numel() == 0:
+        raise DataError(
+            f"Token file {path} holds 0 IDs: there is no text to train or check on",
+            path=path,
+            causes=["the split was empty when it was encoded", "it was written by a script that failed"],
+        )
     return data
+
+
+def _unsafe_globals(path: Path) -> list[str]:
+    """Names of the pickled classes/functions outside torch's weights-only allow-list (empty when
+    the file is not a torch zip at all)."""
+    if not zipfile.is_zipfile(path):
+        return []
+    try:
+        return list(torch.serialization.get_unsafe_globals_in_checkpoint(path))
+    except (RuntimeError, ValueError, pickle.UnpicklingError, zipfile.BadZipFile):
+        return ["<unreadable pickle>"]
 
 
 def get_batch(

@@ -1,53 +1,266 @@
-"""Atomic writes: nothing on disk is ever half-written or lost on failure."""
+"""Atomic writes (nothing on disk is ever half-written or lost on failure) and typed OS errors.
+
+`os_error` turns an `OSError` into a `FileSystemError` that names the path and says what to do,
+classified by errno (never by message text). `atomic_open` raises it for every failed write.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import errno as E
 import os
+import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
+
+from .errors import FileSystemError
+
+_DISK_FULL = {E.ENOSPC, getattr(E, "EDQUOT", E.ENOSPC)}
+_DENIED = {E.EACCES, E.EPERM}
+KEPT = "nothing was overwritten: the previous version of the file, if any, is intact"
+
+
+def _file_in_the_way(path: Path) -> Path | None:
+    """The first ancestor of `path` that exists and is not a folder (why ENOTDIR was raised)."""
+    for parent in reversed([path, *path.parents]):
+        try:
+            st = parent.stat()
+        except OSError:
+            return None
+        if not stat.S_ISDIR(st.st_mode):
+            return parent
+    return None
+
+
+def os_error(exc: OSError, path: object = None, *, action: str = "write", kept: bool = False) -> FileSystemError:
+    """A `FileSystemError` for `exc`, naming `path` (else `exc.filename`).
+
+    `action` is a verb for the message ("write", "read", "create"); `kept` adds that the old
+    file is intact (true for `atomic_open`). Classified by `exc.errno` only.
+    """
+    if isinstance(exc, FileSystemError):
+        return exc
+    where = Path(path if path is not None else exc.filename if exc.filename is not None else "?")
+    code = exc.errno
+    causes: list[str] = []
+    if code in _DISK_FULL:
+        try:
+            free = describe_size(shutil.disk_usage(_existing_folder(where)).free)
+        except OSError:
+            free = "unknown"
+        message = f"Disk full: could not {action} {where}: no space left on the device ({free} free)"
+        causes = ["free some space, or write to another --workspace on a bigger disk"]
+    elif code == E.EROFS:
+        message = f"Read-only file system: cannot {action} {where}"
+        causes = ["the disk or folder is mounted read-only: use a writable --workspace"]
+    elif code in _DENIED:
+        message = f"Permission denied: cannot {action} {where}"
+        causes = ["the file or its folder belongs to another user or is read-only (ls -l shows who may write)"]
+    elif code == E.ENOTDIR:
+        blocker = _file_in_the_way(where)
+        what = f"{blocker} is a file, not a folder" if blocker else "a part of the path is not a folder"
+        message = f"Not a directory: cannot {action} {where}: {what}"
+        causes = ["a file has the name a folder should have (e.g. --workspace names a file)"]
+    elif code == E.EISDIR:
+        message = f"Is a directory: cannot {action} {where}: it is a folder, expected a file"
+        causes = ["pass a file name, not a folder"]
+    elif code == E.EEXIST:
+        message = f"Cannot {action} {where}: it exists and is not a folder"
+        causes = ["a file has the name a folder should have"]
+    elif code == E.ELOOP:
+        message = f"Symlink loop: cannot {action} {where}: its symbolic links point at each other"
+        causes = ["fix or remove the link (ls -l shows where it points)"]
+    elif code == E.ENOENT:
+        message = f"Not found: cannot {action} {where}"
+        causes = ["a typo in the path", "a folder of the path does not exist"]
+    else:
+        message = f"Cannot {action} {where}: {exc.strerror or exc}"
+    if kept:
+        causes.append(KEPT)
+    return FileSystemError(message, path=where, errno=code, causes=causes)
+
+
+def _existing_folder(path: Path) -> Path:
+    for parent in [path, *path.parents]:
+        if parent.is_dir():
+            return parent
+    return Path(".")
+
+
+def stat_input(path: Path, what: str, *, error: type, missing: list[str] | None = None) -> os.stat_result:
+    """`os.stat` of an input file that must be a regular file; a typed `error` (or a
+    `FileSystemError` for permission problems) otherwise. A dangling link, a symlink loop, a
+    FIFO and a folder each get their own message; none of them is opened (a FIFO would block)."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if os.path.islink(path):
+            raise error(
+                f"{what} not found: {path} is a symbolic link to {os.readlink(path)}, which does not exist",
+                path=path,
+            ) from None
+        raise error(f"{what} not found: {path}", path=path, causes=missing or []) from None
+    except OSError as exc:
+        if exc.errno == E.ELOOP:
+            raise error(
+                f"{what} unreadable: {path} is a symlink loop (its links point at each other)", path=path
+            ) from None
+        raise os_error(exc, path, action="read") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = (
+            "a folder"
+            if stat.S_ISDIR(st.st_mode)
+            else "a FIFO (named pipe)"
+            if stat.S_ISFIFO(st.st_mode)
+            else "a socket"
+            if stat.S_ISSOCK(st.st_mode)
+            else "a device"
+            if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+            else "not a regular file"
+        )
+        raise error(f"Not a {what.lower()}: {path} is {kind}, not a regular file", path=path)
+    return st
+
+
+LFS_POINTER_PREFIX = b"version https://git-lfs.github.com/spec/v1"
+
+
+def lfs_pointer_message(path: object, head: bytes, size: int) -> str | None:
+    """The message for a Git LFS pointer file (the repository was cloned without its LFS
+    content), or None when `head` (the file's first bytes) is something else."""
+    if not head.startswith(LFS_POINTER_PREFIX):
+        return None
+    return (
+        f"{path} is a Git LFS pointer ({size} bytes), not the file itself: the repository was cloned "
+        "without its LFS content. Fetch it with `git lfs pull` (run inside that repository; "
+        "`git lfs install` first if git-lfs is new on this machine)"
+    )
+
+
+def read_head(path: Path, n: int = 64) -> bytes:
+    """The first `n` bytes of `path` (an OS refusal as `FileSystemError`)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(n)
+    except OSError as exc:
+        raise os_error(exc, path, action="read") from None
+
+
+class StagedWrite:
+    """A complete, fsynced temporary file next to `path`; `commit()` moves it over `path`,
+    `discard()` removes it. Lets several files be written first and replaced together last."""
+
+    def __init__(self, path: Path, tmp: str):
+        self.path = path
+        self.tmp = tmp
+
+    def commit(self) -> None:
+        try:
+            os.replace(self.tmp, self.path)
+        except OSError as exc:
+            self.discard()
+            raise os_error(exc, self.path, kept=True) from exc
+        # fsync the folder so the rename itself survives a power cut (not supported everywhere)
+        with contextlib.suppress(OSError):
+            dir_fd = os.open(self.path.parent, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+
+    def discard(self) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.tmp)
+
+
+@contextlib.contextmanager
+def staged_open(path: str | os.PathLike, mode: str = "wb", encoding: str | None = None) -> Iterator[IO]:
+    """Write a temporary file in `path`'s folder and fsync it; `path` itself is untouched.
+
+    Use as `with staged_open(p) as fh: ...` then `fh.staged.commit()` (or `.discard()`). On any
+    exception the temporary file is removed; an OS refusal is raised as `FileSystemError`.
+    """
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise os_error(exc, path, kept=True) from exc
+    staged = StagedWrite(path, tmp)
+    try:
+        with os.fdopen(fd, mode, encoding=encoding) as fh:
+            fh.staged = staged
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException as exc:
+        staged.discard()
+        if isinstance(exc, OSError) and not isinstance(exc, FileSystemError):
+            raise os_error(exc, path, kept=True) from exc
+        raise
 
 
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike, mode: str = "wb", encoding: str | None = None) -> Iterator[IO]:
     """Write to a temporary file in the same folder, fsync, then `os.replace` over `path`.
 
-    On any exception the temporary file is removed and `path` keeps its old content.
+    On any exception the temporary file is removed and `path` keeps its old content; an OS
+    refusal (disk full, read-only, permission denied, ...) is raised as `FileSystemError`.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, mode, encoding=encoding) as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    # fsync the folder so the rename itself survives a power cut (not supported everywhere)
-    with contextlib.suppress(OSError):
-        dir_fd = os.open(path.parent, os.O_RDONLY)
+    with staged_open(path, mode, encoding) as fh:
+        yield fh
+    fh.staged.commit()
+
+
+class _WriteRecorder:
+    """Passes writes to `fh` and keeps the OSError one raised: torch.save reports a failed write
+    as a RuntimeError ("enforce fail at inline_container.cc") with the OSError only as context."""
+
+    def __init__(self, fh: IO[bytes]):
+        self.fh = fh
+        self.error: OSError | None = None
+
+    def write(self, data) -> int:
         try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+            return self.fh.write(data)
+        except OSError as exc:
+            self.error = exc
+            raise
+
+    def flush(self) -> None:
+        self.fh.flush()
+
+
+def stage_torch_save(obj: object, path: str | os.PathLike) -> StagedWrite:
+    """`torch.save` into a staged temporary file next to `path` (see `StagedWrite`)."""
+    import torch  # here, not at the top: the tokenizer (and the TUI's first paint) use this module
+
+    with staged_open(path, "wb") as fh:
+        recorder = _WriteRecorder(fh)
+        try:
+            torch.save(obj, recorder)
+        except RuntimeError as exc:
+            if recorder.error is not None:
+                raise os_error(recorder.error, path, kept=True) from exc
+            raise
+    return fh.staged
 
 
 def atomic_torch_save(obj: object, path: str | os.PathLike) -> None:
-    import torch  # here, not at the top: the tokenizer (and the TUI's first paint) use this module
+    stage_torch_save(obj, path).commit()
 
-    with atomic_open(path, "wb") as fh:
-        torch.save(obj, fh)
+
+def stage_text(text: str, path: str | os.PathLike) -> StagedWrite:
+    with staged_open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return fh.staged
 
 
 def atomic_write_text(text: str, path: str | os.PathLike) -> None:
-    with atomic_open(path, "w", encoding="utf-8") as fh:
-        fh.write(text)
+    stage_text(text, path).commit()
 
 
 def describe_size(n: int) -> str:

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from .errors import TokenizerError, UnknownCharactersError
-from .fileio import atomic_write_text
+from .fileio import atomic_write_text, lfs_pointer_message, os_error, stat_input
 
 
 def fingerprint_chars(chars: Sequence[str]) -> str:
@@ -21,6 +21,12 @@ def fingerprint_chars(chars: Sequence[str]) -> str:
 class CharTokenizer:
     def __init__(self, chars: Sequence[str], *, path: str | None = None):
         chars = list(chars)
+        if not chars:
+            raise TokenizerError(
+                f'Empty tokenizer: {path or "the vocabulary"} has no characters (an empty "chars" list)',
+                path=path,
+                causes=["the tokenizer was built from empty text", "an interrupted or hand-edited file"],
+            )
         bad = [c for c in chars if not isinstance(c, str) or len(c) != 1]
         if bad:
             raise TokenizerError(
@@ -29,8 +35,14 @@ class CharTokenizer:
                 causes=["the file is a word- or BPE-level vocabulary, not a character one"],
             )
         if len(set(chars)) != len(chars):
-            dupes = sorted({c for c in chars if chars.count(c) > 1})
-            raise TokenizerError(f"Tokenizer vocabulary repeats characters: {dupes[:10]!r}", path=path)
+            seen: set[str] = set()
+            dupes = sorted({c for c in chars if c in seen or seen.add(c)})
+            raise TokenizerError(
+                f"Tokenizer vocabulary repeats characters: {dupes[:10]!r} each appear more than once, so two "
+                "IDs would decode to the same character and encoding could not be undone",
+                path=path,
+                causes=["a hand-edited or merged vocabulary", "a vocabulary built by a buggy script"],
+            )
         self.chars = chars
         self.path = path
         self.stoi = {c: i for i, c in enumerate(chars)}
@@ -47,17 +59,17 @@ class CharTokenizer:
     @classmethod
     def from_file(cls, path: str | os.PathLike) -> CharTokenizer:
         path = Path(path)
-        if not path.exists():
-            raise TokenizerError(
-                f"Tokenizer file not found: {path}",
-                path=path,
-                causes=["run `minigpt prepare` first", "pass --tokenizer or --workspace"],
-            )
-        if not path.is_file():
-            raise TokenizerError(f"Not a tokenizer file: {path} is not a regular file", path=path)
-        raw = path.read_bytes()
+        missing = ["run `minigpt prepare` first", "pass --tokenizer or --workspace"]
+        stat_input(path, "Tokenizer file", error=TokenizerError, missing=missing)
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise os_error(exc, path, action="read") from None
         if not raw.strip():
             raise TokenizerError(f"Not a tokenizer: {path} is empty (an interrupted save?)", path=path)
+        lfs = lfs_pointer_message(path, raw, len(raw))
+        if lfs:
+            raise TokenizerError(f"Not a tokenizer: {lfs}", path=path)
         try:
             data = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -75,9 +87,13 @@ class CharTokenizer:
             )
         return cls(data["chars"], path=str(path))
 
-    def save(self, path: str | os.PathLike) -> None:
+    def to_json(self) -> str:
+        """The file's text: `chars` plus `vocab_size` and `fingerprint` for people reading it."""
         payload = {"chars": self.chars, "vocab_size": self.vocab_size, "fingerprint": self.fingerprint}
-        atomic_write_text(json.dumps(payload, ensure_ascii=False, indent=1) + "\n", path)
+        return json.dumps(payload, ensure_ascii=False, indent=1) + "\n"
+
+    def save(self, path: str | os.PathLike) -> None:
+        atomic_write_text(self.to_json(), path)
 
     @property
     def vocab_size(self) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from minigpt.corpus import decode_text, demo_text, load_source, read_text, split_lines
+from minigpt.corpus import decode_text, demo_text, load_source, read_text, split_lines, split_text
 from minigpt.errors import DataError
 
 
@@ -65,9 +65,18 @@ def test_three_lines_give_one_line_per_split():
     assert split_lines("a\nb\nc") == {"train": "a\n", "val": "b\n", "test": "c"}
 
 
-def test_text_with_fewer_than_three_lines_cannot_be_split():
-    with pytest.raises(DataError, match="2 line"):
-        split_lines("only\ntwo lines\n")
+def test_text_with_fewer_than_three_lines_is_cut_inside_a_line_with_a_notice():
+    # GIVEN an 11k-character article on 2 lines (the line-based split needs 3)
+    text = "Title of the article\n" + "word " * 2200
+    splits, notice = split_text(text, source="article.txt")
+    assert "".join(splits.values()) == text
+    assert len(splits["train"]) == round(len(text) * 0.9) and len(splits["val"]) > 500
+    assert "article.txt has only 2 line(s)" in notice and "inside a line" in notice
+
+
+def test_text_of_fewer_than_three_characters_cannot_be_split():
+    with pytest.raises(DataError, match="2 character"):
+        split_lines("a\n")
 
 
 def test_demo_is_deterministic_prose_of_several_hundred_kb():

@@ -32,13 +32,14 @@ def load_ids(ws: Workspace, split: str) -> torch.Tensor:
     return torch.load(ws.ids(split), weights_only=True)
 
 
-def test_demo_prepare_writes_tokenizer_and_int64_splits(tmp_path):
+def test_demo_prepare_writes_tokenizer_and_uint8_splits(tmp_path):
     ws = Workspace(tmp_path)
     summary = prepare_workspace("demo", ws)
     assert all(path.is_file() for path in ws.required_files().values())
+    assert summary.vocab_size < 256 and summary.ids_dtype == "torch.uint8"
     for split in SPLITS:
         ids = load_ids(ws, split)
-        assert ids.dtype == torch.long and ids.dim() == 1
+        assert ids.dtype == torch.uint8 and ids.dim() == 1
         assert ids.numel() == summary.tokens[split] > 0
     assert CharTokenizer.from_file(ws.tokenizer).fingerprint == summary.fingerprint
 

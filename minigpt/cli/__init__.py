@@ -1,7 +1,8 @@
 """`minigpt` command line: one module per subcommand, each with `add_arguments` and `run`.
 
 Exit codes: 0 success (checks: nothing failed), 1 a check failed / training diverged,
-2 bad usage or unreadable input.
+2 bad usage, unreadable input or an OS refusal (disk full, read-only, permission denied, not a
+directory, is a directory: one line naming the path, no traceback), 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import importlib
 import sys
 
 from ..errors import MiniGPTError
+from ..fileio import os_error
 
 # subcommand -> (module, help)
 COMMANDS = {
@@ -41,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
         return int(args._run(args) or 0)
     except MiniGPTError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # one the library did not type itself: classified by errno
+        print(f"error: {os_error(exc, action='access')}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
