@@ -262,7 +262,6 @@ class MiniGPTApp(App):
 
             report = run_checks(ctx, only=only, listener=listener, cancel=cancel)
             if not cancel.is_set():
-                report.shared = dict(report.shared, only=only)
                 self.post_message(ChecksFinished(report))
 
     def _forward(self, message: Message) -> None:
@@ -308,7 +307,7 @@ class MiniGPTApp(App):
     @on(ChecksFinished)
     def merge_report(self, message: ChecksFinished) -> None:
         report = message.report
-        only = report.shared.pop("only", None)
+        only = report.only
         previous = self.session.last_report
         if only and previous is not None and not previous.cancelled:
             fresh = report.by_id()
@@ -318,14 +317,14 @@ class MiniGPTApp(App):
                 results=merged,
                 fault=report.fault,
                 fault_notes=report.fault_notes,
-                shared={**previous.shared, **report.shared},
+                judged=report.judged,
             )
         else:
             self.timings["all_checks_s"] = time.perf_counter() - self._checks_started
             self.timings.setdefault("first_checks_done_s", time.perf_counter() - self.started_at)
             self.log.info(f"all checks done in {self.timings['all_checks_s']:.2f}s")
         self.session.last_report = report
-        self._forward(ChecksFinished(report))  # the gradients pane renders report.shared["grad_table"]
+        self._forward(ChecksFinished(report))  # the gradients pane renders the gradients check's table
 
     # -- actions ----------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple) -> bool | None:
@@ -419,7 +418,7 @@ class MiniGPTApp(App):
 
     def palette_commands(self) -> list[tuple[str, str, object]]:
         """(title, help, callback) for the command palette; runs in a thread (imports torch)."""
-        from minigpt.checks import CHECKS, FAULTS, ordered_ids
+        from minigpt.checks import FAULTS, catalog
 
         commands = [
             ("Run all checks", "re-run the whole pipeline (r)", self.action_run_all),
@@ -432,7 +431,9 @@ class MiniGPTApp(App):
             (f"Show pane {n}: {title}", f"switch to the {title} pane ({n})", partial(self.action_show_pane, pane_id))
             for n, (pane_id, title) in enumerate(PANES, start=1)
         ]
-        commands += [(f"Run check: {cid}", CHECKS[cid].title, partial(self.run_checks, [cid])) for cid in ordered_ids()]
+        commands += [
+            (f"Run check: {cid}", info.title, partial(self.run_checks, [cid])) for cid, info in catalog().items()
+        ]
         commands += [
             (f"Inject fault: {f.name}", f"{f.description} (trips {f.intended})", partial(self.inject_fault, f.name))
             for f in FAULTS.values()

@@ -16,7 +16,8 @@ def test_check_exit_code_0_on_healthy_workspace_and_json_report(trained_workspac
     )
     assert code == 0
     report = json.loads(out.read_text())
-    assert report["schema_version"] == 1
+    assert report["schema_version"] == 2
+    assert {f["role"] for f in report["judged"]} >= {"checkpoint", "metrics", "tokenizer", "train_ids"}
     for key in (
         "tokenizer_fingerprint",
         "vocab_size",
@@ -99,7 +100,7 @@ def test_sample_and_prepare_refuse_bad_input_with_exit_2(tiny_workspace, capsys)
 
 def test_library_never_imports_rich_or_textual():
     code = (
-        "import sys, minigpt, minigpt.checks, minigpt.checks.catalog, minigpt.train, minigpt.sampling, "
+        "import sys, minigpt, minigpt.checks, minigpt.checks.engine, minigpt.train, minigpt.sampling, "
         "minigpt.prepare, minigpt.curve, minigpt.cli, minigpt.cli.check, minigpt.cli.train; "
         "bad = [m for m in sys.modules if m.split('.')[0] in ('rich', 'textual')]; print(bad); sys.exit(bool(bad))"
     )
@@ -110,3 +111,9 @@ def test_library_never_imports_rich_or_textual():
 def test_python_dash_m_minigpt_works():
     result = subprocess.run([sys.executable, "-m", "minigpt", "check", "--list"], capture_output=True, text=True)
     assert result.returncode == 0 and "causal_independence" in result.stdout
+
+
+def test_check_on_a_named_checkpoint_that_does_not_exist_exits_2_naming_it(tiny_workspace, capsys):
+    code = main(["check", "--workspace", str(tiny_workspace.root), "--checkpoint", "does/not/exist.pt"])
+    assert code == 2
+    assert "does/not/exist.pt" in capsys.readouterr().err

@@ -1,21 +1,52 @@
-"""The check engine: each diagnostic isolates one assumption of the training pipeline."""
+"""The check engine: each diagnostic isolates one assumption of the training pipeline.
 
-from .context import CheckContext, CheckOptions
-from .engine import SCHEMA_VERSION, Report, resolve_selection, run_checks
-from .faults import FAULTS
-from .registry import CHECKS, ordered_ids
-from .result import CheckResult, Status
+Importing this package is cheap and torch-free: the metadata (`catalog`, `ordered_ids`, `Status`,
+`CheckResult`, `Report`, `FAULTS`, `CheckOptions`) loads in milliseconds. The runnable parts
+(`CheckContext`, `run_checks`) import torch and are loaded on first access.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .control import Cancelled, CheckRun
+from .faults import FAULTS, Fault
+from .options import CheckOptions, ResolvedInputs
+from .registry import STAGES, CheckInfo, catalog, ordered_ids
+from .result import SCHEMA_VERSION, CheckResult, FileIdentity, Report, Status
+
+if TYPE_CHECKING:
+    from .context import CheckContext
+    from .engine import resolve_selection, run_checks
+
+_LAZY = {"CheckContext": "context", "run_checks": "engine", "resolve_selection": "engine"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
+    "FAULTS",
+    "SCHEMA_VERSION",
+    "STAGES",
+    "Cancelled",
     "CheckContext",
+    "CheckInfo",
     "CheckOptions",
     "CheckResult",
-    "Status",
+    "CheckRun",
+    "Fault",
+    "FileIdentity",
     "Report",
-    "run_checks",
-    "resolve_selection",
-    "FAULTS",
-    "CHECKS",
+    "ResolvedInputs",
+    "Status",
+    "catalog",
     "ordered_ids",
-    "SCHEMA_VERSION",
+    "resolve_selection",
+    "run_checks",
 ]

@@ -27,7 +27,7 @@ def _torch_version_tuple() -> tuple[int, int]:
 
 
 @check("environment", "environment", "Python, torch and the device")
-def environment(ctx):
+def environment(ctx, run):
     values = {
         "python": platform.python_version(),
         "torch": torch.__version__,
@@ -66,13 +66,13 @@ def environment(ctx):
 
 
 @check("files", "files", "Required files present and plausibly sized")
-def files(ctx):
-    opts = ctx.options
-    required = {"tokenizer": opts.tokenizer, "train_ids": opts.train_data}
+def files(ctx, run):
+    inputs = ctx.inputs
+    required = {"tokenizer": inputs.tokenizer, "train_ids": inputs.train_data}
     optional = {
         "val_ids": ctx.ws.ids("val"),
         "test_ids": ctx.ws.ids("test"),
-        "checkpoint": opts.checkpoint,
+        "checkpoint": inputs.checkpoint or inputs.checkpoint_default,
         "metrics": ctx.ws.metrics,
     }
     rows, missing, small, absent_optional = [], [], [], []
@@ -119,7 +119,7 @@ def files(ctx):
 
 
 @check("tokenizer_roundtrip", "tokenizer", "decode(encode(text)) == text", depends=("files",))
-def tokenizer_roundtrip(ctx):
+def tokenizer_roundtrip(ctx, run):
     tok = ctx.tokenizer
     values = {
         "vocab_size": tok.vocab_size,
@@ -152,7 +152,7 @@ def tokenizer_roundtrip(ctx):
 
 
 @check("tokenizer_fingerprint", "tokenizer", "Tokenizer matches the checkpoint", depends=("tokenizer_roundtrip",))
-def tokenizer_fingerprint(ctx):
+def tokenizer_fingerprint(ctx, run):
     tok = ctx.tokenizer
     if not ctx.has_checkpoint:
         raise Outcome(Status.SKIP, "no checkpoint to compare against (fresh model)")
@@ -198,7 +198,7 @@ def tokenizer_fingerprint(ctx):
 
 
 @check("token_range", "data", "IDs are integers in [0, vocab_size)", depends=("tokenizer_roundtrip",))
-def token_range(ctx):
+def token_range(ctx, run):
     vocab = ctx.tokenizer.vocab_size
     per_split, bad_total = {}, 0
     for name, ids in ctx.splits.items():
@@ -240,7 +240,7 @@ def token_range(ctx):
 
 
 @check("decoded_sample", "data", "Stored IDs decode to readable text", depends=("token_range",))
-def decoded_sample(ctx):
+def decoded_sample(ctx, run):
     tok, ids = ctx.tokenizer, ctx.splits["train"]
     start = ids.numel() // 3
     text = tok.decode(ids[start : start + 300].tolist())
@@ -273,7 +273,7 @@ def _runs(text: str):
 
 
 @check("batch_shift", "batches", "Targets are the inputs shifted by one", depends=("token_range",))
-def batch_shift(ctx):
+def batch_shift(ctx, run):
     x, y = ctx.batch(DEBUG_BATCH_SIZE, _block(ctx))
     shifted_ok = bool(torch.equal(x[:, 1:], y[:, :-1]))
     identical = bool(torch.equal(x, y))
@@ -303,7 +303,7 @@ def batch_shift(ctx):
 
 
 @check("batch_dtype_device", "batches", "Batches are int64 [B, T] on the model's device", depends=("batch_shift",))
-def batch_dtype_device(ctx):
+def batch_dtype_device(ctx, run):
     x, y = ctx.batch(DEBUG_BATCH_SIZE, _block(ctx))
     model = ctx.build_model()
     model_device = next(model.parameters()).device

@@ -8,60 +8,24 @@ from __future__ import annotations
 import threading
 import time
 import traceback
-from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from ..errors import ConfigError, MiniGPTError, ModelSpecError
-from .adapter import ModelContractError
+from ..modelio import ModelContractError
 from .context import CheckContext
-from .registry import CHECKS, ordered_ids
-from .result import CheckResult, Outcome, Status
+from .control import Cancelled, CheckRun, Listener
+from .registry import Check, catalog, implementations, ordered_ids
+from .result import SCHEMA_VERSION, CheckResult, Outcome, Report, Status
 
-SCHEMA_VERSION = 1
-
-# listener(kind, payload): ("started", (check_id, index, total)), ("progress", (check_id, fraction)),
-# ("finished", (CheckResult, index, total))
-Listener = Callable[[str, tuple], None]
-
-
-class Cancelled(Exception):
-    pass
-
-
-@dataclass
-class Report:
-    results: list[CheckResult]
-    fault: str | None = None
-    fault_notes: list[str] = field(default_factory=list)
-    started_at: float = 0.0
-    seconds: float = 0.0
-    cancelled: bool = False
-    shared: dict = field(default_factory=dict)
-
-    def by_id(self) -> dict[str, CheckResult]:
-        return {r.id: r for r in self.results}
-
-    @property
-    def failed(self) -> list[CheckResult]:
-        return [r for r in self.results if r.status in (Status.FAIL, Status.ERROR)]
-
-    @property
-    def exit_code(self) -> int:
-        return 1 if self.failed else 0
-
-    def counts(self) -> dict[str, int]:
-        out = {s.value: 0 for s in Status}
-        for r in self.results:
-            out[r.status.value] += 1
-        return out
+__all__ = ["SCHEMA_VERSION", "Cancelled", "Listener", "Report", "resolve_selection", "run_checks"]
 
 
 def resolve_selection(only: list[str] | None = None, skip: list[str] | None = None) -> tuple[list[str], set[str]]:
     """The ids to run in pipeline order (dependencies of `only` pulled in) and those skipped by request."""
+    checks = catalog()
     order = ordered_ids()
-    unknown = [i for i in (only or []) + (skip or []) if i not in CHECKS]
+    unknown = [i for i in (only or []) + (skip or []) if i not in checks]
     if unknown:
-        raise ConfigError(f"unknown check id(s): {unknown}; known: {', '.join(order)}")
+        raise ConfigError(f"unknown check id(s): {', '.join(unknown)}; known: {', '.join(order)}")
     wanted = set(order)
     if only:
         wanted = set()
@@ -70,9 +34,8 @@ def resolve_selection(only: list[str] | None = None, skip: list[str] | None = No
             cid = stack.pop()
             if cid not in wanted:
                 wanted.add(cid)
-                stack.extend(CHECKS[cid].depends)
-    skipped = set(skip or [])
-    return [i for i in order if i in wanted], skipped
+                stack.extend(checks[cid].depends)
+    return [i for i in order if i in wanted], set(skip or [])
 
 
 def run_checks(
@@ -83,19 +46,19 @@ def run_checks(
     cancel: threading.Event | None = None,
 ) -> Report:
     ids, skipped = resolve_selection(only, skip)
+    specs = implementations()
     listener = listener or (lambda kind, payload: None)
     cancel = cancel or threading.Event()
-    report = Report(results=[], fault=ctx.fault, started_at=time.time())
+    ctx.refresh()  # files that changed since the last run are read again
+    report = Report(results=[], fault=ctx.fault_name, started_at=time.time(), only=list(only) if only else None)
     statuses: dict[str, Status] = {}
     t_run = time.perf_counter()
     for index, cid in enumerate(ids):
         if cancel.is_set():
             report.cancelled = True
             break
-        spec = CHECKS[cid]
+        spec = specs[cid]
         listener("started", (cid, index, len(ids)))
-        ctx.raise_if_cancelled = lambda: _raise_if(cancel)
-        ctx.report_progress = lambda fraction, _cid=cid: listener("progress", (_cid, fraction))
         blocked = [d for d in spec.depends if d in statuses and statuses[d].blocks_dependents]
         t0 = time.perf_counter()
         if cid in skipped:
@@ -106,31 +69,24 @@ def run_checks(
             )
         else:
             try:
-                result = _run_one(spec, ctx)
+                result = _run_one(spec, ctx, CheckRun(cid, cancel, listener))
             except Cancelled:
                 report.cancelled = True
                 break
-        if cid in skipped:
-            statuses[cid] = Status.PASS  # skipped on request: do not block dependents
-        else:
-            statuses[cid] = result.status
+        # skipped on request: do not block dependents
+        statuses[cid] = Status.PASS if cid in skipped else result.status
         result.duration_s = time.perf_counter() - t0
         report.results.append(result)
         listener("finished", (result, index, len(ids)))
     report.seconds = time.perf_counter() - t_run
     report.fault_notes = list(ctx.fault_notes)
-    report.shared = ctx.shared
+    report.judged = ctx.judged_files()
     return report
 
 
-def _raise_if(cancel: threading.Event) -> None:
-    if cancel.is_set():
-        raise Cancelled()
-
-
-def _run_one(spec, ctx: CheckContext) -> CheckResult:
+def _run_one(spec: Check, ctx: CheckContext, run: CheckRun) -> CheckResult:
     try:
-        summary, values = spec.fn(ctx)
+        summary, values = spec.fn(ctx, run)
         return CheckResult(spec.id, spec.stage, Status.PASS, summary, values=values)
     except Cancelled:
         raise

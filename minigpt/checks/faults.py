@@ -1,19 +1,22 @@
 """Known bugs to inject (`--inject FAULT`), so a user can watch the right check fail and trust it.
 
-Each fault names the check it exists to trip (`intended`) and the downstream checks that may
-fail with it because they measure the same broken thing (`also_fails`).
+Each fault is one object that knows where it applies: the token IDs (`splits`), the batches
+(`batch`), the learning rate (`learning_rate`), the model factory used to load a checkpoint
+(`checkpoint_factory`) or the model itself (`model`). The context calls every hook; a fault
+overrides the ones it needs. It names the check it exists to trip (`intended`) and the checks
+that may fail with it because they measure the same broken thing (`also_fails`).
+
+No torch at import time: the fault menu and `--help` list these without loading torch; the
+hooks import what they need when a check run calls them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+from typing import Any
 
 from ..errors import ConfigError
-from ..modelio import call
 
 
 @dataclass(frozen=True)
@@ -23,35 +26,156 @@ class Fault:
     intended: str
     also_fails: tuple[str, ...] = ()
 
+    def splits(self, splits: dict, vocab_size: int) -> tuple[dict, str | None]:
+        """The token IDs the checks read, by split."""
+        return splits, None
 
-FAULTS = {
+    def batch(self, x: Any, y: Any) -> tuple[Any, Any]:
+        """One batch of inputs and targets."""
+        return x, y
+
+    def learning_rate(self, default: float) -> float:
+        """The learning rate of the optimizer and overfit checks."""
+        return default
+
+    def checkpoint_factory(self, factory: Callable[[dict], Any]) -> Callable[[dict], Any]:
+        """The model factory a checkpoint is loaded into."""
+        return factory
+
+    def model(self, model: Any, *, fresh: bool) -> tuple[Any, str | None]:
+        """A built or loaded model; returns the (possibly wrapped) model and what was changed."""
+        return model, None
+
+    def refuse_for_user_model(self) -> str | None:
+        """Why this fault cannot be injected into a user's --model class, if it cannot."""
+        return None
+
+
+class _NoShift(Fault):
+    def batch(self, x, y):
+        return x, x.clone()  # the bug: targets are the inputs themselves
+
+
+class _OutOfRangeToken(Fault):
+    def splits(self, splits, vocab_size):
+        bad = splits["train"].clone().long()
+        pos = bad.numel() // 2
+        bad[pos] = vocab_size
+        return {**splits, "train": bad}, f"train ID at position {pos} set to vocab_size={vocab_size}"
+
+
+class _NoCausalMask(Fault):
+    def refuse_for_user_model(self):
+        return (
+            "--inject no_causal_mask needs the built-in MiniGPT's attention (a `causal` attribute); "
+            "it cannot be injected into --model"
+        )
+
+    def model(self, model, *, fresh):
+        flagged = [m for m in model.modules() if hasattr(m, "causal")]
+        if not flagged:
+            raise ConfigError(self.refuse_for_user_model() or "")
+        for m in flagged:
+            m.causal = False
+        return model, f"causal=False on {len(flagged)} attention modules"
+
+
+class _LrTooHigh(Fault):
+    def learning_rate(self, default):
+        return 0.1
+
+
+class _FrozenParameters(Fault):
+    def model(self, model, *, fresh):
+        if not fresh:
+            return model, None
+        target = middle_weight_name(model).rsplit(".", 1)[0]
+        frozen = [n for n, _ in model.named_parameters() if n.rsplit(".", 1)[0] == target]
+        for n, p in model.named_parameters():
+            if n in frozen:
+                p.requires_grad_(False)
+        return model, f"froze {', '.join(frozen)}"
+
+
+class _WrongArchitecture(Fault):
+    def checkpoint_factory(self, factory):
+        def wider(cfg: dict):
+            changed = dict(cfg)
+            key = (
+                "embedding_dim"
+                if "embedding_dim" in cfg
+                else next(k for k, v in cfg.items() if isinstance(v, int) and not isinstance(v, bool))
+            )
+            changed[key] = cfg[key] * 2
+            return factory(changed)
+
+        return wider
+
+
+class _DropoutOn(Fault):
+    def model(self, model, *, fresh):
+        import torch.nn as nn
+
+        from .fault_modules import AlwaysOnDropout
+
+        replaced = []
+        for name, module in list(model.named_modules()):
+            for child_name, child in list(module.named_children()):
+                if isinstance(child, nn.Dropout):
+                    setattr(module, child_name, AlwaysOnDropout(0.2))
+                    replaced.append(f"{name}.{child_name}".lstrip("."))
+        return model, f"always-on dropout 0.2 in {len(replaced)} places"
+
+
+class _OutputFault(Fault):
+    def model(self, model, *, fresh):
+        if not fresh:
+            return model, None
+        from .fault_modules import OutputFault
+
+        return OutputFault(model, self.name), self.name
+
+
+class _NanWeight(Fault):
+    def model(self, model, *, fresh):
+        import torch
+
+        name = middle_weight_name(model)
+        with torch.no_grad():
+            dict(model.named_parameters())[name].view(-1)[0] = float("nan")
+        return model, f"NaN in {name}"
+
+
+FAULTS: dict[str, Fault] = {
     f.name: f
     for f in [
-        Fault("no_shift", "targets equal inputs (the shift by one token was forgotten)", "batch_shift"),
-        Fault("out_of_range_token", "one training ID equals vocab_size", "token_range", ("decoded_sample",)),
-        Fault(
+        _NoShift("no_shift", "targets equal inputs (the shift by one token was forgotten)", "batch_shift"),
+        _OutOfRangeToken("out_of_range_token", "one training ID equals vocab_size", "token_range", ("decoded_sample",)),
+        _NoCausalMask(
             "no_causal_mask",
             "attention without the causal mask: position t sees t+1",
             "causal_independence",
             ("initial_loss", "checkpoint_load", "generation_repetition"),
         ),
-        Fault(
+        _LrTooHigh(
             "lr_too_high",
             "learning rate 0.1 for the optimizer and overfit checks",
             "optimizer_update",
             ("single_batch_overfit",),
         ),
-        Fault("frozen_parameters", "one layer's parameters have requires_grad=False", "gradients"),
-        Fault("wrong_architecture", "the checkpoint is loaded into a model twice as wide", "checkpoint_load"),
-        Fault(
+        _FrozenParameters("frozen_parameters", "one layer's parameters have requires_grad=False", "gradients"),
+        _WrongArchitecture(
+            "wrong_architecture", "the checkpoint is loaded into a model twice as wide", "checkpoint_load"
+        ),
+        _DropoutOn(
             "dropout_on",
             "dropout 0.2 that stays on in eval mode (F.dropout(training=True))",
             "eval_determinism",
             ("single_batch_overfit",),
         ),
-        Fault("softmax_loss", "cross-entropy fed probabilities instead of logits", "single_batch_overfit"),
-        Fault("transposed_logits", "logits returned as [B, V, T] instead of [B, T, V]", "forward_shapes"),
-        Fault(
+        _OutputFault("softmax_loss", "cross-entropy fed probabilities instead of logits", "single_batch_overfit"),
+        _OutputFault("transposed_logits", "logits returned as [B, V, T] instead of [B, T, V]", "forward_shapes"),
+        _NanWeight(
             "nan_weight",
             "one weight set to NaN",
             "nonfinite_localisation",
@@ -61,73 +185,9 @@ FAULTS = {
 }
 
 
-class _AlwaysOnDropout(nn.Module):
-    def __init__(self, p: float):
-        super().__init__()
-        self.p = p
-
-    def forward(self, x):
-        return F.dropout(x, self.p, training=True)  # the bug: ignores self.training
-
-
-class _OutputFault(nn.Module):
-    """Wraps a model and corrupts its output, keeping the (logits, loss) contract."""
-
-    def __init__(self, inner: nn.Module, kind: str):
-        super().__init__()
-        self.inner, self.kind = inner, kind
-        self.config = inner.config
-
-    def forward(self, idx, targets=None):
-        logits, loss = call(self.inner, idx, targets)
-        if self.kind == "transposed_logits":
-            return logits.transpose(1, 2), loss  # (B, V, T)
-        if targets is not None:  # softmax_loss
-            probs = F.softmax(logits, dim=-1)
-            loss = F.cross_entropy(probs.reshape(-1, probs.size(-1)), targets.reshape(-1))
-        return logits, loss
-
-
-def middle_weight_name(model: nn.Module) -> str:
+def middle_weight_name(model: Any) -> str:
     """A weight in the middle of the network (not the embeddings), for nan_weight / frozen_parameters."""
     names = [n for n, p in model.named_parameters() if p.dim() >= 2 and "embed" not in n and "wte" not in n]
     if not names:
         names = [n for n, _ in model.named_parameters()]
     return names[len(names) // 2]
-
-
-def apply_to_model(fault: str | None, model: nn.Module, *, fresh: bool) -> tuple[nn.Module, str | None]:
-    """Apply a model-level fault; returns the (possibly wrapped) model and what was changed."""
-    if fault == "no_causal_mask":
-        flagged = [m for m in model.modules() if hasattr(m, "causal")]
-        if not flagged:
-            raise ConfigError(
-                "--inject no_causal_mask needs attention modules with a `causal` attribute "
-                "(the built-in MiniGPT); it cannot be injected into this model"
-            )
-        for m in flagged:
-            m.causal = False
-        return model, f"causal=False on {len(flagged)} attention modules"
-    if fault == "frozen_parameters" and fresh:
-        target = middle_weight_name(model).rsplit(".", 1)[0]
-        frozen = [n for n, p in model.named_parameters() if n.rsplit(".", 1)[0] == target]
-        for n, p in model.named_parameters():
-            if n in frozen:
-                p.requires_grad_(False)
-        return model, f"froze {frozen}"
-    if fault == "dropout_on":
-        replaced = []
-        for name, module in list(model.named_modules()):
-            for child_name, child in list(module.named_children()):
-                if isinstance(child, nn.Dropout):
-                    setattr(module, child_name, _AlwaysOnDropout(0.2))
-                    replaced.append(f"{name}.{child_name}".lstrip("."))
-        return model, f"always-on dropout 0.2 in {len(replaced)} places"
-    if fault in ("softmax_loss", "transposed_logits") and fresh:
-        return _OutputFault(model, fault), fault
-    if fault == "nan_weight":
-        name = middle_weight_name(model)
-        with torch.no_grad():
-            dict(model.named_parameters())[name].view(-1)[0] = float("nan")
-        return model, f"NaN in {name}"
-    return model, None

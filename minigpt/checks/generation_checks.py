@@ -10,7 +10,7 @@ from .result import Outcome, Status
 
 
 @check("sampler_settings", "generation", "Sampler settings are valid and sensible")
-def sampler_settings(ctx):
+def sampler_settings(ctx, run):
     s = ctx.options.sampler
     values = {
         "temperature": s.temperature,
@@ -49,23 +49,16 @@ def sampler_settings(ctx):
     "Generated text does not loop",
     depends=("sampler_settings", "tokenizer_roundtrip"),
 )
-def generation_repetition(ctx):
+def generation_repetition(ctx, run):
     tok, settings = ctx.tokenizer, ctx.options.sampler
-    model, source = None, "fresh model (no checkpoint)"
-    if ctx.has_checkpoint:
-        try:
-            model, source = ctx.checkpoint.model, "checkpoint"
-        except Exception:
-            raise Outcome(Status.SKIP, "the checkpoint did not load (see checkpoint_load)") from None
-    if model is None:
-        model = ctx.build_model()
+    inspected = ctx.inspected_model(require_finite=True)
+    model, source = inspected.model, inspected.label
     prompt = "".join(c for c in ctx.options.prompt if c in tok.stoi) or tok.chars[0]
     ids = tok.encode(prompt)
     new = generate(model, ids, settings)
     text = tok.decode(new)
     report = repetition_report(text)
     values = {"model": source, "prompt": prompt, "text": text, **report}
-    ctx.shared["generated_text"] = text
     looping = report["tail_fraction"] > 0.3 or report["repetition_rate"] > 0.6
     if looping and report["chars"] >= 40:
         raise Outcome(

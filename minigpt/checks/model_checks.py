@@ -12,6 +12,13 @@ from . import adapter
 from .data_checks import DEBUG_BATCH_SIZE, _block
 from .registry import check
 from .result import Outcome, Status
+from .values import GradientsValues, OptimizerValues
+
+
+def _names(names: list[str], limit: int = 4) -> str:
+    """Parameter names for a sentence: the first few, then how many more."""
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
 def _shape_T(ctx) -> tuple[int, int, int]:
@@ -23,7 +30,7 @@ def _shape_T(ctx) -> tuple[int, int, int]:
 
 
 @check("forward_shapes", "model", "Logits are [B, T, V]; the loss is a finite scalar", depends=("batch_dtype_device",))
-def forward_shapes(ctx):
+def forward_shapes(ctx, run):
     B, T, V = _shape_T(ctx)
     model = ctx.build_model()
     x, y = ctx.batch(B, T)
@@ -83,7 +90,7 @@ def forward_shapes(ctx):
 
 
 @check("initial_loss", "model", "A fresh model's loss is near log(V)", depends=("forward_shapes", "batch_shift"))
-def initial_loss(ctx):
+def initial_loss(ctx, run):
     B, T, V = _shape_T(ctx)
     model = ctx.build_model().eval()
     expected = math.log(V)
@@ -138,7 +145,7 @@ def _embedding_module(model: nn.Module, vocab: int) -> nn.Module | None:
 
 
 @check("causal_independence", "model", "Position t never sees t+1", depends=("forward_shapes",))
-def causal_independence(ctx):
+def causal_independence(ctx, run):
     _, T, V = _shape_T(ctx)
     model = ctx.build_model().eval()
     x, _ = ctx.batch(1, T)
@@ -221,7 +228,7 @@ def _gradient_leak(model: nn.Module, emb: nn.Module, x: torch.Tensor, V: int) ->
 
 
 @check("eval_determinism", "model", "Two eval-mode passes agree (dropout off)", depends=("forward_shapes",))
-def eval_determinism(ctx):
+def eval_determinism(ctx, run):
     B, T, _ = _shape_T(ctx)
     cfg = ctx.base_config()
     model = ctx.build_model().eval()
@@ -249,14 +256,13 @@ def eval_determinism(ctx):
 @check(
     "gradients", "gradients", "Every trainable parameter gets a finite, nonzero gradient", depends=("forward_shapes",)
 )
-def gradients(ctx):
+def gradients(ctx, run):
     B, T, _ = _shape_T(ctx)
     model = ctx.build_model().train()
     x, y = ctx.batch(B, T)
     _, loss = adapter.call(model, x, y)
     loss.backward()
     rows, global_norm = adapter.grad_table(model)
-    ctx.shared["grad_table"] = {"rows": rows, "global_norm": global_norm, "clip": 1.0, "source": "gradients check"}
     problems = {
         flag: [r["name"] for r in rows if flag in r["flags"]] for flag in ("frozen", "no_grad", "nonfinite", "zero")
     }
@@ -274,19 +280,20 @@ def gradients(ctx):
         if recovered:
             notes.append(
                 f"{len(recovered)} parameters had a zero gradient at initialisation only "
-                f"(zero-initialised layers after them): {recovered[:4]}"
+                f"(zero-initialised layers after them): {_names(recovered)}"
             )
-    values = {
+    values: GradientsValues = {
         "global_norm": global_norm,
         "parameters": len(rows),
         "missing_gradients": problems["no_grad"] + problems["frozen"],
         "nonfinite_gradients": problems["nonfinite"],
         "zero_gradients": problems["zero"],
         "notes": notes,
-        "table": [{k: r[k] for k in ("name", "shape", "grad_norm", "weight_norm", "flags", "tied_with")} for r in rows],
+        "model": "fresh model (" + ("--config" if ctx.inputs.config_path else "debug shape or checkpoint config") + ")",
+        "table": rows,
     }
     if any(problems.values()):
-        parts = [f"{flag}: {names[:4]}{'...' if len(names) > 4 else ''}" for flag, names in problems.items() if names]
+        parts = [f"{flag}: {_names(names)}" for flag, names in problems.items() if names]
         causes = []
         if problems["frozen"]:
             causes.append("requires_grad=False on these parameters (frozen on purpose? then ignore)")
@@ -316,7 +323,7 @@ def gradients(ctx):
 @check(
     "optimizer_update", "optimization", "An AdamW step changes every parameter by a sane amount", depends=("gradients",)
 )
-def optimizer_update(ctx):
+def optimizer_update(ctx, run):
     B, T, _ = _shape_T(ctx)
     model = ctx.build_model().train()
     x, y = ctx.batch(B, T)
@@ -338,7 +345,6 @@ def optimizer_update(ctx):
     for i, (name, _) in enumerate(params):
         upd, w = stats[0][i], stats[1][i]
         rows.append({"name": name, "update_norm": upd, "weight_norm": w, "ratio": upd / w if w > 0 else None})
-    ctx.shared["update_ratios"] = {r["name"]: r["ratio"] for r in rows}
     unchanged = [r["name"] for r in rows if r["update_norm"] == 0]
     notes = []
     if unchanged:
@@ -353,7 +359,7 @@ def optimizer_update(ctx):
             ).tolist()
         still = {name for (name, _), m in zip(params, moved) if m == 0}
         notes = (
-            [f"moved only from the second step: {[n for n in unchanged if n not in still][:4]}"]
+            [f"moved only from the second step: {_names([n for n in unchanged if n not in still])}"]
             if len(still) < len(unchanged)
             else []
         )
@@ -361,7 +367,7 @@ def optimizer_update(ctx):
     ratios = sorted(r["ratio"] for r in rows if r["ratio"] is not None and math.isfinite(r["ratio"]))
     median = ratios[len(ratios) // 2] if ratios else 0.0
     worst = max(rows, key=lambda r: r["ratio"] or 0.0) if rows else None
-    values = {
+    values: OptimizerValues = {
         "learning_rate": lr,
         "median_update_ratio": median,
         "max_update_ratio": worst["ratio"] if worst else None,
@@ -374,7 +380,7 @@ def optimizer_update(ctx):
     if unchanged:
         raise Outcome(
             Status.FAIL,
-            f"{len(unchanged)} parameters unchanged by the step: {unchanged[:4]}",
+            f"{len(unchanged)} parameters unchanged by the step: {_names(unchanged)}",
             values=values,
             causes=["parameters not passed to the optimizer", "their gradient is zero or missing"],
             fixes=["torch.optim.AdamW(model.parameters(), ...)"],
@@ -440,18 +446,10 @@ def localise_nonfinite(model: nn.Module, x: torch.Tensor, y: torch.Tensor | None
 
 
 @check("nonfinite_localisation", "model", "No module produces NaN/inf (first offender named)", depends=("token_range",))
-def nonfinite_localisation(ctx):
+def nonfinite_localisation(ctx, run):
     B, T, _ = _shape_T(ctx)
-    source = "fresh model"
-    model = None
-    if ctx.has_checkpoint:
-        try:
-            model, source = ctx.checkpoint.model, "checkpoint"
-        except Exception:
-            model = None
-    if model is None:
-        model = ctx.build_model()
-    model.eval()
+    inspected = ctx.inspected_model()
+    model, source = inspected.model.eval(), inspected.label
     x, y = ctx.batch(B, min(T, adapter.config_value(model, "block_size")))
     result = localise_nonfinite(model, x, y)
     result["model"] = source
@@ -462,7 +460,9 @@ def nonfinite_localisation(ctx):
             else "outputs finite"
         )
         params = (
-            f"; non-finite parameters: {result['nonfinite_parameters'][:4]}" if result["nonfinite_parameters"] else ""
+            f"; non-finite parameters: {_names(result['nonfinite_parameters'])}"
+            if result["nonfinite_parameters"]
+            else ""
         )
         raise Outcome(
             Status.FAIL,

@@ -1,9 +1,27 @@
-"""The ordered list of checks. Each check is a function `fn(ctx) -> CheckResult`-like dict."""
+"""The checks, in pipeline order: what each is called, which stage it belongs to, what it depends on.
+
+A check is a function `fn(ctx, run)` in one of CHECK_MODULES, declared with `@check(...)`. That
+decorator is the single place a check's metadata is written. The metadata is read two ways:
+
+- `catalog()` reads the decorators' literal arguments from the module sources with `ast`, without
+  importing them: the check modules import torch, and the CLI's `--help`, the fault menu and the
+  UI's palette must not wait for torch to list the checks.
+- `implementations()` imports the modules (which registers every function) and verifies that what
+  registered is exactly what the catalog says.
+
+Adding a check: write its function with `@check(...)` in the module of its stage, plus its test.
+"""
 
 from __future__ import annotations
 
+import ast
+import functools
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import MiniGPTError
 
 STAGES = (
     "environment",
@@ -18,34 +36,108 @@ STAGES = (
     "checkpoint",
     "generation",
 )
+# pipeline order: the modules in this order, each module's checks in file order
+CHECK_MODULES = ("data_checks", "model_checks", "training_checks", "generation_checks")
+
+
+class RegistryError(MiniGPTError):
+    """A check declaration is inconsistent (unknown stage, a dependency declared later, a duplicate id)."""
 
 
 @dataclass(frozen=True)
-class Check:
+class CheckInfo:
+    """A check's metadata: plain values, no torch."""
+
     id: str
     stage: str
     title: str
-    depends: tuple[str, ...]
-    fn: Callable
+    depends: tuple[str, ...] = ()
     slow: bool = False
+    module: str = ""
 
 
-CHECKS: dict[str, Check] = {}  # insertion order = pipeline order
+@dataclass(frozen=True)
+class Check(CheckInfo):
+    fn: Callable = lambda ctx, run: None  # fn(ctx, run) -> (summary, values); raises Outcome for any other status
 
 
-def check(id: str, stage: str, title: str, depends: tuple[str, ...] = (), slow: bool = False):
-    assert stage in STAGES, stage
+_REGISTERED: dict[str, Check] = {}
+
+
+def check(id: str, stage: str, title: str, depends: tuple[str, ...] = (), slow: bool = False) -> Callable:
+    """Declare a check. Arguments must be literals: `catalog()` reads them without importing the module."""
 
     def register(fn: Callable) -> Callable:
-        for dep in depends:
-            assert dep in CHECKS, f"{id} depends on {dep}, which must be registered first"
-        CHECKS[id] = Check(id, stage, title, depends, fn, slow)
+        module = fn.__module__.rsplit(".", 1)[-1]
+        _REGISTERED[id] = Check(id, stage, title, tuple(depends), slow, module, fn)
         return fn
 
     return register
 
 
-def ordered_ids() -> list[str]:
-    from . import catalog  # noqa: F401  (registers every check, in pipeline order)
+def _validate(infos: list[CheckInfo]) -> dict[str, CheckInfo]:
+    out: dict[str, CheckInfo] = {}
+    for info in infos:
+        if info.stage not in STAGES:
+            raise RegistryError(f"check {info.id}: unknown stage {info.stage!r}; stages are {', '.join(STAGES)}")
+        if info.id in out:
+            raise RegistryError(f"check {info.id} is declared twice ({out[info.id].module} and {info.module})")
+        for dep in info.depends:
+            if dep not in out:
+                raise RegistryError(f"check {info.id} depends on {dep}, which must be declared before it")
+        out[info.id] = info
+    return out
 
-    return list(CHECKS)
+
+def _literal(node: ast.expr, where: str):
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        raise RegistryError(f"{where}: @check arguments must be literals (the catalog reads them unimported)") from None
+
+
+def _declared_in(module: str) -> list[CheckInfo]:
+    path = Path(__file__).with_name(f"{module}.py")
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    infos = []
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        for deco in node.decorator_list:
+            if isinstance(deco, ast.Call) and isinstance(deco.func, ast.Name) and deco.func.id == "check":
+                where = f"{path.name}:{deco.lineno}"
+                args = [_literal(a, where) for a in deco.args]
+                kwargs = {k.arg: _literal(k.value, where) for k in deco.keywords if k.arg}
+                names = ("id", "stage", "title", "depends", "slow")
+                fields = dict(zip(names, args), **kwargs)
+                fields["depends"] = tuple(fields.get("depends", ()))
+                infos.append(CheckInfo(module=module, **fields))
+    return infos
+
+
+@functools.cache
+def catalog() -> dict[str, CheckInfo]:
+    """Every check's metadata in pipeline order, read without importing torch (a few ms)."""
+    return _validate([info for module in CHECK_MODULES for info in _declared_in(module)])
+
+
+def ordered_ids() -> list[str]:
+    return list(catalog())
+
+
+@functools.cache
+def implementations() -> dict[str, Check]:
+    """The runnable checks, in pipeline order (imports the check modules, and with them torch)."""
+    for module in CHECK_MODULES:
+        importlib.import_module(f"{__package__}.{module}")
+    declared = catalog()
+    if set(_REGISTERED) != set(declared):
+        raise RegistryError(
+            f"registered checks differ from the catalog: only registered {sorted(set(_REGISTERED) - set(declared))}, "
+            f"only declared {sorted(set(declared) - set(_REGISTERED))}"
+        )
+    for cid, info in declared.items():
+        got = _REGISTERED[cid]
+        if CheckInfo(got.id, got.stage, got.title, got.depends, got.slow, got.module) != info:
+            raise RegistryError(f"check {cid}: its registered metadata differs from its declaration")
+    return {cid: _REGISTERED[cid] for cid in declared}

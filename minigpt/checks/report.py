@@ -7,8 +7,7 @@ from pathlib import Path
 
 from ..errors import DataError
 from ..fileio import atomic_write_text
-from .engine import SCHEMA_VERSION, Report
-from .result import _jsonable
+from .result import SCHEMA_VERSION, Report, _jsonable
 
 
 def _value(report: Report, check_id: str, key: str):
@@ -27,6 +26,8 @@ def report_to_dict(report: Report) -> dict:
             "environment": env,
             "fault": report.fault,
             "fault_notes": report.fault_notes,
+            "only": report.only,
+            "judged": [f.to_dict() for f in report.judged],
             "cancelled": report.cancelled,
             "counts": report.counts(),
             "exit_code": report.exit_code,

@@ -69,3 +69,59 @@ class Outcome(Exception):
         super().__init__(summary)
         self.status, self.summary = status, summary
         self.causes, self.fixes, self.values = list(causes), list(fixes), dict(values or {})
+
+
+SCHEMA_VERSION = 2  # 2: the report names the files it judged (`judged`)
+
+
+@dataclass(frozen=True)
+class FileIdentity:
+    """Which file a report judged: path, size and modification time (and the step, for a checkpoint)."""
+
+    role: str  # "checkpoint", "metrics", "tokenizer", "train_ids"
+    path: str
+    bytes: int | None = None
+    mtime: float | None = None  # seconds since the epoch
+    step: int | None = None
+
+    def to_dict(self) -> dict:
+        return {"role": self.role, "path": self.path, "bytes": self.bytes, "mtime": self.mtime, "step": self.step}
+
+    def describe(self) -> str:
+        import time
+
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.mtime)) if self.mtime is not None else "?"
+        step = f"step {self.step}, " if self.step is not None else ""
+        return f"{self.path} ({step}modified {when})"
+
+
+@dataclass
+class Report:
+    results: list[CheckResult]
+    fault: str | None = None
+    fault_notes: list[str] = field(default_factory=list)
+    started_at: float = 0.0
+    seconds: float = 0.0
+    cancelled: bool = False
+    only: list[str] | None = None  # the checks asked for (their dependencies ran too); None = all
+    judged: list[FileIdentity] = field(default_factory=list)  # the files this report's verdicts are about
+
+    def by_id(self) -> dict[str, CheckResult]:
+        return {r.id: r for r in self.results}
+
+    @property
+    def failed(self) -> list[CheckResult]:
+        return [r for r in self.results if r.status in (Status.FAIL, Status.ERROR)]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.failed else 0
+
+    def counts(self) -> dict[str, int]:
+        out = {s.value: 0 for s in Status}
+        for r in self.results:
+            out[r.status.value] += 1
+        return out
+
+    def judged_file(self, role: str) -> FileIdentity | None:
+        return next((f for f in self.judged if f.role == role), None)

@@ -6,8 +6,8 @@ import math
 
 import torch
 
-from ..train import _weights_finite
 from . import adapter
+from .context import weights_finite
 from .data_checks import DEBUG_BATCH_SIZE
 from .model_checks import localise_nonfinite
 from .registry import check
@@ -27,7 +27,7 @@ OVERFIT_LR = 3e-3
     depends=("forward_shapes", "batch_shift"),
     slow=True,
 )
-def single_batch_overfit(ctx):
+def single_batch_overfit(ctx, run):
     if ctx.options.skip_overfit:
         raise Outcome(Status.SKIP, "skipped (--skip-overfit)")
     cfg = ctx.debug_config()
@@ -35,20 +35,20 @@ def single_batch_overfit(ctx):
     V = ctx.tokenizer.vocab_size
     T = int(cfg.get("block_size", 32))
     x, y = ctx.batch(DEBUG_BATCH_SIZE, T, seed=ctx.options.seed + 11)
-    lr = OVERFIT_LR if ctx.fault != "lr_too_high" else ctx.learning_rate
+    lr = ctx.fault.learning_rate(OVERFIT_LR) if ctx.fault else OVERFIT_LR
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
     steps = ctx.options.overfit_steps
     history = torch.empty(steps)
     nonfinite_step = None
     for step in range(steps):
-        ctx.raise_if_cancelled()
+        run.raise_if_cancelled()
         _, loss = adapter.call(model, x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
         history[step] = loss.detach()
         if step % 25 == 24 or step == steps - 1:
-            ctx.report_progress((step + 1) / steps)
+            run.progress((step + 1) / steps)
             if not torch.isfinite(history[: step + 1]).all():
                 nonfinite_step = int((~torch.isfinite(history[: step + 1])).nonzero()[0])
                 break
@@ -78,7 +78,6 @@ def single_batch_overfit(ctx):
     with torch.no_grad():
         final = adapter.call(model, x, y)[1].item()
     values.update(final_loss=final, min_loss=min(hist))
-    ctx.shared["single_batch_final_loss"] = final
     if final < OVERFIT_THRESHOLD * baseline:
         return (
             f"memorised one batch: loss {hist[0]:.3f} -> {final:.4f} in {step + 1} steps "
@@ -128,7 +127,7 @@ CURVE_STATUS = {
 
 
 @check("training_curve", "training", "The logged loss curve has a healthy shape")
-def training_curve(ctx):
+def training_curve(ctx, run):
     from ..curve import diagnose, read_metrics
 
     path = ctx.ws.metrics
@@ -149,13 +148,18 @@ def training_curve(ctx):
 
 
 @check("checkpoint_load", "checkpoint", "The checkpoint loads strictly and is trained", depends=("token_range",))
-def checkpoint_load(ctx):
+def checkpoint_load(ctx, run):
     if not ctx.has_checkpoint:
-        raise Outcome(Status.SKIP, f"no checkpoint at {ctx.options.checkpoint} (checks ran on a fresh model)")
+        why = (
+            "--checkpoint none"
+            if ctx.inputs.fresh_model_requested
+            else f"no checkpoint at {ctx.inputs.checkpoint_default}"
+        )
+        raise Outcome(Status.SKIP, f"{why} (checks ran on a fresh model)")
     loaded = ctx.checkpoint  # CheckpointError -> this check fails with the typed message
     model = loaded.model.eval()
     params = [p.detach() for p in model.parameters()]
-    finite = _weights_finite(model)
+    finite = weights_finite(model)
     V = adapter.config_value(model, "vocab_size")
     T = adapter.config_value(model, "block_size")
     baseline = math.log(V)

@@ -48,14 +48,14 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
 
-    from ..checks import CHECKS, CheckContext, CheckOptions, ordered_ids, run_checks
+    from ..checks import CheckContext, CheckOptions, catalog, run_checks
     from ..checks.report import write_report
     from ..errors import ModelSpecError
 
     console = Console(highlight=False, soft_wrap=True)
     if args.list:
-        for cid in ordered_ids():
-            console.print(f"{cid:<24} {CHECKS[cid].stage:<13} {escape(CHECKS[cid].title)}")
+        for cid, info in catalog().items():
+            console.print(f"{cid:<24} {info.stage:<13} {escape(info.title)}")
         console.print("\nfaults for --inject:")
         for f in FAULTS.values():
             console.print(f"{f.name:<24} trips {f.intended:<24} {escape(f.description)}")
@@ -81,13 +81,11 @@ def run(args: argparse.Namespace) -> int:
     ctx = CheckContext(options)
     if args.config_path:
         ctx.base_config()
-    if args.inject == "no_causal_mask" and args.model_spec:
+    refusal = FAULTS[args.inject].refuse_for_user_model() if args.inject else None
+    if refusal and args.model_spec:
         from ..errors import ConfigError
 
-        raise ConfigError(
-            "--inject no_causal_mask needs the built-in MiniGPT's attention (a `causal` attribute); "
-            "it cannot be injected into --model"
-        )
+        raise ConfigError(refusal)
     err = Console(stderr=True, highlight=False)
     if args.inject:
         err.print(f"[yellow]injecting fault[/] {args.inject}: {escape(FAULTS[args.inject].description)}")
@@ -113,6 +111,9 @@ def run(args: argparse.Namespace) -> int:
         f"\n{len(report.results)} checks in {report.seconds:.1f}s: "
         + ", ".join(f"{n} {k}" for k, n in counts.items() if n)
     )
+    for judged in report.judged:
+        if judged.role in ("checkpoint", "metrics"):
+            console.print(f"[dim]judged {judged.role}: {escape(judged.describe())}[/]")
     if report.fault_notes:
         err.print("fault applied: " + escape("; ".join(report.fault_notes)))
     if args.json_path:

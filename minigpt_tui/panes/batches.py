@@ -89,7 +89,9 @@ class BatchesPane(VerticalScroll, can_focus=True):
             return [chars[i] if 0 <= i < len(chars) else "¿" for i in row]
 
         self.post_message(
-            self.BatchDrawn(inputs, targets, [decode(r) for r in inputs], [decode(r) for r in targets], seed, ctx.fault)
+            self.BatchDrawn(
+                inputs, targets, [decode(r) for r in inputs], [decode(r) for r in targets], seed, ctx.fault_name
+            )
         )
 
     @on(BatchDrawn)

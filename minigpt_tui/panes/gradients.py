@@ -154,14 +154,13 @@ class GradientsPane(Vertical):
 
     @on(ChecksFinished)
     def show_check_results(self, message: ChecksFinished) -> None:
-        shared = getattr(message.report, "shared", None) or {}
+        results = message.report.by_id()
         # ratios from this run only: a skipped optimizer_update must not leave the last run's numbers
-        self.ratios = dict(shared.get("update_ratios") or {})
-        table = shared.get("grad_table")
-        if table:
-            self.show_rows(
-                table["rows"], table.get("global_norm"), table.get("clip"), table.get("source", "gradients check")
-            )
+        update = results.get("optimizer_update")
+        self.ratios = {r["name"]: r["ratio"] for r in (update.values.get("table") or [])} if update else {}
+        grads = results.get("gradients")
+        if grads is not None and grads.values.get("table"):
+            self.show_rows(grads.values["table"], grads.values.get("global_norm"), 1.0, "gradients check")
         elif self.rows:
             self._rebuild()
 

@@ -8,10 +8,8 @@ comes from `filter_stages`, and the output's repetition from `repetition_report`
 
 from __future__ import annotations
 
-import json
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 
 from rich.text import Text
 from textual import on, work
@@ -168,15 +166,25 @@ class SamplerPane(VerticalScroll):
         defaults = None
         if options is not None:
             defaults = {**self._defaults(options.sampler), "prompt": options.prompt}
-        path = getattr(options, "tokenizer", None) or (workspace.tokenizer if workspace is not None else None)
+        from minigpt.errors import MiniGPTError
+        from minigpt.tokenizer import CharTokenizer  # torch-free
+
+        try:
+            path = options.resolve().tokenizer if options is not None else None
+        except MiniGPTError as exc:
+            path, error = None, exc.message
+        else:
+            error = "no workspace: unknown prompt characters cannot be flagged"
+        if path is None and workspace is not None:
+            path = workspace.tokenizer
         if path is None:
-            self.post_message(VocabLoaded(None, "no workspace: unknown prompt characters cannot be flagged", defaults))
+            self.post_message(VocabLoaded(None, error, defaults))
             return
-        try:  # plain JSON: minigpt.tokenizer would import torch
-            chars = json.loads(Path(path).read_text(encoding="utf-8"))["chars"]
+        try:
+            chars = CharTokenizer.from_file(path).chars
             self.post_message(VocabLoaded(list(chars), None, defaults))
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            self.post_message(VocabLoaded(None, f"cannot read the tokenizer {path}: {exc}", defaults))
+        except MiniGPTError as exc:
+            self.post_message(VocabLoaded(None, f"cannot read the tokenizer {path}: {exc.message}", defaults))
 
     @on(VocabLoaded)
     def _vocab_loaded(self, message: VocabLoaded) -> None:
@@ -330,10 +338,19 @@ class SamplerPane(VerticalScroll):
         with self._model_lock:
             ctx = self.app.session.context
             if self._model_cache is None or self._model_cache[0] is not ctx:
-                if ctx.has_checkpoint:
-                    model, note = ctx.checkpoint.model, f"checkpoint {Path(ctx.options.checkpoint).name}"
-                else:
-                    model, note = ctx.build_model(), "FRESH MODEL (no checkpoint; untrained output is noise)"
+                from minigpt.checks.result import Outcome
+                from minigpt.errors import CheckpointError
+
+                try:
+                    inspected = ctx.inspected_model(require_finite=True)
+                except Outcome as out:  # the checkpoint does not load or is not finite
+                    raise CheckpointError(out.summary.replace("skipped: ", "cannot sample: ")) from None
+                model = inspected.model
+                note = (
+                    inspected.label
+                    if inspected.source == "checkpoint"
+                    else f"FRESH MODEL ({inspected.label}; untrained output is noise)"
+                )
                 self._model_cache = (ctx, model, ctx.tokenizer, note)
             return self._model_cache[1:]
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from types import SimpleNamespace
 
 from textual.widgets import DataTable, Static
 
+from minigpt.checks import CheckResult, Report, Status
 from minigpt.workspace import Workspace
 from minigpt_tui.messages import ChecksFinished, GradientsMeasured
 from minigpt_tui.panes.gradients import GradientsPane
@@ -83,11 +83,20 @@ async def test_check_report_adds_update_ratios_and_header_click_sorts_by_ratio(t
     app = PaneHarness(GradientsPane, Workspace(tmp_path))
     async with app.run_test(size=(80, 24)) as pilot:
         pane = app.query_one(GradientsPane)
-        shared = {
-            "grad_table": {"rows": ROWS, "global_norm": 0.9, "clip": 1.0, "source": "gradients check"},
-            "update_ratios": {"a.weight": 1e-3, "d.big": 5e-2, "c.bad": None},
-        }
-        pane.post_message(ChecksFinished(SimpleNamespace(shared=shared)))
+        ratios = {"a.weight": 1e-3, "d.big": 5e-2, "c.bad": None}
+        report = Report(
+            results=[
+                CheckResult("gradients", "gradients", Status.FAIL, "x", values={"table": ROWS, "global_norm": 0.9}),
+                CheckResult(
+                    "optimizer_update",
+                    "optimization",
+                    Status.PASS,
+                    "y",
+                    values={"table": [{"name": n, "ratio": r} for n, r in ratios.items()]},
+                ),
+            ]
+        )
+        pane.post_message(ChecksFinished(report))
         await pilot.pause()
         table = pane.query_one(DataTable)
         assert "5.00e-02" in _row_text(table, "d.big")

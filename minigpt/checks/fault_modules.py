@@ -1,0 +1,35 @@
+"""The torch modules some faults put into a model (imported only when such a fault is applied)."""
+
+from __future__ import annotations
+
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ..modelio import call
+
+
+class AlwaysOnDropout(nn.Module):
+    def __init__(self, p: float):
+        super().__init__()
+        self.p = p
+
+    def forward(self, x):
+        return F.dropout(x, self.p, training=True)  # the bug: ignores self.training
+
+
+class OutputFault(nn.Module):
+    """Wraps a model and corrupts its output, keeping the (logits, loss) contract."""
+
+    def __init__(self, inner: nn.Module, kind: str):
+        super().__init__()
+        self.inner, self.kind = inner, kind
+        self.config = getattr(inner, "config", None)
+
+    def forward(self, idx, targets=None):
+        logits, loss = call(self.inner, idx, targets)
+        if self.kind == "transposed_logits":
+            return logits.transpose(1, 2), loss  # (B, V, T)
+        if targets is not None:  # softmax_loss
+            probs = F.softmax(logits, dim=-1)
+            loss = F.cross_entropy(probs.reshape(-1, probs.size(-1)), targets.reshape(-1))
+        return logits, loss

@@ -1,0 +1,81 @@
+"""What the user asked the checks to look at (`CheckOptions`), and what that resolves to on disk
+(`ResolvedInputs`). Two immutable values: copying the options with `dataclasses.replace` (the UI
+does, to inject a fault) never re-resolves a resolved path. No torch here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..sampler_settings import SamplerSettings
+from ..workspace import Workspace
+from .faults import FAULTS
+
+FRESH_MODEL = "none"  # --checkpoint none: inspect a freshly initialised model, ignore any checkpoint
+
+
+@dataclass(frozen=True)
+class CheckOptions:
+    """Exactly what the user said; None means "the workspace's default"."""
+
+    workspace: Path | str = "."
+    checkpoint: Path | str | None = None  # None: <workspace>/checkpoints/mini_gpt_best.pt if present; "none": fresh
+    tokenizer: Path | str | None = None  # None: <workspace>/tokenizer/char_tokenizer.json
+    train_data: Path | str | None = None  # None: <workspace>/data/encoded/train_ids.pt
+    model_spec: str | None = None  # FILE.py:CLASS[:CONFIG]
+    config_path: Path | str | None = None  # JSON model config when there is no checkpoint
+    device: str = "auto"
+    expect_gpu: bool = False
+    overfit_steps: int = 300
+    skip_overfit: bool = False
+    fault: str | None = None
+    sampler: SamplerSettings = field(default_factory=lambda: SamplerSettings(max_new_tokens=200, seed=0))
+    prompt: str = "The "
+    seed: int = 0
+    learning_rate: float = 1e-3  # for the optimizer-update check
+
+    def resolve(self) -> ResolvedInputs:
+        """The paths the checks read. A path the user named explicitly must exist: a typo is bad
+        usage (ConfigError, exit 2), never a silent fall-back to a fresh model or a default file."""
+        if self.fault is not None and self.fault not in FAULTS:
+            raise ConfigError(f"unknown fault {self.fault!r}; choose from {', '.join(FAULTS)}")
+        if self.overfit_steps < 1:
+            raise ConfigError(f"--overfit-steps must be at least 1; found {self.overfit_steps}")
+        ws = Workspace(self.workspace)
+        fresh = isinstance(self.checkpoint, str) and self.checkpoint.strip().lower() == FRESH_MODEL
+        explicit = {"--checkpoint": None if fresh else self.checkpoint, "--tokenizer": self.tokenizer,
+                    "--train-data": self.train_data, "--config": self.config_path}  # fmt: skip
+        for flag, named in explicit.items():
+            if named is not None and not Path(named).expanduser().exists():
+                raise ConfigError(
+                    f"{flag} {named}: no such file",
+                    path=named,
+                    causes=["a typo in the path", "the file was moved (a fresh training run archives to previous/)"],
+                )
+        if fresh:
+            checkpoint = None
+        elif self.checkpoint is not None:
+            checkpoint = Path(self.checkpoint).expanduser()
+        else:
+            checkpoint = ws.best_checkpoint if ws.best_checkpoint.exists() else None
+        return ResolvedInputs(
+            workspace=ws.root,
+            checkpoint=checkpoint,
+            checkpoint_default=ws.best_checkpoint,
+            fresh_model_requested=fresh,
+            tokenizer=Path(self.tokenizer).expanduser() if self.tokenizer else ws.tokenizer,
+            train_data=Path(self.train_data).expanduser() if self.train_data else ws.ids("train"),
+            config_path=Path(self.config_path).expanduser() if self.config_path else None,
+        )
+
+
+@dataclass(frozen=True)
+class ResolvedInputs:
+    workspace: Path
+    checkpoint: Path | None  # None: the checks run on a fresh model
+    checkpoint_default: Path  # where the workspace's checkpoint would be (for messages)
+    fresh_model_requested: bool  # --checkpoint none
+    tokenizer: Path
+    train_data: Path
+    config_path: Path | None

@@ -1,0 +1,46 @@
+"""The typed values of the checks whose numbers other views read (the gradients pane, the JSON
+report): one definition both sides import, so a renamed key fails in the type checker, not in
+front of a user. Plain JSON-able values only; no torch."""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+
+class GradRow(TypedDict):
+    name: str
+    shape: list[int]
+    numel: int
+    grad_norm: float | None  # None: the parameter got no gradient
+    weight_norm: float
+    flags: list[str]  # "frozen", "no_grad", "nonfinite", "zero"
+    tied_with: list[str]
+
+
+class GradientsValues(TypedDict):
+    global_norm: float
+    parameters: int
+    missing_gradients: list[str]
+    nonfinite_gradients: list[str]
+    zero_gradients: list[str]
+    notes: list[str]
+    model: str  # which model was measured, e.g. "fresh model (debug shape)"
+    table: list[GradRow]
+
+
+class UpdateRow(TypedDict):
+    name: str
+    update_norm: float
+    weight_norm: float
+    ratio: float | None  # update / weight norm; None for an all-zero weight
+
+
+class OptimizerValues(TypedDict):
+    learning_rate: float
+    median_update_ratio: float
+    max_update_ratio: float | None
+    max_ratio_parameter: str | None
+    unchanged: list[str]
+    update_size: float
+    table: list[UpdateRow]
+    notes: list[str]
