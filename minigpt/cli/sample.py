@@ -24,7 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..checkpoint import load_checkpoint
+    from ..checkpoint import load_checkpoint, read_checkpoint, require_finite
     from ..device import resolve_device
     from ..errors import CheckpointError, TokenizerError
     from ..sampling import SamplerSettings, encode_prompt, generate, unusual_settings, validate
@@ -54,7 +54,9 @@ def run(args: argparse.Namespace) -> int:
                 path=ws.checkpoints,
                 causes=["run `minigpt train` first", "pass --checkpoint or --workspace"],
             )
-    loaded = load_checkpoint(path, resolve_device(args.device), tokenizer=tokenizer)
+    raw = read_checkpoint(path)
+    require_finite(raw["model_state_dict"], path, use="sample from")  # NaN weights print garbage or crash
+    loaded = load_checkpoint(path, resolve_device(args.device), tokenizer=tokenizer, data=raw)
     if loaded.fingerprint_mismatch:
         # decoding with another vocabulary prints wrong characters silently, so refuse
         raise TokenizerError(

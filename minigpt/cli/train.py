@@ -1,4 +1,8 @@
-"""`minigpt train`: presets with flag overrides, rich progress, clean stop on divergence."""
+"""`minigpt train`: presets with flag overrides, rich progress, clean stop on divergence.
+
+Exit codes: 0 done (or nothing left to do), 1 training diverged, 2 bad input, a workspace locked
+by another run or an OS error, 130 interrupted (Ctrl-C; the last checkpoint is intact).
+"""
 
 from __future__ import annotations
 
@@ -22,6 +26,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int)
     p.add_argument("--resume", action="store_true", help="continue from checkpoints/mini_gpt_latest.pt")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--allow-large", action="store_true", help="train even if the memory estimate exceeds the device's memory"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,13 +53,8 @@ def run(args: argparse.Namespace) -> int:
         )
     }
     cfg = TrainConfig.from_preset(args.preset, device=args.device, **overrides)
-    trainer = Trainer(args.workspace, cfg, resume=args.resume, overrides=overrides)
-    console = Console(stderr=True)
-    console.print(
-        f"training preset [bold]{args.preset}[/] on {trainer.device} "
-        f"({'resuming' if args.resume else 'fresh'}), {cfg.max_steps} steps",
-        highlight=False,
-    )
+    trainer = Trainer(args.workspace, cfg, resume=args.resume, overrides=overrides, allow_large=args.allow_large)
+    console = Console(stderr=True, soft_wrap=True)  # paths are never broken across lines
     progress = Progress(
         TextColumn("step"),
         MofNCompleteColumn(),
@@ -79,7 +81,18 @@ def run(args: argparse.Namespace) -> int:
             info=f"loss {rec['train_loss']:.4f} val {state['val']} {rec['tokens_per_s']:,.0f} tok/s",
         )
 
+    def on_start(info: dict) -> None:
+        # printed once the run's own settings are known (on --resume, the checkpoint's, not the preset's)
+        if info["resumed"]:
+            what = f"resuming at step {info['step']} of {info['max_steps']}"
+        else:
+            what = f"preset {args.preset}, fresh, {info['max_steps']} steps"
+        console.print(f"training on {info['device']} ({what})", highlight=False, markup=False)
+        progress.update(task, total=info["max_steps"], completed=info["step"])
+
+    trainer.register_callback("on_start", on_start)
     trainer.register_callback("on_step_end", on_step)
+    trainer.register_callback("on_notice", lambda text: console.print(f"note: {text}", markup=False, highlight=False))
     trainer.register_callback(
         "on_archive",
         lambda dest: console.print(
@@ -94,6 +107,29 @@ def run(args: argparse.Namespace) -> int:
     except TrainingDiverged as exc:
         console.print(f"[red]stopped:[/] {exc.message}", highlight=False)
         return 1
+    except KeyboardInterrupt:
+        st = trainer.state
+        if st is None:
+            moved = f"; the previous run had been moved to {trainer.archived}" if trainer.archived else ""
+            where = f"before the first step{moved}"
+        elif st.last_good:
+            where = f"at step {st.step}; last checkpoint {st.last_good} (step {st.last_good_step}), use --resume"
+        else:
+            where = f"at step {st.step}; no checkpoint was written yet"
+        console.print(f"interrupted {where}", highlight=False, markup=False)
+        return 130
+    except OSError as exc:  # disk full, permissions: the checkpoint written last is still intact
+        last = trainer.state.last_good if trainer.state else None
+        console.print(f"error: {exc}; last checkpoint: {last or 'none'}", highlight=False, markup=False)
+        return 2
+    if summary.get("nothing_to_do"):
+        console.print(
+            f"nothing to do: {trainer.ws.latest_checkpoint} is at step {summary['steps']} and the run's max_steps "
+            f"is {trainer.cfg.max_steps}; pass --steps N (N > {summary['steps']}) to train further",
+            highlight=False,
+            markup=False,
+        )
+        return 0
     console.print(
         f"done: {summary['steps']} steps in {summary['seconds']:.1f}s, "
         f"best val loss {summary['best_val_loss']:.4f}; checkpoints in {trainer.ws.checkpoints}",
