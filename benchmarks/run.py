@@ -103,6 +103,89 @@ def grad_stats_overhead(data, vocab: int, reps: int) -> float:
     return median_time(stats, reps * 10) / median_time(step, reps * 10)
 
 
+def _measure_in_subprocess(code: str) -> dict:
+    """Run `code` (which fills a dict `out`) in a fresh interpreter and return `out` with the
+    child's own peak RSS in MB (resource.getrusage in the child: the parent's memory does not count)."""
+    import subprocess
+
+    prelude = "import json, resource, time\n"
+    epilogue = (
+        "\nout['peak_rss_mb'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024\nprint(json.dumps(out))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", prelude + code + epilogue], capture_output=True, text=True, cwd=ROOT, check=True
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def prepare_memory(size_mb: int) -> dict:
+    """`prepare` on a generated single-file corpus of `size_mb` MB: WikiText-2 (or demo) lines
+    repeated, plus 200 CJK characters so the vocabulary passes 256 and IDs are int16 (the
+    larger of the two dtypes a character corpus gets). Peak RSS and seconds, in a subprocess."""
+    from minigpt.corpus import demo_text
+
+    base = (WIKITEXT / "wiki.train.tokens").read_text(encoding="utf-8") if WIKITEXT.is_dir() else demo_text()
+    unit = (base + "".join(chr(0x4E00 + i) for i in range(200)) + "\n").encode("utf-8")
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = Path(tmp) / "corpus.txt"
+        with open(corpus, "wb") as fh:
+            for _ in range(-(-size_mb * 2**20 // len(unit))):
+                fh.write(unit)
+        code = (
+            "from minigpt.prepare import prepare_workspace\n"
+            "t0 = time.perf_counter()\n"
+            f"s = prepare_workspace({str(corpus)!r}, {str(Path(tmp) / 'ws')!r})\n"
+            "out = {'seconds': time.perf_counter() - t0, 'dtype': s.ids_dtype}\n"
+        )
+        measured = _measure_in_subprocess(code)
+        mb = corpus.stat().st_size / 2**20
+    return {
+        f"prepare_{size_mb}mb_peak_rss_mb": measured["peak_rss_mb"],
+        "prepare_seconds_per_100mb": measured["seconds"] * 100 / mb,
+        "prepare_ids_dtype": measured["dtype"],
+    }
+
+
+def metrics_read(size_mb: int) -> dict:
+    """`read_metrics` on a generated metrics.jsonl of `size_mb` MB in `minigpt train`'s line
+    format (an eval line every 50 steps). Seconds and peak RSS, in a subprocess."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "metrics.jsonl"
+        with open(path, "w", encoding="utf-8") as fh:
+            step, written = 0, 0
+            while written < size_mb * 2**20:
+                lines = []
+                for _ in range(10_000):
+                    step += 1
+                    record = {
+                        "step": step,
+                        "train_loss": 4.2 / (1 + step * 1e-4),
+                        "lr": 3e-4,
+                        "grad_norm": 0.5 + (step % 7) * 0.01,
+                        "tokens_per_s": 123456.789 + step % 13,
+                        "elapsed_s": step * 0.0123,
+                        "time": 1.7645e9 + step * 0.0123,
+                    }
+                    if step % 50 == 0:
+                        record.update(val_loss=record["train_loss"] + 0.05, eval_train_loss=record["train_loss"])
+                    lines.append(json.dumps(record))
+                block = "\n".join(lines) + "\n"
+                fh.write(block)
+                written += len(block)
+        code = (
+            "from minigpt.metrics_log import read_metrics\n"
+            "t0 = time.perf_counter()\n"
+            f"log = read_metrics({str(path)!r})\n"
+            "out = {'seconds': time.perf_counter() - t0, 'points': len(log.points)}\n"
+        )
+        measured = _measure_in_subprocess(code)
+    return {
+        f"metrics_read_{size_mb}mb_seconds": measured["seconds"],
+        f"metrics_read_{size_mb}mb_peak_rss_mb": measured["peak_rss_mb"],
+        f"metrics_read_{size_mb}mb_points": measured["points"],
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--json", action="store_true")
@@ -144,6 +227,9 @@ def main() -> None:
             out["check_suite_seconds"] - report.by_id()["single_batch_overfit"].duration_s
         )
         out["check_suite_failures"] = [r.id for r in report.failed]
+    # memory bounds, each in its own interpreter (--quick: smaller inputs, keys name the size)
+    out.update(prepare_memory(100 if args.quick else 500))
+    out.update(metrics_read(40 if args.quick else 200))
     if args.json:
         print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in out.items()}, indent=2))
     else:
