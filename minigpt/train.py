@@ -308,7 +308,8 @@ class Trainer:
             if self.resume and st.step >= self.cfg.max_steps:
                 return {**summary, "nothing_to_do": True, "seconds": 0.0}
             if self.resume:
-                self._truncate_logs(st.step)
+                with interrupts_deferred():
+                    self._truncate_logs(st.step)
             self._fire(
                 "on_start",
                 {"resumed": self.resume, "step": st.step, "max_steps": self.cfg.max_steps, "device": str(self.device)},
@@ -352,7 +353,8 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         model = MiniGPT(cfg.model_config(tokenizer.vocab_size)).to(self.device)
         optimizer = make_optimizer(model, cfg)
-        self.archived = self._archive_previous_run()  # only now: every input above was good
+        with interrupts_deferred():  # a half-moved run would be split between two folders
+            self.archived = self._archive_previous_run()  # only now: every input above was good
         ws.metrics.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text("", ws.metrics)
         atomic_write_text("", ws.grads)

@@ -371,3 +371,20 @@ def test_empty_val_split_is_refused_before_archiving(trained_workspace):
     with pytest.raises(DataError, match="val_ids.pt"):
         Trainer(trained_workspace, debug_config(max_steps=5)).run()
     assert snapshot(trained_workspace) == before
+
+
+def test_a_trainer_in_this_process_also_respects_the_lock(trained_workspace):
+    # the UI runs Trainer in a worker thread: the same lock applies there
+    before = snapshot(trained_workspace)
+    with lock.acquire(trained_workspace.root, "prepare"):
+        with pytest.raises(WorkspaceLockedError, match="minigpt prepare"):
+            Trainer(trained_workspace, debug_config(max_steps=5)).run()
+    assert snapshot(trained_workspace) == before
+
+
+def test_an_os_error_mid_run_exits_2_naming_the_path(tiny_workspace, capsys):
+    tiny_workspace.checkpoints.write_text("a file where the checkpoints folder should be")
+    code = main(["train", "--workspace", str(tiny_workspace.root), "--steps", "5", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err
+    assert str(tiny_workspace.checkpoints) in err and "last checkpoint: none" in err

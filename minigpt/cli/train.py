@@ -36,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from ..errors import TrainingDiverged
+    from ..fileio import os_error
     from ..train import TrainConfig, Trainer
 
     overrides = {
@@ -120,7 +121,9 @@ def run(args: argparse.Namespace) -> int:
         return 130
     except OSError as exc:  # disk full, permissions: the checkpoint written last is still intact
         last = trainer.state.last_good if trainer.state else None
-        console.print(f"error: {exc}; last checkpoint: {last or 'none'}", highlight=False, markup=False)
+        console.print(
+            f"error: {os_error(exc, action='write')}\nlast checkpoint: {last or 'none'}", highlight=False, markup=False
+        )
         return 2
     if summary.get("nothing_to_do"):
         console.print(
