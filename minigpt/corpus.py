@@ -329,7 +329,7 @@ def find_wikitext_files(folder: Path) -> dict[str, Path]:
 
 
 def _file_source(path: Path) -> TextSource:
-    return TextSource(str(path), lambda: iter_file_text(path), _check_file(path))
+    return TextSource(str(path), lambda: iter_file_text(path, CHUNK_BYTES), _check_file(path))
 
 
 def open_source(source: str | os.PathLike) -> SourcePlan:

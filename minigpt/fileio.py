@@ -20,7 +20,7 @@ from .errors import FileSystemError
 
 _DISK_FULL = {E.ENOSPC, getattr(E, "EDQUOT", E.ENOSPC)}
 _DENIED = {E.EACCES, E.EPERM}
-KEPT = "nothing was overwritten: the previous version of the file, if any, is intact"
+KEPT = " (nothing was overwritten: the old file, if any, is intact)"
 
 
 def _file_in_the_way(path: Path) -> Path | None:
@@ -79,7 +79,7 @@ def os_error(exc: OSError, path: object = None, *, action: str = "write", kept: 
     else:
         message = f"Cannot {action} {where}: {exc.strerror or exc}"
     if kept:
-        causes.append(KEPT)
+        message += KEPT
     return FileSystemError(message, path=where, errno=code, causes=causes)
 
 
@@ -190,13 +190,17 @@ def staged_open(path: str | os.PathLike, mode: str = "wb", encoding: str | None 
     except OSError as exc:
         raise os_error(exc, path, kept=True) from exc
     staged = StagedWrite(path, tmp)
+    fh = os.fdopen(fd, mode, encoding=encoding)
     try:
-        with os.fdopen(fd, mode, encoding=encoding) as fh:
-            fh.staged = staged
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
+        fh.staged = staged
+        yield fh
+        fh.flush()
+        os.fsync(fh.fileno())
+        fh.close()
     except BaseException as exc:
+        # closing flushes what is buffered, which fails again on a full disk: report the first error
+        with contextlib.suppress(OSError):
+            fh.close()
         staged.discard()
         if isinstance(exc, OSError) and not isinstance(exc, FileSystemError):
             raise os_error(exc, path, kept=True) from exc

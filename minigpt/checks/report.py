@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from ..errors import DataError
-from ..fileio import atomic_write_text
+from ..fileio import atomic_write_text, os_error, stat_input
 from .result import SCHEMA_VERSION, Report, _jsonable
 
 
@@ -53,19 +53,40 @@ def write_report(report: Report, path: str | Path) -> None:
 
 
 def load_report(path: str | Path) -> dict:
+    """A report written by `minigpt check --json`, validated as far as `diff_reports` reads it;
+    `DataError` (or `FileSystemError`) naming the path and what is wrong otherwise."""
     path = Path(path)
+    stat_input(path, "Report", error=DataError, missing=["a typo in the path", "the check run did not finish"])
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataError(f"Report not found: {path}", path=path) from None
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise os_error(exc, path, action="read") from None
+    try:
+        data = json.loads(raw.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataError(f"Not a JSON report: {path} ({exc})", path=path) from None
+        raise DataError(
+            f"Not a JSON report: {path} ({exc})", path=path, causes=["an interrupted write", "another kind of file"]
+        ) from None
     if not isinstance(data, dict) or "checks" not in data or "schema_version" not in data:
         raise DataError(
             f"Not a minigpt check report: {path} has no schema_version/checks",
             path=path,
             causes=["written by another tool", "an interrupted write"],
         )
+    checks = data["checks"]
+    if not isinstance(checks, list):
+        raise DataError(
+            f'Malformed check report: {path}: "checks" is a {type(checks).__name__}, expected a list', path=path
+        )
+    for i, check in enumerate(checks):
+        if not isinstance(check, dict) or not isinstance(check.get("id"), str) or "status" not in check:
+            found = type(check).__name__ if not isinstance(check, dict) else f"keys {sorted(map(str, check))[:6]}"
+            raise DataError(
+                f'Malformed check report: {path}: checks[{i}] should be an object with a string "id" and a '
+                f'"status"; found {found}',
+                path=path,
+                causes=["the report was edited by hand", "written by another tool"],
+            )
     return data
 
 
@@ -92,18 +113,18 @@ def diff_reports(a: dict, b: dict) -> dict:
             "id": cid,
             "from": checks_a[cid]["status"],
             "to": checks_b[cid]["status"],
-            "summary_from": checks_a[cid]["summary"],
-            "summary_to": checks_b[cid]["summary"],
+            "summary_from": checks_a[cid].get("summary"),
+            "summary_to": checks_b[cid].get("summary"),
         }
         for cid in checks_a
         if cid in checks_b and checks_a[cid]["status"] != checks_b[cid]["status"]
     ]
     summary_changes = [
-        {"id": cid, "from": checks_a[cid]["summary"], "to": checks_b[cid]["summary"]}
+        {"id": cid, "from": checks_a[cid].get("summary"), "to": checks_b[cid].get("summary")}
         for cid in checks_a
         if cid in checks_b
         and checks_a[cid]["status"] == checks_b[cid]["status"]
-        and checks_a[cid]["summary"] != checks_b[cid]["summary"]
+        and checks_a[cid].get("summary") != checks_b[cid].get("summary")
     ]
     fields = [{"field": k, "from": a.get(k), "to": b.get(k)} for k in TOP_LEVEL if a.get(k) != b.get(k)]
     return {

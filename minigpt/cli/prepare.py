@@ -50,7 +50,11 @@ def run(args: argparse.Namespace) -> int:
             else ""
         )
     )
-    console.print("tokens      " + ", ".join(f"{s} {n:,}" for s, n in summary.tokens.items()))
+    console.print(
+        "tokens      "
+        + ", ".join(f"{s} {n:,}" for s, n in summary.tokens.items())
+        + f" (stored as {summary.ids_dtype})"
+    )
     console.print(f"fingerprint {summary.fingerprint}")
     state = (
         "unchanged"
@@ -62,5 +66,7 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"tokenizer   {summary.tokenizer_path} [{state}]", markup=False)
     for split, path in summary.ids_paths.items():
         console.print(f"{split + '_ids':<11} {path}", markup=False)
+    for notice in summary.notices:
+        console.print(f"notice      {notice}", markup=False)
     console.print(f"done in {summary.seconds:.2f} s")
     return 0
