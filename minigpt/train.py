@@ -338,7 +338,8 @@ class Trainer:
     # --- starting: fresh or resumed, everything checked before anything moves ---
 
     def _load_data(self, vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return tuple(load_split(self.ws.ids(s), vocab_size, self.cfg.block_size) for s in ("train", "val"))
+        train, val = (load_split(self.ws.ids(s), vocab_size, self.cfg.block_size) for s in ("train", "val"))
+        return train, val
 
     def _require_fits(self, vocab_size: int, what: object) -> None:
         if not self.allow_large:
@@ -462,7 +463,7 @@ class Trainer:
         if cfg.grad_clip > 0:
             grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
         else:
-            grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params])
+            grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
         # one host sync per step for both numbers (a CPU-GPU sync point)
         train_loss, norm = torch.stack([loss_sum / cfg.grad_accum, grad_norm.float()]).tolist()
         st.step += 1
