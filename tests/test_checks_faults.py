@@ -18,6 +18,7 @@ NAMES_THE_CAUSE = {
     "softmax_loss": "probabilities",
     "transposed_logits": "[B, V, T]",
     "nan_weight": "first non-finite output",
+    "val_copies_train": "contained in train",
 }
 NEEDS_OVERFIT = {"softmax_loss"}
 

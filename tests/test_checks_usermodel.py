@@ -61,6 +61,9 @@ def test_zero_initialised_residual_projections_are_not_a_false_alarm(tiny_worksp
         ("BadInitGPT", "initial_loss", "far above"),
         ("UnusedLayerGPT", "gradients", "extra.weight"),
         ("DropoutBugGPT", "eval_determinism", "dropout"),
+        ("DoubleShiftGPT", "loss_matches_logits", "double shift"),
+        ("SumLossGPT", "loss_matches_logits", "reduction='sum'"),
+        ("TrainModeLeakGPT", "causal_independence", "in train mode only"),
     ],
 )
 def test_broken_user_model_fails_the_right_check(tiny_workspace, user_config, cls, check, phrase):

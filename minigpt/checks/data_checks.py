@@ -265,6 +265,115 @@ def decoded_sample(ctx, run):
     return f"300 IDs from position {start:,} decode to text with {letters:.0%} letters", values
 
 
+LEAK_WARN_SHARE = 0.05  # WikiText-2's own splits share ~0-2% of 64-char windows (headings, boilerplate)
+LEAK_FAIL_SHARE = 0.5
+UNSEEN_WARN_SHARE = 0.001  # held-out tokens whose character training never shows
+
+
+@check("split_overlap", "data", "Validation/test text does not also occur in training", depends=("token_range",))
+def split_overlap(ctx, run):
+    from ..splits import WINDOW, overlap
+
+    splits, vocab = ctx.splits, ctx.tokenizer.vocab_size
+    held_out = [name for name in ("val", "test") if name in splits]
+    if not held_out:
+        raise Outcome(Status.SKIP, "no val or test split in this workspace: nothing to compare with train")
+    results = {name: overlap(splits["train"], splits[name], vocab, name) for name in held_out}
+    tok = ctx.tokenizer
+    values = {
+        "window": WINDOW,
+        "splits": {
+            name: {
+                "identical_to_train": o.identical,
+                "contained_in_train": o.contained,
+                "windows_probed": o.probes,
+                "windows_found_in_train": o.found,
+                "share": round(o.share, 4),
+                "examples": [
+                    {**e, "text": tok.decode(splits[name][e["offset"] : e["offset"] + WINDOW].tolist())}
+                    for e in o.examples
+                ],
+            }
+            for name, o in results.items()
+        },
+    }
+    causes = [
+        "the split was made after shuffling overlapping windows, or by sampling lines with replacement",
+        "the same file was passed for two splits",
+        "duplicated documents in the corpus (deduplicate before splitting)",
+    ]
+    fixes = ["split the corpus by document or by contiguous position, then deduplicate across splits"]
+    same = [n for n, o in results.items() if o.identical or o.contained]
+    if same:
+        what = "; ".join(f"{n} is {'identical to' if results[n].identical else 'contained in'} train" for n in same)
+        raise Outcome(
+            Status.FAIL,
+            f"{what}: its loss measures memorisation, not generalisation",
+            values=values,
+            causes=causes,
+            fixes=fixes,
+        )
+    worst = max(results.values(), key=lambda o: o.share)
+    summary = ", ".join(f"{o.found}/{o.probes} {n} windows" for n, o in results.items())
+    if worst.share >= LEAK_WARN_SHARE:
+        status = Status.FAIL if worst.share >= LEAK_FAIL_SHARE else Status.WARN
+        where = f"{worst.share:.0%} of {worst.split}"
+        raise Outcome(
+            status,
+            f"{summary} of {WINDOW} tokens occur verbatim in train ({where})",
+            values=values,
+            causes=causes,
+            fixes=fixes,
+        )
+    return f"{summary} of {WINDOW} tokens found verbatim in train (below {LEAK_WARN_SHARE:.0%})", values
+
+
+@check("split_vocabulary", "data", "Every character of val/test occurs in train", depends=("token_range",))
+def split_vocabulary(ctx, run):
+    from ..splits import unseen_characters
+
+    splits, tok = ctx.splits, ctx.tokenizer
+    held_out = [name for name in ("val", "test") if name in splits]
+    if not held_out:
+        raise Outcome(Status.SKIP, "no val or test split in this workspace")
+    values: dict = {"splits": {}}
+    worst_share, worst = 0.0, ""
+    for name in held_out:
+        unseen = unseen_characters(splits["train"], splits[name], tok.vocab_size)
+        total = sum(unseen.values())
+        share = total / max(1, splits[name].numel())
+        chars = sorted(unseen.items(), key=lambda kv: -kv[1])
+        values["splits"][name] = {
+            "unseen_characters": [{"char": tok.chars[i], "id": i, "count": c} for i, c in chars[:20]],
+            "distinct_unseen": len(unseen),
+            "unseen_tokens": total,
+            "share": share,
+        }
+        if share >= worst_share and unseen:
+            worst_share = share
+            worst = (
+                f"{name}: {len(unseen)} characters never in train ({total:,} tokens, {share:.2%}), e.g. "
+                + " ".join(repr(tok.chars[i]) for i, _ in chars[:6])
+            )
+    if worst_share >= UNSEEN_WARN_SHARE:
+        raise Outcome(
+            Status.WARN,
+            worst,
+            values=values,
+            causes=[
+                "the splits come from different sources or encodings",
+                "the split is by document and some documents use other scripts",
+            ],
+            fixes=[
+                "the model can only guess these characters: expect a higher val loss",
+                "normalise the text (e.g. NFKC) or split the corpus uniformly",
+            ],
+        )
+    if worst:
+        return f"rare characters never in train ({worst}); below {UNSEEN_WARN_SHARE:.1%} of tokens", values
+    return f"every character of {' and '.join(held_out)} occurs in train", values
+
+
 def _runs(text: str):
     run = ""
     for c in text:

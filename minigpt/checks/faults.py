@@ -64,6 +64,14 @@ class _OutOfRangeToken(Fault):
         return {**splits, "train": bad}, f"train ID at position {pos} set to vocab_size={vocab_size}"
 
 
+class _ValCopiesTrain(Fault):
+    def splits(self, splits, vocab_size):
+        if "val" not in splits:
+            return splits, "no val split to replace"
+        n = min(splits["val"].numel(), splits["train"].numel())
+        return {**splits, "val": splits["train"][:n].clone()}, f"val replaced by the first {n:,} train IDs"
+
+
 class _NoCausalMask(Fault):
     def refuse_for_user_model(self):
         return (
@@ -151,6 +159,7 @@ FAULTS: dict[str, Fault] = {
     for f in [
         _NoShift("no_shift", "targets equal inputs (the shift by one token was forgotten)", "batch_shift"),
         _OutOfRangeToken("out_of_range_token", "one training ID equals vocab_size", "token_range", ("decoded_sample",)),
+        _ValCopiesTrain("val_copies_train", "the validation split is a copy of training text", "split_overlap"),
         _NoCausalMask(
             "no_causal_mask",
             "attention without the causal mask: position t sees t+1",
@@ -173,7 +182,12 @@ FAULTS: dict[str, Fault] = {
             "eval_determinism",
             ("single_batch_overfit",),
         ),
-        _OutputFault("softmax_loss", "cross-entropy fed probabilities instead of logits", "single_batch_overfit"),
+        _OutputFault(
+            "softmax_loss",
+            "cross-entropy fed probabilities instead of logits",
+            "loss_matches_logits",
+            ("single_batch_overfit",),
+        ),
         _OutputFault("transposed_logits", "logits returned as [B, V, T] instead of [B, T, V]", "forward_shapes"),
         _NanWeight(
             "nan_weight",

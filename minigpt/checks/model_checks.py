@@ -7,6 +7,7 @@ import math
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 
 from . import adapter
 from .data_checks import DEBUG_BATCH_SIZE, _block
@@ -89,16 +90,79 @@ def forward_shapes(ctx, run):
     return f"logits {[B, T, V]}, scalar loss {values['loss']:.4f}", values
 
 
+LOSS_TOLERANCE = 1e-4  # relative: float32 reductions in another order differ by ~1e-6
+
+
+@check(
+    "loss_matches_logits",
+    "model",
+    "The model's own loss is the cross-entropy of its logits",
+    depends=("forward_shapes",),
+)
+def loss_matches_logits(ctx, run):
+    B, T, V = _shape_T(ctx)
+    model = ctx.build_model().eval()  # eval: dropout must not make two computations differ
+    x, y = ctx.batch(B, T)
+    with torch.no_grad():
+        logits, loss = adapter.unpack(model(x, y))
+        if logits.shape[:2] != y.shape:  # last-position-only models give every position with targets
+            logits, _ = adapter.full_logits(model, x)
+    if loss is None:
+        raise Outcome(Status.SKIP, "the model returns no loss of its own: the checks use cross-entropy of its logits")
+    flat, targets = logits.float().reshape(-1, V), y.reshape(-1)
+    expected = F.cross_entropy(flat, targets).item()
+    own = loss.float().mean().item() if loss.numel() > 1 else loss.float().item()
+    values = {"model_loss": own, "cross_entropy_of_logits": expected, "loss_shape": list(loss.shape)}
+    if math.isfinite(own) and abs(own - expected) <= LOSS_TOLERANCE * (1 + abs(expected)):
+        return f"model loss {own:.4f} = mean next-token cross-entropy of its logits {expected:.4f}", values
+    # name the difference: each candidate is a loss bug we have seen in real model code
+    candidates = {
+        "the loss is computed on probabilities (softmax before F.cross_entropy)": F.cross_entropy(
+            flat.softmax(-1), targets
+        ),
+        "the targets are shifted again inside forward (double shift: logits[:, :-1] vs targets[:, 1:])": (
+            F.cross_entropy(logits[:, :-1].float().reshape(-1, V), y[:, 1:].reshape(-1))
+        ),
+        "reduction='sum' instead of the mean": F.cross_entropy(flat, targets, reduction="sum"),
+        "summed over positions, averaged over the batch": F.cross_entropy(flat, targets, reduction="sum") / B,
+        "only the last position is scored": F.cross_entropy(logits[:, -1].float(), y[:, -1]),
+        "the loss compares logits with the inputs instead of the targets": F.cross_entropy(flat, x.reshape(-1)),
+    }
+    matches = [why for why, value in candidates.items() if abs(own - value.item()) <= 1e-3 * (1 + abs(own))]
+    values["explained_by"] = matches
+    ratio = own / expected if expected else float("nan")
+    raise Outcome(
+        Status.FAIL,
+        f"model loss {own:.4f} differs from the cross-entropy of its logits {expected:.4f} (x{ratio:.3g})"
+        + (f": {matches[0]}" if matches else ""),
+        values=values,
+        causes=matches
+        or [
+            "label smoothing, an auxiliary loss or a regulariser added to the loss (deliberate? then ignore)",
+            "a custom loss that is not next-token cross-entropy",
+            "the loss averaged over padding or ignored positions",
+        ],
+        fixes=["loss = F.cross_entropy(logits.view(-1, V), targets.view(-1)) on raw logits and the shifted targets"],
+    )
+
+
+def _logits_ce(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
+    logits, _ = adapter.full_logits(model, x)
+    return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), y.reshape(-1)).item()
+
+
 @check("initial_loss", "model", "A fresh model's loss is near log(V)", depends=("forward_shapes", "batch_shift"))
 def initial_loss(ctx, run):
     B, T, V = _shape_T(ctx)
     model = ctx.build_model().eval()
     expected = math.log(V)
+    # the cross-entropy of the logits, not the model's own loss: this check is about the scale of the
+    # initial logits; whether the model's loss code is right is loss_matches_logits' question
     with torch.no_grad():
-        losses = [adapter.call(model, *ctx.batch(B, T, seed=s))[1] for s in range(4)]
-        loss = torch.stack(losses).mean().item()
+        losses = [_logits_ce(model, *ctx.batch(B, T, seed=s)) for s in range(4)]
+        loss = sum(losses) / len(losses)
         x, y = ctx.batch(B, T)
-        zero_loss = adapter.call(model, torch.zeros_like(x), y)[1].item()
+        zero_loss = _logits_ce(model, torch.zeros_like(x), y)
     counts = torch.bincount(ctx.splits["train"].long().clamp(0, V - 1), minlength=V).double()
     probs = counts[counts > 0] / counts.sum()
     unigram = float(-(probs * probs.log()).sum())
@@ -144,16 +208,74 @@ def _embedding_module(model: nn.Module, vocab: int) -> nn.Module | None:
     return None
 
 
-@check("causal_independence", "model", "Position t never sees t+1", depends=("forward_shapes",))
+@check("causal_independence", "model", "Position t never sees t+1, in eval and train mode", depends=("forward_shapes",))
 def causal_independence(ctx, run):
     _, T, V = _shape_T(ctx)
-    model = ctx.build_model().eval()
+    model = ctx.build_model()
     x, _ = ctx.batch(1, T)
-    gen = torch.Generator().manual_seed(ctx.options.seed + 7)
     cuts = sorted({max(0, T // 4 - 1), T // 2 - 1, (3 * T) // 4 - 1})
+    values: dict = {"cuts": cuts}
+    leaks: dict[str, int] = {}  # mode -> first leaking position
+    emb = _embedding_module(model, V)
+    if emb is None:
+        values["gradient_test"] = "skipped: no nn.Embedding with vocab_size rows found"
+    # some layers mix positions only in train mode (batch statistics over time, say): probe both
+    # modes, with the randomness (dropout masks) pinned so that only a real leak shows
+    for mode in ("eval", "train"):
+        model.train(mode == "train")
+        first, worst = _value_leak(model, x, V, cuts, seed=ctx.options.seed + 7)
+        values[f"max_prefix_change_{mode}"] = worst
+        if emb is not None:
+            grad_leak = _gradient_leak(model, emb, x, V)
+            values[f"gradient_leak_position_{mode}"] = grad_leak
+            if grad_leak is not None:
+                first = grad_leak if first is None else min(first, grad_leak)
+        if first is not None:
+            leaks[mode] = first
+    model.eval()
+    values["first_leaking_position"] = min(leaks.values()) if leaks else None
+    values["leaking_modes"] = sorted(leaks)
+    if leaks:
+        only_train = set(leaks) == {"train"}
+        where = " (in train mode only)" if only_train else ""
+        raise Outcome(
+            Status.FAIL,
+            f"position {min(leaks.values())} changes when later tokens change{where}: the model sees the future",
+            values=values,
+            causes=(
+                [
+                    "a layer that mixes positions only in train mode: BatchNorm over (batch, time), or statistics "
+                    "computed across the sequence while training"
+                ]  # fmt: skip
+                if only_train
+                else []
+            )
+            + [
+                "attention without a causal mask (is_causal=False, or mask not applied)",
+                "the mask built with the wrong diagonal (tril vs triu, or offset 1)",
+                "a layer mixing across time (e.g. a non-causal convolution or normalisation over T)",
+            ],
+            fixes=[
+                "F.scaled_dot_product_attention(q, k, v, is_causal=True)",
+                "scores.masked_fill(torch.triu(ones(T, T), 1).bool(), -inf)",
+                "normalise over channels only (LayerNorm/RMSNorm), never over time or the batch",
+            ],
+        )
+    worst_change = max(values["max_prefix_change_eval"], values["max_prefix_change_train"])
+    return (
+        f"prefix logits unchanged when the suffix changes, in eval and train mode (max change {worst_change:.1e}); "
+        "no gradient to later inputs",
+        values,
+    )
+
+
+def _value_leak(model: nn.Module, x: torch.Tensor, V: int, cuts: list[int], seed: int) -> tuple[int | None, float]:
+    """Change the tokens after each cut; the first prefix position whose logits moved, and the largest move."""
+    T = x.shape[1]
+    gen = torch.Generator().manual_seed(seed)
     first_leak, worst = None, 0.0
     with torch.no_grad():
-        torch.manual_seed(0)  # same dropout masks for both passes, if dropout is (wrongly) on in eval
+        torch.manual_seed(0)  # same dropout masks for both passes (train mode, or dropout wrongly on in eval)
         base, _ = adapter.full_logits(model, x)
         for t in cuts:
             x2 = x.clone()
@@ -164,37 +286,9 @@ def causal_independence(ctx, run):
             worst = max(worst, diff.max().item())
             leaking = (diff > 1e-4 * (1 + base.abs().max())).nonzero().flatten()
             if len(leaking):
-                pos = leaking[0].item()
+                pos = int(leaking[0].item())
                 first_leak = pos if first_leak is None else min(first_leak, pos)
-    values = {"cuts": cuts, "max_prefix_change": worst, "first_leaking_position": first_leak}
-    emb = _embedding_module(model, V)
-    if emb is not None:
-        grad_leak = _gradient_leak(model, emb, x, V)
-        values["gradient_leak_position"] = grad_leak
-        if grad_leak is not None:
-            first_leak = grad_leak if first_leak is None else min(first_leak, grad_leak)
-            values["first_leaking_position"] = first_leak
-    else:
-        values["gradient_test"] = "skipped: no nn.Embedding with vocab_size rows found"
-    if first_leak is not None:
-        raise Outcome(
-            Status.FAIL,
-            f"position {first_leak} changes when later tokens change: the model sees the future",
-            values=values,
-            causes=[
-                "attention without a causal mask (is_causal=False, or mask not applied)",
-                "the mask built with the wrong diagonal (tril vs triu, or offset 1)",
-                "a layer mixing across time (e.g. a non-causal convolution or normalisation over T)",
-            ],
-            fixes=[
-                "F.scaled_dot_product_attention(q, k, v, is_causal=True)",
-                "scores.masked_fill(torch.triu(ones(T, T), 1).bool(), -inf)",
-            ],
-        )
-    return (
-        f"prefix logits unchanged when the suffix changes (max change {worst:.1e}); no gradient to later inputs",
-        values,
-    )
+    return first_leak, worst
 
 
 def _gradient_leak(model: nn.Module, emb: nn.Module, x: torch.Tensor, V: int) -> int | None:
