@@ -5,8 +5,10 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
+from .checks.values import GradRow
 
-def grad_table(model: nn.Module) -> tuple[list[dict], float]:
+
+def grad_table(model: nn.Module) -> tuple[list[GradRow], float]:
     """Per-parameter rows (name, shape, numel, grad_norm, weight_norm, flags) and the global norm.
 
     Norms come from batched `_foreach_norm` and one host transfer, not a `.item()` per
@@ -30,7 +32,8 @@ def grad_table(model: nn.Module) -> tuple[list[dict], float]:
             else torch.zeros(2, 0)
         )
         host = stats.cpu().tolist()  # one transfer
-    rows, total_sq = [], 0.0
+    rows: list[GradRow] = []
+    total_sq = 0.0
     for i, (name, p) in enumerate(named):
         w_norm, g_norm = host[0][i], host[1][i]
         missing = p.grad is None

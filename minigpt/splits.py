@@ -61,7 +61,8 @@ def overlap(train: torch.Tensor, held_out: torch.Tensor, vocab_size: int, split:
         return Overlap(split, identical, contained, 0, 0)
     count = min(PROBES, n // WINDOW)
     offsets = [round(i * (n - WINDOW) / max(1, count - 1)) for i in range(count)]
-    found, examples = 0, []
+    found = 0
+    examples: list[dict] = []
     for off in offsets:
         at = _find_aligned(train_bytes, held_bytes[off * width : (off + WINDOW) * width], width)
         if at >= 0:

@@ -16,6 +16,7 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .errors import ModelSpecError
 
@@ -77,6 +78,8 @@ def _import_module(target: str, spec: str):
             raise ModelSpecError(f"--model {spec}: file not found: {path}", path=path)
         name = f"minigpt_user_model_{abs(hash(str(path)))}"
         module_spec = importlib.util.spec_from_file_location(name, path)
+        if module_spec is None or module_spec.loader is None:
+            raise ModelSpecError(f"--model {spec}: {path} cannot be imported as a Python module", path=path)
         module = importlib.util.module_from_spec(module_spec)
         sys.modules[name] = module  # dataclasses need the module registered while it executes
         # the file's folder on sys.path, so `from mylayers import X` next to it works
@@ -134,7 +137,7 @@ def load_model_spec(spec: str) -> ModelSpec:
     return ModelSpec(spec, model_cls, config_cls, module.__name__)
 
 
-def model_factory_for(spec: str | None) -> tuple[Callable[[dict], object], ModelSpec | None]:
+def model_factory_for(spec: str | None) -> tuple[Callable[[dict], Any], ModelSpec | None]:
     if not spec:
         from .checkpoint import default_model_factory
 

@@ -80,7 +80,7 @@ def files(ctx, run):
         exists = path.is_file()
         size = path.stat().st_size if exists else None
         status = "ok" if exists else ("missing" if role in required else "absent")
-        if exists and size < SMALL_FILE_BYTES and role != "metrics":
+        if size is not None and size < SMALL_FILE_BYTES and role != "metrics":
             status = "empty" if size == 0 else "suspiciously small"
             small.append(f"{role} {path} ({size} B)")
         if not exists and role in required:

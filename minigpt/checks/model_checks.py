@@ -4,6 +4,7 @@ and where non-finite values first appear."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -13,7 +14,7 @@ from . import adapter
 from .data_checks import DEBUG_BATCH_SIZE, _block
 from .registry import check
 from .result import Outcome, Status
-from .values import GradientsValues, OptimizerValues
+from .values import GradientsValues, OptimizerValues, UpdateRow
 
 
 def _names(names: list[str], limit: int = 4) -> str:
@@ -37,7 +38,7 @@ def forward_shapes(ctx, run):
     x, y = ctx.batch(B, T)
     notes: list[str] = []
     logits, loss = adapter.call(model, x, y, notes)
-    values = {"batch_shape": [B, T], "logits_shape": list(logits.shape), "expected": [B, T, V]}
+    values: dict[str, Any] = {"batch_shape": [B, T], "logits_shape": list(logits.shape), "expected": [B, T, V]}
     if list(logits.shape) == [B, V, T]:
         raise Outcome(
             Status.FAIL,
@@ -112,7 +113,7 @@ def loss_matches_logits(ctx, run):
     flat, targets = logits.float().reshape(-1, V), y.reshape(-1)
     expected = F.cross_entropy(flat, targets).item()
     own = loss.float().mean().item() if loss.numel() > 1 else loss.float().item()
-    values = {"model_loss": own, "cross_entropy_of_logits": expected, "loss_shape": list(loss.shape)}
+    values: dict[str, Any] = {"model_loss": own, "cross_entropy_of_logits": expected, "loss_shape": list(loss.shape)}
     if math.isfinite(own) and abs(own - expected) <= LOSS_TOLERANCE * (1 + abs(expected)):
         return f"model loss {own:.4f} = mean next-token cross-entropy of its logits {expected:.4f}", values
     # name the difference: each candidate is a loss bug we have seen in real model code
@@ -293,7 +294,7 @@ def _value_leak(model: nn.Module, x: torch.Tensor, V: int, cuts: list[int], seed
 
 def _gradient_leak(model: nn.Module, emb: nn.Module, x: torch.Tensor, V: int) -> int | None:
     """d(logits at t) / d(embedding at s > t) must be zero; return the first t where it is not."""
-    captured = {}
+    captured: dict[str, torch.Tensor] = {}
 
     def hook(_m, _inp, out):
         out.retain_grad()
@@ -315,7 +316,9 @@ def _gradient_leak(model: nn.Module, emb: nn.Module, x: torch.Tensor, V: int) ->
         if captured["emb"].grad is not None:
             captured["emb"].grad = None
         (logits[0, t] * probe).sum().backward(retain_graph=True)
-        g = captured["emb"].grad[0, t + 1 :]
+        grad = captured["emb"].grad
+        assert grad is not None  # backward reached the embedding output: retain_grad() was called
+        g = grad[0, t + 1 :]
         if g.abs().max().item() > 0:
             return t
     return None
@@ -435,7 +438,7 @@ def optimizer_update(ctx, run):
             .cpu()
             .tolist()
         )
-    rows = []
+    rows: list[UpdateRow] = []
     for i, (name, _) in enumerate(params):
         upd, w = stats[0][i], stats[1][i]
         rows.append({"name": name, "update_norm": upd, "weight_norm": w, "ratio": upd / w if w > 0 else None})

@@ -139,7 +139,7 @@ def training_curve(ctx, run):
         baseline = math.log(ctx.tokenizer.vocab_size)
     except Exception:
         pass
-    diagnosis = diagnose(log.points, baseline=baseline)
+    diagnosis = diagnose(list(log.points), baseline=baseline)
     values = {"shape": diagnosis.shape, "points": len(log.points), "bad_lines": log.bad_lines, **diagnosis.values}
     status = CURVE_STATUS.get(diagnosis.shape, Status.WARN)
     if status is Status.PASS:
