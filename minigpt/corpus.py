@@ -74,13 +74,14 @@ class SourcePlan:
     whole: TextSource | None  # a single file or the demo, cut by `choose_cuts`
 
 
-def _decode(data: bytes, path: object, base: int) -> str:
-    """Strict UTF-8; `base` is the byte offset of `data` in the file, for the error message."""
+def _decode(data: bytes, path: object, base: int, before: bytes = b"") -> str:
+    """Strict UTF-8; `base` is the byte offset of `data` in the file and `before` the bytes just
+    ahead of it, both for the error message."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         bad = data[exc.start : exc.end]
-        context = data[max(0, exc.start - 20) : exc.start]
+        context = (before + data[: exc.start])[-20:]
         raise DataError(
             f"Not UTF-8 text: {path} has invalid byte(s) {bad!r} at byte offset {base + exc.start} "
             f"(after {context!r}): {exc.reason}",
@@ -121,7 +122,7 @@ def iter_file_text(path: str | os.PathLike, chunk_bytes: int = CHUNK_BYTES) -> I
     except OSError as exc:
         raise os_error(exc, path, action="read") from None
     with fh:
-        offset, pending, held_cr, first = 0, b"", False, True
+        offset, pending, held_cr, first, before = 0, b"", False, True, b""
         while True:
             try:
                 block = fh.read(chunk_bytes)
@@ -137,8 +138,8 @@ def iter_file_text(path: str | os.PathLike, chunk_bytes: int = CHUNK_BYTES) -> I
                 pending = data
                 continue
             cut = len(data) if final else _utf8_cut(data)
-            text = _decode(data[:cut], path, offset)
-            offset, pending = offset + cut, data[cut:]
+            text = _decode(data[:cut], path, offset, before)
+            offset, pending, before = offset + cut, data[cut:], (before + data[:cut])[-20:]
             if held_cr:
                 text = "\r" + text
             held_cr = not final and text.endswith("\r")  # maybe the first half of a CRLF

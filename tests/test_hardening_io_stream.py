@@ -1,0 +1,266 @@
+"""Bounded memory: `prepare` streams its source and stores IDs in the smallest integer dtype;
+`read_metrics` reads in blocks into compact columns. Same results as reading everything at once.
+(Peak memory and time are measured in benchmarks/run.py, not here.)"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from minigpt import corpus, metrics_log, prepare
+from minigpt.corpus import LineStarts, choose_cuts, decode_text, iter_file_text, split_text
+from minigpt.data import get_batch, id_dtype, load_ids
+from minigpt.errors import DataError
+from minigpt.metrics_log import MetricPoint, MetricPoints, parse_line, read_metrics, series
+from minigpt.prepare import prepare_workspace
+from minigpt.tokenizer import CharTokenizer
+from minigpt.workspace import SPLITS, Workspace
+
+
+def english_prose(n_chars: int) -> str:
+    from pydoc_data.topics import topics
+
+    return "".join(topics[key] for key in sorted(topics))[:n_chars]
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def lines_of(chars: str, per_line: int = 40) -> str:
+    return "".join(chars[i : i + per_line] + "\n" for i in range(0, len(chars), per_line))
+
+
+# -- dtypes ---------------------------------------------------------------------------------
+
+
+def test_id_dtype_is_the_smallest_that_holds_the_vocabulary():
+    assert [id_dtype(v) for v in (1, 256, 257, 32768, 32769)] == [
+        torch.uint8,
+        torch.uint8,
+        torch.int16,
+        torch.int16,
+        torch.int32,
+    ]
+
+
+@pytest.mark.parametrize(
+    ("extra", "dtype"),
+    [
+        ("", torch.uint8),
+        ("".join(chr(0x4E00 + i) for i in range(300)), torch.int16),
+        # above U+FFFF too: the UTF-32 path of the encoder
+        ("".join(chr(0x4E00 + i) for i in range(20000)) + "".join(chr(0x20000 + i) for i in range(13000)), torch.int32),
+    ],
+)
+def test_prepare_stores_the_smallest_dtype_and_batches_come_out_int64(tmp_path, extra, dtype):
+    text = english_prose(30_000) + lines_of(extra)
+    source = tmp_path / "corpus.txt"
+    source.write_text(text, encoding="utf-8")
+    summary = prepare_workspace(source, tmp_path / "ws")
+    ws = Workspace(tmp_path / "ws")
+    tok = CharTokenizer.from_file(ws.tokenizer)
+    assert summary.ids_dtype == str(dtype)
+    ids = {s: load_ids(ws.ids(s)) for s in SPLITS}
+    assert all(t.dtype == dtype for t in ids.values())
+    assert "".join(tok.decode(ids[s]) for s in SPLITS) == text
+    x, y = get_batch(ids["train"], 4, 16, generator=torch.Generator().manual_seed(0))
+    assert x.dtype == y.dtype == torch.long
+    assert int(x.max()) < tok.vocab_size and torch.equal(x[:, 1:], y[:, :-1])
+
+
+def test_old_int64_id_files_still_load_and_batch(tiny_workspace):
+    ids = load_ids(tiny_workspace.ids("train"))  # the fixture writes int64, as earlier versions did
+    assert ids.dtype == torch.int64
+    assert get_batch(ids, 2, 8)[0].dtype == torch.long
+
+
+# -- streaming the source -------------------------------------------------------------------
+
+MIXED = "\ufeffcafé\r\nnaïve — 東京\rline three 😀\r\n\r\nend × … \U00020000\n"
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 4, 5, 7, 64])
+def test_reading_in_pieces_equals_decoding_the_whole_file(tmp_path, chunk):
+    path = tmp_path / "mixed.txt"
+    path.write_bytes(MIXED.encode("utf-8"))
+    pieces = list(iter_file_text(path, chunk))
+    assert "".join(pieces) == decode_text(path.read_bytes()) == MIXED[1:].replace("\r\n", "\n").replace("\r", "\n")
+
+
+def test_invalid_utf8_in_a_later_block_names_its_offset_in_the_file(tmp_path):
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("ascii text then é ok\n".encode() + b"caf\xe9\n")
+    with pytest.raises(DataError, match="byte offset 25") as info:
+        "".join(iter_file_text(path, 5))  # the bad byte is in the 6th block
+    assert "latin1.txt" in str(info.value) and "ok\\ncaf'):" in str(info.value)  # context from earlier blocks
+
+
+def test_a_file_cut_mid_character_is_an_error(tmp_path):
+    path = tmp_path / "cut.txt"
+    path.write_bytes("abc\n東".encode()[:-1])
+    with pytest.raises(DataError, match="Not UTF-8"):
+        "".join(iter_file_text(path, 2))
+
+
+def test_prepare_in_tiny_pieces_writes_the_same_files_as_in_one_piece(tmp_path, monkeypatch):
+    text = MIXED[1:] * 3 + english_prose(5_000)
+    source = tmp_path / "corpus.txt"
+    source.write_text(text, encoding="utf-8")
+    prepare_workspace(source, tmp_path / "one")
+    monkeypatch.setattr(corpus, "CHUNK_BYTES", 7)
+    summary = prepare_workspace(source, tmp_path / "many")
+    assert snapshot(tmp_path / "one") == snapshot(tmp_path / "many")
+    expected, _ = split_text(decode_text(source.read_bytes()))
+    tok = CharTokenizer.from_file(Workspace(tmp_path / "many").tokenizer)
+    for split in SPLITS:
+        assert tok.decode(load_ids(Workspace(tmp_path / "many").ids(split))) == expected[split]
+        assert summary.tokens[split] == len(expected[split])
+
+
+def test_line_starts_seen_in_pieces_give_the_cuts_of_the_whole_text():
+    rng = random.Random(0)
+    for _ in range(3000):
+        n = rng.randint(1, 80)
+        newline_rate = rng.choice((0.02, 0.2, 0.6))
+        text = "".join("\n" if rng.random() < newline_rate else "x" for _ in range(n))
+        try:
+            expected = split_text(text, source="t")
+        except DataError:
+            expected = None
+        starts = LineStarts(n, (n * 0.90, n * 0.95))
+        i = 0
+        while i < n:
+            k = rng.randint(1, 9)
+            starts.feed(text[i : i + k])
+            i += k
+        try:
+            c1, c2, notice = choose_cuts(n, starts.starts(), starts.count, source="t")
+            got = ({"train": text[:c1], "val": text[c1:c2], "test": text[c2:]}, notice)
+        except DataError:
+            got = None
+        assert got == expected, repr(text)
+
+
+def test_tokenizer_and_ids_are_written_only_after_every_split_encoded(tmp_path, monkeypatch):
+    # GIVEN a prepared workspace and a new source whose last split fails to write
+    ws = Workspace(tmp_path / "ws")
+    prepare_workspace("demo", ws)
+    before = snapshot(ws.root)
+    source = tmp_path / "other.txt"
+    source.write_text("zz\nyy\nxx\nww\n", encoding="utf-8")
+    real = prepare.stage_torch_save
+
+    def fail_on_test(obj, path):
+        if Path(path).name == "test_ids.pt":
+            raise DataError("simulated failure while writing the test split", path=path)
+        return real(obj, path)
+
+    monkeypatch.setattr(prepare, "stage_torch_save", fail_on_test)
+    # WHEN prepare --force runs
+    with pytest.raises(DataError, match="simulated"):
+        prepare_workspace(source, ws, force=True)
+    # THEN nothing changed: no new tokenizer, no new train/val IDs, no temp files
+    assert snapshot(ws.root) == before
+
+
+def test_a_source_that_changes_between_passes_is_refused_and_nothing_written(tmp_path, monkeypatch):
+    source = tmp_path / "growing.txt"
+    source.write_text("one\ntwo\nthree\nfour\n", encoding="utf-8")
+    real_scan = prepare._scan
+
+    def scan_then_grow(src, report):
+        found = real_scan(src, report)
+        with open(source, "a", encoding="utf-8") as fh:
+            fh.write("five\n")  # another program appends after the vocabulary pass
+        return found
+
+    monkeypatch.setattr(prepare, "_scan", scan_then_grow)
+    with pytest.raises(DataError, match="changed while prepare was reading it"):
+        prepare_workspace(source, tmp_path / "ws")
+    assert not (tmp_path / "ws").exists() or snapshot(tmp_path / "ws") == {}
+
+
+# -- the metrics reader ---------------------------------------------------------------------
+
+MESSY = (
+    '{"step": 1, "train_loss": 3.0, "lr": 0.001}\n'
+    "\n"
+    "not json\n"
+    '{"iter": 2, "loss": 2, "valid_loss": "inf", "learning_rate": "3e-4"}\n'
+    '{"step": 3, "train_loss": "nan", "grad_norm": true, "val_loss": null}\n'
+    '{"step": 4.0, "train_loss": NaN}\n'
+    '{"step": 99999999999999999999999, "train_loss": 1.0}\n'
+    "[1, 2]\n"
+    '{"step": 5, "train_loss": 1.5, "tokens_per_s": 10, "elapsed_s": 0.5}\n'
+    '{"step": 6, "tr'
+)
+
+
+def same(a: MetricPoint, b: MetricPoint) -> bool:
+    return all(
+        (x is None and y is None) or (x is not None and y is not None and (x == y or (math.isnan(x) and math.isnan(y))))
+        for x, y in ((getattr(a, f), getattr(b, f)) for f in ("step", *metrics_log._FIELDS))
+    )
+
+
+@pytest.mark.parametrize("block", [1, 16, 97, 1 << 22])
+def test_reading_in_blocks_gives_what_each_line_parses_to(tmp_path, monkeypatch, block):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(MESSY, encoding="utf-8")
+    monkeypatch.setattr(metrics_log, "READ_BLOCK", block)
+    log = read_metrics(path)
+    expected = [p for p in map(parse_line, MESSY.split("\n")[:-1]) if p is not None]
+    assert len(log.points) == len(expected) == 5
+    assert all(same(a, b) for a, b in zip(log.points, expected))
+    assert log.bad_lines == 3 and log.bad_line_numbers == [3, 7, 8]
+    assert log.partial_tail
+
+
+def test_the_column_hot_path_converts_values_like_parse_line(tmp_path):
+    # every record has only minigpt.train's keys: the column-wise path reads this block
+    lines = [
+        '{"step": 1, "train_loss": 3, "lr": "1e-3", "grad_norm": true}',
+        '{"step": 2, "train_loss": "nan", "val_loss": 2.5, "lr": 0.001}',
+        '{"step": 3, "train_loss": 2.25, "lr": 0.001, "time": 5.0, "nonfinite": true}',
+    ]
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert metrics_log._plain_columns([line.encode() for line in lines]) is not None
+    log = read_metrics(path)
+    assert all(same(a, parse_line(line)) for a, line in zip(log.points, lines))
+    assert (log.points[0].train_loss, log.points[0].lr, log.points[0].grad_norm) == (3.0, 0.001, None)
+
+
+def test_metric_points_read_like_a_list_of_points():
+    plain = [MetricPoint(1, train_loss=3.0), MetricPoint(2, val_loss=2.0, lr=1e-3), MetricPoint(3, train_loss=2.5)]
+    points = MetricPoints(plain)
+    assert len(points) == 3 and points == plain and list(points) == plain
+    assert points[-1].step == 3 and points[1].val_loss == 2.0 and points[1].train_loss is None
+    assert points[:2] == plain[:2]
+    assert series(points, "train_loss") == series(plain, "train_loss") == ([1, 3], [3.0, 2.5])
+    points.append(MetricPoint(4, train_loss=float("inf")))
+    assert points[3].train_loss == math.inf
+    with pytest.raises(IndexError):
+        points[4]
+
+
+def test_a_large_log_reads_in_bounded_blocks(tmp_path, monkeypatch):
+    # GIVEN 20,000 lines read 4 KB at a time, WHEN read, THEN every point arrives in order
+    path = tmp_path / "metrics.jsonl"
+    with open(path, "w", encoding="utf-8") as fh:
+        for step in range(1, 20_001):
+            record = {"step": step, "train_loss": 4.0 / step, "lr": 3e-4}
+            if step % 100 == 0:
+                record["val_loss"] = 5.0 / step
+            fh.write(json.dumps(record) + "\n")
+    monkeypatch.setattr(metrics_log, "READ_BLOCK", 4096)
+    log = read_metrics(path)
+    assert len(log.points) == 20_000 and log.bad_lines == 0 and not log.partial_tail
+    steps, vals = series(log.points, "val_loss")
+    assert steps == list(range(100, 20_001, 100)) and vals[0] == 0.05
