@@ -388,3 +388,19 @@ def test_an_os_error_mid_run_exits_2_naming_the_path(tiny_workspace, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err
     assert str(tiny_workspace.checkpoints) in err and "last checkpoint: none" in err
+
+
+@pytest.mark.slow
+def test_after_a_sigkill_the_next_run_takes_the_stale_lock_over_and_resumes(tiny_workspace):
+    ws = tiny_workspace
+    killed = train_cli(ws, "--steps", "100000", "--eval-interval", "10")
+    wait_for(lambda: ws.latest_checkpoint.exists())
+    killed.send_signal(signal.SIGKILL)
+    killed.communicate(timeout=60)
+    saved = read_checkpoint(ws.latest_checkpoint)["step"]
+    resumed = train_cli(ws, "--resume", "--steps", str(saved + 10))
+    _, err = resumed.communicate(timeout=120)
+    assert resumed.returncode == 0, err
+    assert f"took over a stale lock left by `minigpt train` (PID {killed.pid}" in err
+    assert read_checkpoint(ws.latest_checkpoint)["step"] == saved + 10
+    assert lock.holder(ws.root) is None
