@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from rich.console import Group
-from rich.pretty import Pretty
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -12,7 +11,11 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Label, ProgressBar, Static
 
 from ..messages import CheckFinished, CheckProgressed, ChecksFinished, ChecksStarted, CheckStarted
+from ..widgets.humanize import values_grid
 from ..widgets.status import status_text
+from ..widgets.table_filter import TableFilter, matches
+
+COLUMNS = ("status", "check", "time", "summary")
 
 
 class ChecksTable(DataTable):
@@ -33,11 +36,16 @@ class ChecksTable(DataTable):
 class ChecksPane(Vertical):
     """Renders the engine's CheckResults as they arrive; never computes a result itself."""
 
+    BINDINGS = [Binding("slash", "open_filter", "Filter")]
+
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.results: dict = {}  # check id -> CheckResult (latest)
+        self.states: dict[str, str] = {}  # check id -> "pending" / "running" while it has no new result
         self.order: list[str] = []  # ids in pipeline order, as far as known
         self.running: str | None = None
+        self.report = None  # the last finished Report: its `judged` files say what the verdicts are about
+        self.filter = ""
         self._run_total = 0
         self._run_done = 0
 
@@ -45,6 +53,7 @@ class ChecksPane(Vertical):
         with Horizontal(id="checks-progress-row"):
             yield Label("waiting for torch…", id="checks-status", markup=False)
             yield ProgressBar(total=100, show_eta=False, id="checks-progress")
+        yield TableFilter(id="checks-filter")
         table = ChecksTable(id="checks-table", cursor_type="row", zebra_stripes=True)
         table.add_column("status", key="status", width=9)
         table.add_column("check", key="check", width=22)
@@ -75,25 +84,92 @@ class ChecksPane(Vertical):
     def table(self) -> ChecksTable:
         return self.query_one(ChecksTable)
 
+    # -- rows -------------------------------------------------------------------------------
+    def _cells(self, cid: str) -> tuple:
+        state = self.states.get(cid)
+        r = self.results.get(cid)
+        if r is None:
+            return status_text(state or "pending"), cid, "", ""
+        return (
+            status_text(state or r.status),
+            cid,
+            f"{r.duration_s:.2f}s",
+            Text(r.summary, no_wrap=True, overflow="ellipsis"),
+        )
+
+    def _visible(self, cid: str) -> bool:
+        if not self.filter:
+            return True
+        r = self.results.get(cid)
+        status = self.states.get(cid) or (r.status.value if r else "pending")
+        return matches(self.filter, cid, status, r.stage if r else "", r.summary if r else "")
+
+    def _show_row(self, cid: str) -> None:
+        """Update the row in place (cheap), add it when new, drop it when the filter hides it."""
+        if cid not in self.order:
+            self.order.append(cid)
+        table = self.table
+        if not self._visible(cid):
+            if cid in table.rows:
+                table.remove_row(cid)
+            return
+        if cid in table.rows:
+            for key, value in zip(COLUMNS, self._cells(cid)):
+                table.update_cell(cid, key, value)
+        else:
+            at = self.order.index(cid)
+            before_ok = all(c in table.rows or not self._visible(c) for c in self.order[:at])
+            if before_ok and not any(c in table.rows for c in self.order[at + 1 :]):
+                table.add_row(*self._cells(cid), key=cid)  # lands in pipeline order: no rebuild
+            else:
+                self._rebuild_rows()
+
+    def _rebuild_rows(self) -> None:
+        table = self.table
+        keep = self.selected_id
+        table.clear()
+        for cid in self.order:
+            if self._visible(cid):
+                table.add_row(*self._cells(cid), key=cid)
+        if keep in table.rows:
+            table.move_cursor(row=table.get_row_index(keep))
+
+    @property
+    def selected_id(self) -> str | None:
+        table = self.table
+        if not table.row_count or table.cursor_row < 0:
+            return None
+        return table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
+
+    # -- filter -----------------------------------------------------------------------------
+    def action_open_filter(self) -> None:
+        self.query_one(TableFilter).open(return_to=self.table)
+
+    @on(TableFilter.FilterChanged, "#checks-filter")
+    def apply_filter(self, message: TableFilter.FilterChanged) -> None:
+        if message.query != self.filter:
+            self.filter = message.query
+            self._rebuild_rows()
+            shown = self.table.row_count
+            if self.filter:
+                self.query_one("#checks-status", Label).update(
+                    f"filter {self.filter!r}: {shown} of {len(self.order)} checks"
+                )
+
     # -- worker events ----------------------------------------------------------------------
     @on(ChecksStarted)
     def mark_pending(self, message: ChecksStarted) -> None:
-        table = self.table
-        if not self.order:
-            self.order = list(message.check_ids)
         for cid in message.check_ids:
-            if cid in table.rows:
-                table.update_cell(cid, "status", status_text("pending"))
-            else:
-                table.add_row(status_text("pending"), cid, "", "", key=cid)
+            self.states[cid] = "pending"
+            self._show_row(cid)
         self._run_total, self._run_done = len(message.check_ids), 0
         self._set_progress(0.0, f"running {len(message.check_ids)} checks")
 
     @on(CheckStarted)
     def mark_running(self, message: CheckStarted) -> None:
         self.running = message.check_id
-        if message.check_id in self.table.rows:
-            self.table.update_cell(message.check_id, "status", status_text("running"))
+        self.states[message.check_id] = "running"
+        self._show_row(message.check_id)
         self._set_progress(
             message.index / max(1, message.total), f"{message.index + 1}/{message.total} {message.check_id}"
         )
@@ -110,28 +186,22 @@ class ChecksPane(Vertical):
     def fill_row(self, message: CheckFinished) -> None:
         r = message.result
         self.results[r.id] = r
+        self.states.pop(r.id, None)
         self._run_done = message.index + 1
-        cells = (
-            status_text(r.status),
-            r.id,
-            f"{r.duration_s:.2f}s",
-            Text(r.summary, no_wrap=True, overflow="ellipsis"),
-        )
-        table = self.table
-        if r.id in table.rows:
-            for key, value in zip(("status", "check", "time", "summary"), cells):
-                table.update_cell(r.id, key, value)
-        else:
-            table.add_row(*cells, key=r.id)
+        self._show_row(r.id)
         self._set_progress(self._run_done / max(1, message.total), f"{self._run_done}/{message.total} done")
-        if table.row_count and table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value == r.id:
+        if self.selected_id == r.id:
             self.show_detail(r.id)
 
     @on(ChecksFinished)
     def show_totals(self, message: ChecksFinished) -> None:
-        report = message.report
+        report = self.report = message.report
         self.running = None
-        counts = {}
+        if report.cancelled:  # rows still marked pending or running were not run this time
+            for cid in list(self.states):
+                self.states.pop(cid)
+                self._show_row(cid)
+        counts: dict[str, int] = {}
         for r in self.results.values():
             counts[r.status.value] = counts.get(r.status.value, 0) + 1
         text = ", ".join(f"{n} {k}" for k, n in counts.items() if n)
@@ -140,9 +210,12 @@ class ChecksPane(Vertical):
         failed = [cid for cid, r in self.results.items() if r.status.value in ("fail", "error")]
         failing = f" ({', '.join(failed[:3])}{'…' if len(failed) > 3 else ''})" if failed else ""
         self._set_progress(1.0, f"{fault}{state}: {text}{failing}")
-        table = self.query_one("#checks-table", DataTable)
-        if failed and table.cursor_row <= 0:  # the user has not moved: show the first failure's causes
-            table.move_cursor(row=table.get_row_index(failed[0]))
+        table = self.table
+        visible_failed = [cid for cid in failed if cid in table.rows]
+        if visible_failed and table.cursor_row <= 0:  # the user has not moved: show the first failure's causes
+            table.move_cursor(row=table.get_row_index(visible_failed[0]))
+        if self.selected_id is not None:
+            self.show_detail(self.selected_id)  # the judged files arrived with the report
 
     def _set_progress(self, fraction: float, text: str) -> None:
         self.query_one("#checks-progress", ProgressBar).update(progress=round(100 * min(1.0, fraction)))
@@ -160,15 +233,24 @@ class ChecksPane(Vertical):
         if r is None:
             body.update(Text(f"{check_id}: not run yet"))
             return
-        parts = [
-            Text.assemble(status_text(r.status), " ", (r.id, "bold"), f"  [{r.stage}]  {r.duration_s:.2f}s"),
-            Text(r.summary),
-        ]
-        for title, items in (("likely causes", r.causes), ("what to try", r.fixes), ("notes", r.notes)):
-            if items:
-                parts.append(Text(title + ":", style="bold"))
-                parts.extend(Text(f"  • {item}") for item in items)
-        if r.values:
-            parts.append(Text("values:", style="bold"))
-            parts.append(Pretty(r.values, max_length=12, max_string=400))
-        body.update(Group(*parts))
+        body.update(detail_view(r, self.report.judged if self.report is not None else ()))
+
+
+def detail_view(r, judged=()) -> Group:
+    """One check result for people: verdict, causes, fixes, notes, its values as a grid and the
+    files the run judged (where its numbers come from)."""
+    parts = [
+        Text.assemble(status_text(r.status), " ", (r.id, "bold"), f"  stage {r.stage}  {r.duration_s:.2f}s"),
+        Text(r.summary),
+    ]
+    for title, items in (("likely causes", r.causes), ("what to try", r.fixes), ("notes", r.notes)):
+        if items:
+            parts.append(Text(title + ":", style="bold"))
+            parts.extend(Text(f"  • {item}") for item in items)
+    if r.values:
+        parts.append(Text("values:", style="bold"))
+        parts.append(values_grid(r.values))
+    if judged:
+        parts.append(Text("this run judged:", style="bold"))
+        parts.extend(Text(f"  {f.role}: {f.describe()}") for f in judged)
+    return Group(*parts)

@@ -1,16 +1,17 @@
-"""Pane 5: the per-parameter gradient table, from the gradients check or a live training run.
+"""Pane 5: per-parameter gradient norms from two labelled sources, switchable with `s`.
 
-Rows come from `minigpt.gradstats.grad_table` (via the check's `report.shared["grad_table"]`, a
-`GradientsMeasured` message, or the last line of `logs/grads.jsonl` that the trainer appends at
-each evaluation). Update/weight ratios come from the optimizer-update check.
+- **training**: the newest record of `logs/grads.jsonl`, which the trainer appends at each
+  evaluation (followed like `tail -f`; a rewritten or truncated log drops what it showed).
+- **gradients check**: the model the check measured (`GradientsValues.model`, usually a fresh
+  model), with update/weight ratios from the optimizer_update check; the header shows the
+  check's own verdict, so the pane never disagrees with pane 1.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rich.text import Text
@@ -18,66 +19,55 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.message import Message
 from textual.widgets import DataTable, Static
 from textual.worker import get_current_worker
 
 from ..messages import ChecksFinished, GradientsMeasured
+from ..widgets.humanize import human_float
+from ..widgets.jsonl_follow import JsonlFollower
+from ..widgets.status import status_text
+from ..widgets.table_filter import TableFilter, matches
 
 FLAG_TEXT = {"no_grad": "MISSING", "nonfinite": "NON-FINITE", "zero": "ZERO", "frozen": "frozen"}
 PROBLEM_FLAGS = {"no_grad", "nonfinite", "zero"}  # frozen may be on purpose: marked, not alarmed
 SORTS = {"name": "name", "grad": "grad norm", "ratio": "update ratio"}
-COLUMNS = [
-    ("mark", " "),
-    ("name", "parameter"),
-    ("flags", "flags"),
-    ("grad", "grad norm"),
-    ("ratio", "upd/weight"),
-    ("weight", "weight norm"),
-    ("shape", "shape"),
-    ("numel", "params"),
-]
+# key, header; after mark, name, flags and grad (always shown), the rest in the order they are dropped last
+COLUMNS = {"mark": " ", "name": "parameter", "flags": "flags", "grad": "grad norm"}
+OPTIONAL = {"ratio": "upd/weight", "weight": "weight norm", "numel": "params", "shape": "shape"}
+SOURCES = {"training": "training log", "check": "gradients check"}
+MIN_NAME = 14
 
 
-class JsonlTail:
-    """The last complete line of a growing JSONL file, reading only the bytes added since the
-    last poll (the MetricsFollower idea). A shrunk or replaced file is read again from the top."""
+@dataclass
+class GradSource:
+    """One table of gradients and what it is about."""
 
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        self._offset, self._buffer, self._identity = 0, b"", None
-
-    def poll(self) -> dict | None:
-        """The newest complete record added since the last poll, or None."""
-        try:
-            f = open(self.path, "rb")
-        except OSError:
-            return None
-        with f:
-            st = os.fstat(f.fileno())
-            identity = (st.st_dev, st.st_ino)
-            if identity != self._identity or st.st_size < self._offset:
-                self._offset, self._buffer, self._identity = 0, b"", identity
-            if st.st_size == self._offset:
-                return None
-            f.seek(self._offset)
-            data = f.read(st.st_size - self._offset)
-        self._offset += len(data)
-        lines = (self._buffer + data).split(b"\n")
-        self._buffer = lines.pop()
-        for raw in reversed(lines):  # only the newest record matters
-            try:
-                record = json.loads(raw)
-            except ValueError:
-                continue
-            if isinstance(record, dict) and isinstance(record.get("rows"), list):
-                return record
-        return None
+    rows: list[dict]
+    global_norm: float | None
+    clip: float | None
+    label: str  # where the numbers come from, in words
+    ratios: dict[str, float | None] = field(default_factory=dict)  # optimizer_update, same model
+    verdict: object = None  # the gradients check's CheckResult (check source only)
 
 
-def _num(x: float | None, fmt: str = ".3g") -> str:
-    if x is None:
-        return "-"
-    return f"{x:{fmt}}" if math.isfinite(x) else str(x)
+@dataclass
+class TrainingGradientsRead(Message):
+    """The follow thread read a new record from grads.jsonl (`record` None: the log was rewritten)."""
+
+    record: dict | None
+    path: str
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else human_float(x)
+
+
+def _flags(row: dict) -> list[str]:
+    flags = list(row.get("flags") or [])
+    if row.get("grad_norm") is None and "no_grad" not in flags and "frozen" not in flags:
+        flags.append("no_grad")
+    return flags
 
 
 class GradientsPane(Vertical):
@@ -85,34 +75,53 @@ class GradientsPane(Vertical):
 
     DEFAULT_CSS = """
     GradientsPane { height: 1fr; }
-    GradientsPane #grad-header { height: auto; padding: 0 1; }
+    GradientsPane #grad-header { height: auto; }
     GradientsPane DataTable { height: 1fr; }
     """
     BINDINGS = [
+        Binding("s", "switch_source", "Source"),
         Binding("n", "sort('name')", "Sort name"),
         Binding("g", "sort('grad')", "Sort grad"),
         Binding("o", "sort('ratio')", "Sort ratio"),  # not r: that re-runs the checks everywhere
+        Binding("slash", "open_filter", "Filter"),
     ]
     POLL_S = 1.0  # grads.jsonl is written once per evaluation: 1 s is plenty
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        self.rows: list[dict] = []
-        self.ratios: dict[str, float | None] = {}
-        self.global_norm: float | None = None
-        self.clip: float | None = None
-        self.source = "none yet"
+        self.sources: dict[str, GradSource | None] = {"training": None, "check": None}
+        self.view = "training"  # which source the table shows
+        self._chosen = False  # the user picked the source with `s`: do not switch for them
         self.sort_key = "name"
         self.sort_reverse = False
+        self.filter = ""
+        self.columns: list[str] = []  # the column keys the table has now
+        self.rebuilds = 0  # full table rebuilds (tests: a sort must not rebuild)
+        self._dirty = True  # data changed while the pane was hidden
         self._stop = threading.Event()
-        self._finished: list[threading.Event] = []  # one per follow thread, set when it returns
+        self._finished: list[threading.Event] = []
+
+    # -- the shown source, as the old single-source attributes ---------------------------
+    @property
+    def current(self) -> GradSource | None:
+        return self.sources[self.view]
+
+    @property
+    def rows(self) -> list[dict]:
+        return self.current.rows if self.current else []
+
+    @property
+    def ratios(self) -> dict[str, float | None]:
+        return self.current.ratios if self.current else {}
+
+    @property
+    def source(self) -> str:
+        return self.current.label if self.current else "none yet"
 
     def compose(self) -> ComposeResult:
         yield Static(id="grad-header", markup=False)
-        table = DataTable(id="grad-table", cursor_type="row", zebra_stripes=True)
-        for key, label in COLUMNS:
-            table.add_column(label, key=key)
-        yield table
+        yield TableFilter(id="grad-filter")
+        yield DataTable(id="grad-table", cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:
         self._render_header()
@@ -128,117 +137,241 @@ class GradientsPane(Vertical):
     # -- sources ---------------------------------------------------------------------------
     @work(thread=True, exclusive=True, exit_on_error=False, group="gradients-follow")
     def _follow_grads(self, path: Path) -> None:
-        """Poll the tail of grads.jsonl; post the newest record as GradientsMeasured."""
+        """Poll grads.jsonl; post the newest record with a gradient table."""
         finished = threading.Event()
         self._finished.append(finished)
-        worker, tail = get_current_worker(), JsonlTail(path)
+        worker, follower = get_current_worker(), JsonlFollower(path)
         try:
             while not worker.is_cancelled and not self._stop.is_set():
-                record = tail.poll()
-                if record is not None:
-                    self.post_message(
-                        GradientsMeasured(
-                            rows=record["rows"],
-                            global_norm=record.get("global_norm"),
-                            clip=record.get("clip"),
-                            source=f"training step {record.get('step', '?')}",
-                        )
-                    )
+                records = [r for r in follower.poll() if isinstance(r.get("rows"), list)]
+                if follower.reset and not records:
+                    self.post_message(TrainingGradientsRead(None, str(path)))
+                if records:
+                    self.post_message(TrainingGradientsRead(records[-1], str(path)))
                 self._stop.wait(self.POLL_S)
         finally:
             finished.set()
 
+    @on(TrainingGradientsRead)
+    def show_training_record(self, message: TrainingGradientsRead) -> None:
+        record = message.record
+        if record is None:  # a new run rewrote the log: the old numbers describe nothing on disk
+            self.sources["training"] = None
+        else:
+            step = record.get("step")
+            self.sources["training"] = GradSource(
+                record["rows"],
+                record.get("global_norm"),
+                record.get("clip"),
+                f"training step {step if step is not None else '?'} ({Path(message.path).name})",
+            )
+        self._source_changed("training")
+
     @on(GradientsMeasured)
     def on_gradients_measured(self, message: GradientsMeasured) -> None:
-        self.show_rows(message.rows, message.global_norm, message.clip, message.source)
+        """Gradients of a live run handed over directly (same slot as the training log)."""
+        self.sources["training"] = GradSource(message.rows, message.global_norm, message.clip, message.source)
+        self._source_changed("training")
 
     @on(ChecksFinished)
     def show_check_results(self, message: ChecksFinished) -> None:
         results = message.report.by_id()
+        grads, update = results.get("gradients"), results.get("optimizer_update")
         # ratios from this run only: a skipped optimizer_update must not leave the last run's numbers
-        update = results.get("optimizer_update")
-        self.ratios = {r["name"]: r["ratio"] for r in (update.values.get("table") or [])} if update else {}
-        grads = results.get("gradients")
-        if grads is not None and grads.values.get("table"):
-            self.show_rows(grads.values["table"], grads.values.get("global_norm"), 1.0, "gradients check")
-        elif self.rows:
-            self._rebuild()
+        ratios = {r["name"]: r["ratio"] for r in (update.values.get("table") or [])} if update else {}
+        if grads is None:
+            return
+        table = grads.values.get("table") or []
+        model = grads.values.get("model") or "the checked model"
+        self.sources["check"] = GradSource(
+            list(table), grads.values.get("global_norm"), None, f"gradients check: {model}", ratios, grads
+        )
+        self._source_changed("check")
 
-    # -- rendering ----------------------------------------------------------------------------
-    def show_rows(self, rows: list[dict], global_norm: float | None, clip: float | None, source: str) -> None:
-        self.rows, self.global_norm, self.clip, self.source = list(rows), global_norm, clip, source
-        self._rebuild()
+    def _source_changed(self, kind: str) -> None:
+        if not self._chosen and self.sources[self.view] is None and self.sources[kind] is not None:
+            self.view = kind  # nothing shown yet: show what arrived
+        if kind == self.view:
+            self._refresh()
+        else:
+            self._render_header()  # the other source's name in the header
 
+    def action_switch_source(self) -> None:
+        other = "check" if self.view == "training" else "training"
+        self.view, self._chosen = other, True
+        self._refresh()
+
+    # -- sorting and filtering ----------------------------------------------------------------
     def action_sort(self, key: str) -> None:
         if key == self.sort_key:
             self.sort_reverse = not self.sort_reverse
         else:  # norms and ratios: largest first; names: A to Z
             self.sort_key, self.sort_reverse = key, key != "name"
-        self._rebuild()
+        self._render_header()
+        table = self.query_one(DataTable)
+        if self._shown() and not self._dirty and table.row_count:
+            order = {row["name"]: i for i, row in enumerate(self.sorted_rows())}
+            table.sort("name", key=lambda cell: order.get(cell.plain.split(" (=")[0], 0))  # reorder, no rebuild
+        else:
+            self._refresh()
 
     @on(DataTable.HeaderSelected)
     def _sort_by_header(self, event: DataTable.HeaderSelected) -> None:
         key = event.column_key.value
         if key in SORTS:
             self.action_sort(key)
-        elif key == "flags" or key == "mark":
+        elif key in ("flags", "mark"):
             self.action_sort("grad")
 
+    def action_open_filter(self) -> None:
+        self.query_one(TableFilter).open(return_to=self.query_one(DataTable))
+
+    @on(TableFilter.FilterChanged, "#grad-filter")
+    def apply_filter(self, message: TableFilter.FilterChanged) -> None:
+        if message.query != self.filter:
+            self.filter = message.query
+            self._refresh()
+
     def sorted_rows(self) -> list[dict]:
+        ratios = self.ratios
+
         def value(row: dict):
             if self.sort_key == "name":
                 return (0, row["name"])
-            x = row.get("grad_norm") if self.sort_key == "grad" else self.ratios.get(row["name"])
+            x = row.get("grad_norm") if self.sort_key == "grad" else ratios.get(row["name"])
             if x is None:  # missing sorts after every number in either direction
                 return (-1, 0.0) if self.sort_reverse else (1, 0.0)
             return (0, x if math.isfinite(x) else math.inf)
 
         return sorted(self.rows, key=value, reverse=self.sort_reverse)
 
-    def _rebuild(self) -> None:
-        table = self.query_one(DataTable)
-        table.clear()
-        for row in self.sorted_rows():
-            flags = list(row.get("flags") or [])
-            if row.get("grad_norm") is None and "no_grad" not in flags and "frozen" not in flags:
-                flags.append("no_grad")
-            problem = bool(PROBLEM_FLAGS.intersection(flags))
-            style = "bold red" if problem else ("dim" if "frozen" in flags else "")
-            mark = "!" if problem else ("-" if "frozen" in flags else " ")
-            tied = f" (= {', '.join(row['tied_with'])})" if row.get("tied_with") else ""
-            ratio = self.ratios.get(row["name"])
-            cells = [
-                mark,
-                row["name"] + tied,
-                " ".join(FLAG_TEXT.get(f, f) for f in flags) or "ok",
-                _num(row.get("grad_norm")),
-                _num(ratio, ".2e"),
-                _num(row.get("weight_norm")),
-                "x".join(map(str, row.get("shape") or [])) or "scalar",
-                f"{row.get('numel', 0):,}",
+    def visible_rows(self) -> list[dict]:
+        rows = self.sorted_rows()
+        if self.filter:
+            rows = [
+                r for r in rows if matches(self.filter, r["name"], " ".join(FLAG_TEXT.get(f, f) for f in _flags(r)))
             ]
-            table.add_row(*(Text(c, style=style) for c in cells), key=row["name"])
+        return rows
+
+    # -- rendering: only while shown, and only what changed ------------------------------------
+    def _shown(self) -> bool:
+        return self.is_mounted and self.region.area > 0
+
+    def on_show(self) -> None:
+        if self._dirty:
+            self._refresh()
+
+    def on_resize(self) -> None:
+        if self._shown() and self._fit_columns() != self.columns:
+            self._rebuild()
+
+    def _refresh(self) -> None:
+        self._render_header()
+        if not self._shown():
+            self._dirty = True
+            return
+        self._rebuild()
+
+    def _fit_columns(self) -> list[str]:
+        """The optional columns that fit the width, dropped in reverse priority; the name shrinks last."""
+        rows, width = self.rows, self.query_one(DataTable).size.width or self.size.width
+        budget = width - 2  # the vertical scrollbar
+        name_w = max([len(self._label_of(r)) for r in rows] + [9])
+        flags_w = max([len(self._cells(r)["flags"]) for r in rows] + [5])
+        used = (1 + 2) + (flags_w + 2) + (9 + 2) + max(MIN_NAME, min(name_w, 40)) + 2  # mark, flags, grad, name
+        keep = ["mark", "name", "flags", "grad"]
+        for key, header in OPTIONAL.items():
+            if key == "ratio" and not self.ratios:
+                continue
+            w = max([len(self._cells(r)[key]) for r in rows] + [len(header)])
+            if used + w + 2 <= budget:
+                keep.append(key)
+                used += w + 2
+        return keep
+
+    @staticmethod
+    def _label_of(row: dict) -> str:
+        tied = row.get("tied_with")
+        return row["name"] + (f" (= {', '.join(tied)})" if tied else "")
+
+    @staticmethod
+    def _shape_of(row: dict) -> str:
+        return "×".join(map(str, row.get("shape") or [])) or "scalar"
+
+    def _cells(self, row: dict) -> dict[str, str]:
+        flags = _flags(row)
+        return {
+            "mark": "!" if PROBLEM_FLAGS.intersection(flags) else ("-" if "frozen" in flags else " "),
+            "name": self._label_of(row),
+            "flags": " ".join(FLAG_TEXT.get(f, f) for f in flags) or "ok",
+            "grad": _num(row.get("grad_norm")),
+            "ratio": f"{r:.2e}" if (r := self.ratios.get(row["name"])) is not None else "-",
+            "weight": _num(row.get("weight_norm")),
+            "numel": f"{row.get('numel', 0):,}",
+            "shape": self._shape_of(row),
+        }
+
+    def _rebuild(self) -> None:
+        self._dirty = False
+        self.rebuilds += 1
+        table = self.query_one(DataTable)
+        columns = self._fit_columns()
+        if columns != self.columns:
+            table.clear(columns=True)
+            for key in columns:
+                label = COLUMNS.get(key) or OPTIONAL[key]
+                table.add_column(label, key=key)
+            self.columns = columns
+        else:
+            table.clear()
+        for row in self.visible_rows():
+            flags = _flags(row)
+            style = "bold red" if PROBLEM_FLAGS.intersection(flags) else ("dim" if "frozen" in flags else "")
+            cells = self._cells(row)
+            table.add_row(
+                *(Text(cells[k], style=style, no_wrap=True, overflow="ellipsis") for k in columns), key=row["name"]
+            )
         self._render_header()
 
     def _render_header(self) -> None:
-        problems = sum(
-            1
-            for r in self.rows
-            if PROBLEM_FLAGS.intersection(r.get("flags") or [])
-            or r.get("grad_norm") is None
-            and "frozen" not in (r.get("flags") or [])
+        src = self.current
+        other = "check" if self.view == "training" else "training"
+        switch = f"s: {SOURCES[other]}" + ("" if self.sources[other] else " (none yet)")
+        line1 = Text.assemble(
+            ("source: ", "bold"), Text(self.source), f"  ·  {switch}", no_wrap=True, overflow="ellipsis"
         )
-        clip = "off" if not self.clip else _num(self.clip)
-        over = ""
-        if self.clip and self.global_norm is not None and self.global_norm > self.clip:
-            over = " (clipped)"
-        arrow = "v" if self.sort_reverse else "^"
-        frozen = sum(1 for r in self.rows if "frozen" in (r.get("flags") or []))
-        found = f"! {problems} with problems" if problems else "no problems"
-        found += f", {frozen} frozen" if frozen else ""
-        text = (
-            f"global norm {_num(self.global_norm, '.4g')}  clip {clip}{over}  |  source: {self.source}  |  "
-            f"{len(self.rows)} parameters, {found}  |  sort: {SORTS[self.sort_key]} {arrow}  "
-            f"[n]ame [g]rad rati[o]"
+        lines = [line1]
+        if src is None:
+            hint = "waiting for the gradients check" if self.view == "check" else "no logs/grads.jsonl record yet"
+            lines.append(Text(hint, style="dim"))
+        else:
+            clip = "off" if not src.clip else _num(src.clip)
+            over = " (clipped)" if src.clip and src.global_norm is not None and src.global_norm > src.clip else ""
+            numbers = Text(f"global norm {_num(src.global_norm)} · clip {clip}{over} · {len(src.rows)} parameters · ")
+            lines.append(numbers + self._verdict(src))
+        arrow = "↓" if self.sort_reverse else "↑"
+        shown = len(self.visible_rows()) if self.filter else None
+        hidden = [
+            OPTIONAL[k] for k in OPTIONAL if self.columns and k not in self.columns and (k != "ratio" or self.ratios)
+        ]
+        tail = f"sort {SORTS[self.sort_key]} {arrow} (n/g/o) · / filter"
+        if shown is not None:
+            tail += f" {self.filter!r}: {shown} of {len(self.rows)}"
+        if hidden:
+            tail += f" · narrow: {', '.join(hidden)} hidden"
+        lines.append(Text(tail, style="dim", no_wrap=True, overflow="ellipsis"))
+        self.query_one("#grad-header", Static).update(Text("\n").join(lines))
+
+    @staticmethod
+    def _verdict(src: GradSource) -> Text:
+        if src.verdict is not None:  # the gradients check's own verdict: never a second opinion
+            r = src.verdict
+            return Text.assemble(status_text(r.status), " ", Text(r.summary))
+        problems = sum(1 for r in src.rows if PROBLEM_FLAGS.intersection(_flags(r)))
+        frozen = sum(1 for r in src.rows if "frozen" in _flags(r))
+        found = Text(f"! {problems} flagged", style="bold red") if problems else Text("none flagged")
+        return (
+            found
+            + Text(f", {frozen} frozen" if frozen else "")
+            + Text(" (flags in the log; no check judged these)", style="dim")
         )
-        self.query_one("#grad-header", Static).update(Text(text))

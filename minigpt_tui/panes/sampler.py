@@ -1,16 +1,19 @@
 """Pane 7: sample from the model with two sets of settings side by side.
 
-Numbers are parsed here as they are typed; their ranges are checked by `minigpt.sampling.validate`
-in a worker (minigpt.sampling imports torch, which must not load on first paint). Generation
-streams into the pane from a thread worker; the next-token distribution after each filter stage
-comes from `filter_stages`, and the output's repetition from `repetition_report`.
+Numbers are parsed as they are typed and checked on the UI thread by
+`minigpt.sampler_settings.validate` (torch-free), whose `SamplerSettings` also gives the defaults.
+Generation streams into the pane from a thread worker; the next-token distribution after each
+filter stage comes from `filter_stages` (one table per column), and the output's repetition from
+`repetition_report`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from dataclasses import dataclass
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -19,7 +22,11 @@ from textual.message import Message
 from textual.widgets import Button, Input, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
+from minigpt.errors import SamplerSettingsError
+from minigpt.sampler_settings import SamplerSettings, unusual_settings, validate
+
 from ..widgets.prob_bars import StageBars
+from ..widgets.status import VISIBLE
 from .sampler_run import SampleFinished, SamplerFailed, StagesComputed, TextGenerated, next_token_stages, stream_samples
 
 # field, label, parser kind ("float" | "int" | "int?" where blank means None)
@@ -32,6 +39,8 @@ FIELDS = [
     ("seed", "seed (A=B)", "int?"),
 ]
 COLUMNS = ("A", "B")
+B_CHANGES = {"temperature": 0.7, "top_k": 10}  # what B tries out against A, unless the session says otherwise
+AB_SEED = 0  # A and B share one seed so the comparison is fair: an unseeded default gets this one
 
 
 @dataclass
@@ -39,14 +48,6 @@ class VocabLoaded(Message):
     chars: list[str] | None
     error: str | None
     defaults: dict | None  # the session's sampler settings and prompt (options may import torch)
-
-
-@dataclass
-class SettingsChecked(Message):
-    column: str
-    values: dict
-    errors: dict[str, str]  # field -> message
-    notes: list[str]
 
 
 def parse_field(kind: str, text: str):
@@ -59,6 +60,31 @@ def parse_field(kind: str, text: str):
     except ValueError:
         what = "a number" if kind == "float" else "a whole number"
         raise ValueError(f"{text!r} is not {what}") from None
+
+
+def visible_output(text: str) -> Text:
+    """Generated text as it reads, with whitespace that would look like nothing made visible:
+    runs of two or more spaces as ␣, tabs as →, empty lines as ⏎ (200 greedy spaces are not blank)."""
+    out = Text()
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        j = i
+        while j < len(text) and text[j] == ch:
+            j += 1
+        run = j - i
+        if ch == " " and (run > 1 or j == len(text)):
+            out.append(VISIBLE[" "] * run, style="dim")
+        elif ch == "\t":
+            out.append(VISIBLE["\t"] * run, style="dim")
+        elif ch == "\n":
+            out.append((VISIBLE["\n"] + "\n") * (run - 1) + "\n" if run > 1 else "\n", style="dim")
+        elif ch in ("\r",) or not ch.isprintable() and ch not in (" ",):
+            out.append("¿" * run, style="dim")
+        else:
+            out.append(ch * run)
+        i = j
+    return out
 
 
 def _field_of(message: str) -> str:
@@ -95,8 +121,11 @@ class SamplerPane(VerticalScroll):
         self.errors: dict[str, dict[str, str]] = {c: {} for c in COLUMNS}
         self.outputs: dict[str, str] = {c: "" for c in COLUMNS}
         self.reports: dict[str, dict | None] = {c: None for c in COLUMNS}
-        self.stages: list[dict] = []
+        self.notes: dict[str, list[str]] = {c: [] for c in COLUMNS}  # validate's notices and warnings
+        self.stages: list[dict] = []  # column A's filter stages
+        self.stages_by_column: dict[str, list[dict]] = {}
         self.model_note = ""
+        self._stopped = False  # the user pressed Stop during the current run
         self._run_id = 0
         self._run_columns: tuple[str, ...] = ()  # the columns the current run generates
         self._cancel = threading.Event()
@@ -105,19 +134,11 @@ class SamplerPane(VerticalScroll):
 
     # -- layout ---------------------------------------------------------------------------
     @staticmethod
-    def _defaults(sampler=None) -> dict[str, dict]:
-        a = {
-            f: getattr(sampler, f, d)
-            for f, d in (
-                ("temperature", 1.0),
-                ("top_k", None),
-                ("top_p", 1.0),
-                ("repetition_penalty", 1.0),
-                ("max_new_tokens", 200),
-                ("seed", 0),
-            )
-        }
-        b = dict(a, temperature=0.7, top_k=a["top_k"] or 10)
+    def _defaults(sampler: SamplerSettings | None = None) -> dict[str, dict]:
+        a = dataclasses.asdict(sampler or SamplerSettings())
+        if a["seed"] is None:
+            a["seed"] = AB_SEED
+        b = dict(a, temperature=B_CHANGES["temperature"], top_k=a["top_k"] or B_CHANGES["top_k"])
         return {"A": a, "B": b}
 
     def compose(self) -> ComposeResult:
@@ -142,6 +163,7 @@ class SamplerPane(VerticalScroll):
                         value = defaults[col][field]
                         yield Input("" if value is None else str(value), id=f"{col}-{field}", compact=True)
                         yield Static("", id=f"{col}-{field}-error", classes="field-error", markup=False)
+        yield Static("", id="settings-notes", markup=False)
         yield Static("model: loaded on first generate", id="sampler-status", markup=False)
         with Horizontal(id="outputs"):
             for col in COLUMNS:
@@ -149,7 +171,8 @@ class SamplerPane(VerticalScroll):
                     yield Static(f"{col}:", id=f"{col}-title", markup=False)
                     yield Static("", id=f"{col}-output", classes="output", markup=False)
                     yield Static("", id=f"{col}-report", markup=False)
-        yield StageBars(id="stages")
+        yield StageBars(id="stages-A")
+        yield StageBars(id="stages-B")
 
     def on_mount(self) -> None:
         for col in COLUMNS:
@@ -229,8 +252,10 @@ class SamplerPane(VerticalScroll):
         marked, carets = Text("prompt: "), Text("        ")
         for ch in prompt:
             bad = ch in self.unknown
-            marked.append(ch if ch.isprintable() else "?", style="bold reverse red" if bad else "")
-            carets.append("^" if bad else " ")
+            shown = ch if ch.isprintable() else "?"
+            marked.append(shown, style="bold reverse red" if bad else "")
+            width = cell_len(shown)  # 日 and 😀 take two cells: the caret row must too
+            carets.append(("^" * width) if bad else " " * width)
         listing = ", ".join(f"{ch!r} at {pos[:3]}" for ch, pos in list(self.unknown.items())[:5])
         marked.append("\n").append_text(carets)
         marked.append(f"\n! {len(self.unknown)} character(s) not in the vocabulary: {listing}", style="bold red")
@@ -250,38 +275,23 @@ class SamplerPane(VerticalScroll):
                 values[field] = parse_field(kind, self.query_one(f"#{source}-{field}", Input).value)
             except ValueError as exc:
                 errors[field] = f"{label}: {exc}"
-        self.values[col], self.errors[col] = values, errors
+        notes: list[str] = []
+        if not errors:  # ranges: torch-free, cheap enough for every keystroke
+            settings = SamplerSettings(**values)
+            try:
+                notes = validate(settings, len(self.chars) if self.chars else 1 << 30) + unusual_settings(settings)
+            except SamplerSettingsError as exc:
+                errors[_field_of(exc.message)] = exc.message
+        self.values[col], self.errors[col], self.notes[col] = values, errors, notes
         self._show_errors(col)
-        if not errors:  # one group per column, so checking B never cancels checking A
-            vocab_size = len(self.chars) if self.chars else 1 << 30
-            self.run_worker(
-                lambda: self._validate(col, dict(values), vocab_size),
-                thread=True,
-                exclusive=True,
-                exit_on_error=False,
-                group=f"sampler-validate-{col}",
-            )
+        self._show_notes()
 
-    def _validate(self, col: str, values: dict, vocab_size: int) -> None:
-        """Runs in a thread worker: minigpt.sampling imports torch."""
-        from minigpt.errors import SamplerSettingsError
-        from minigpt.sampling import SamplerSettings, unusual_settings, validate
-
-        settings = SamplerSettings(**values)
-        try:
-            notes = validate(settings, vocab_size) + unusual_settings(settings)
-            self.post_message(SettingsChecked(col, values, {}, notes))
-        except SamplerSettingsError as exc:
-            self.post_message(SettingsChecked(col, values, {_field_of(exc.message): exc.message}, []))
-
-    @on(SettingsChecked)
-    def _settings_checked(self, message: SettingsChecked) -> None:
-        if message.values != self.values[message.column]:
-            return  # typed over since
-        self.errors[message.column] = message.errors
-        self._show_errors(message.column)
-        if message.notes:
-            self._status(f"{message.column}: " + "; ".join(message.notes))
+    def _show_notes(self) -> None:
+        """Warnings for the settings as they are now: a fixed value takes its warning with it."""
+        lines = [f"{col}: {note}" for col in COLUMNS for note in self.notes[col]]
+        self.query_one("#settings-notes", Static).update(
+            Text("\n".join(f"! {line}" for line in lines), style="yellow") if lines else ""
+        )
 
     def _show_errors(self, col: str) -> None:
         for field, _, _ in FIELDS:
@@ -306,9 +316,14 @@ class SamplerPane(VerticalScroll):
 
     @on(Button.Pressed, "#stop")
     def stop(self) -> None:
+        running = any(self.reports[c] is None for c in self._run_columns)
         self._cancel.set()
         self.workers.cancel_group(self, "sampler-generate")
-        self._status("stopped")
+        if running:
+            self._stopped = True
+            self._status("stopped")
+        else:
+            self._status("nothing to stop: no generation is running")
 
     def generate(self, columns: tuple[str, ...] = ("A",)) -> bool:
         """Start generating for `columns`; False (with the reason shown) when the input is invalid."""
@@ -326,9 +341,15 @@ class SamplerPane(VerticalScroll):
         self._run_id += 1
         self._cancel = threading.Event()
         self._run_columns = tuple(columns)
+        self._stopped = False
         for col in columns:
             self.outputs[col], self.reports[col] = "", None
+            self.query_one(f"#{col}-report", Static).update("")  # the last run's metrics describe the last text
             self._show_output(col, running=True)
+        for col in COLUMNS:
+            if col not in columns:  # bars of an earlier A/B run would pass for this run's
+                self.stages_by_column.pop(col, None)
+                self.query_one(f"#stages-{col}", StageBars).clear()
         self._status("generating...")
         self._run(self._run_id, prompt, [(col, dict(self.values[col])) for col in columns], self._cancel)
         return True
@@ -364,9 +385,10 @@ class SamplerPane(VerticalScroll):
             model, tokenizer, note = self._load_model()
             ids = encode_prompt(tokenizer, prompt)
             settings = {col: SamplerSettings(**values) for col, values in columns}
-            first = columns[0][0]
-            stages = next_token_stages(model, ids, settings, tokenizer.chars, first)
-            self.post_message(StagesComputed(run_id, stages, f"next token after the prompt, settings {first} ({note})"))
+            for col, _ in columns:  # A/B: the filter stages of each column's settings
+                stages = next_token_stages(model, ids, settings, tokenizer.chars, col)
+                title = f"next token after the prompt, settings {col} ({note})"
+                self.post_message(StagesComputed(run_id, stages, title, col, note))
             stream_samples(
                 self.post_message,
                 run_id,
@@ -382,9 +404,11 @@ class SamplerPane(VerticalScroll):
     @on(StagesComputed)
     def _stages_computed(self, message: StagesComputed) -> None:
         if message.run_id == self._run_id:
-            self.stages = message.stages
-            self.model_note = message.title
-            self.query_one(StageBars).show(message.stages, message.title)
+            self.stages_by_column[message.column] = message.stages
+            if message.column == "A":
+                self.stages = message.stages
+            self.model_note = message.model_note
+            self.query_one(f"#stages-{message.column}", StageBars).show(message.stages, message.title)
 
     @on(TextGenerated)
     def _text_generated(self, message: TextGenerated) -> None:
@@ -412,7 +436,9 @@ class SamplerPane(VerticalScroll):
             )
         )
         # done only when every column of this run has reported (B may still be streaming)
-        if all(self.reports[c] is not None for c in self._run_columns):
+        if self._stopped:
+            self._status(f"stopped after {len(self.outputs[message.column])} characters ({self.model_note})")
+        elif all(self.reports[c] is not None for c in self._run_columns):
             self._status(f"done ({self.model_note})")
 
     @on(SamplerFailed)
@@ -436,7 +462,7 @@ class SamplerPane(VerticalScroll):
             )
         )
         prompt = self.query_one("#prompt", Input).value
-        self.query_one(f"#{col}-output", Static).update(Text(prompt, style="dim") + Text(self.outputs[col]))
+        self.query_one(f"#{col}-output", Static).update(Text(prompt, style="dim") + visible_output(self.outputs[col]))
 
     def _status(self, text: str, problem: bool = False) -> None:
         self.query_one("#sampler-status", Static).update(

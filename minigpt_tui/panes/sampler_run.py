@@ -21,6 +21,8 @@ class StagesComputed(Message):
     run_id: int
     stages: list[dict]
     title: str
+    column: str = "A"  # whose settings filtered the distribution
+    model_note: str = ""  # which model: the checkpoint's label or FRESH MODEL
 
 
 @dataclass

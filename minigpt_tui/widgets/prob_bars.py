@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import io
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
+
+from .status import visible_char
 
 _EIGHTHS = " ▏▎▍▌▋▊▉█"
 SHORT_NAMES = {"repetition penalty": "rep. pen."}
@@ -47,12 +50,17 @@ class StageBars(Static):
                 if i < len(stage["top"]) and stage["top"][i][1] > 0:
                     ch, p = stage["top"][i]
                     shown = f"{p:.2f}"[1:] if p < 0.995 else "1.0"  # ".26": five stages fit 80 columns
-                    cells.append(Text(f"{repr(ch)[:5]:<4}{prob_bar(p, 3)} {shown}"))
+                    char = visible_char(ch)  # ␣ for a space, not the repr "' '"
+                    cells.append(Text(f"{char}{' ' * max(1, 3 - cell_len(char))}{prob_bar(p, 3)} {shown}"))
                 else:
                     cells.append(Text(""))
             table.add_row(*cells)
         self._table = table
         self.update(table)
+
+    def clear(self) -> None:
+        self.stages, self._table = [], None
+        self.update("")
 
     def plain(self, width: int = 100) -> str:
         """The table as plain text (for tests and logs)."""

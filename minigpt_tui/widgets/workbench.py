@@ -17,6 +17,8 @@ PANES = [
     ("loss", "Loss"),
     ("sampler", "Sampler"),
 ]
+# tab labels: all seven fit 80 columns ("2 Device & files" pushed the last tab to "7 Samp")
+TAB_LABELS = {"device": "Device"}
 
 
 def build_panes() -> dict[str, Widget]:
@@ -62,5 +64,5 @@ class Workbench(Vertical):
     def compose(self) -> ComposeResult:
         with PaneTabs(id="tabs", initial="checks"):
             for n, (pane_id, title) in enumerate(PANES, start=1):
-                with TabPane(f"{n} {title}", id=pane_id):
+                with TabPane(f"{n} {TAB_LABELS.get(pane_id, title)}", id=pane_id):
                     yield self.panes[pane_id]

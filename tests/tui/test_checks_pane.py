@@ -35,7 +35,8 @@ async def test_selecting_a_row_shows_values_causes_and_fixes(workspace, make_app
         text = rendered(pane.query_one("#checks-detail-body"))
         assert "✗ fail batch_shift" in text
         assert "likely causes:" in text and "targets built as data[i:i+T]" in text
-        assert "what to try:" in text and "targets_equal_inputs" in text
+        assert "what to try:" in text and "targets equal inputs  yes" in text  # values for people
+        assert "True" not in text and "{" not in text  # no Python reprs
 
 
 async def test_enter_reruns_the_highlighted_check_and_its_dependencies(workspace, make_app):
@@ -59,12 +60,14 @@ async def test_enter_reruns_the_highlighted_check_and_its_dependencies(workspace
 
 
 async def test_r_reruns_every_check(workspace, make_app):
+    from minigpt.checks import ordered_ids
+
     app = make_app(workspace)
     async with app.run_test(size=SIZE) as pilot:
         first = await wait_for_report(pilot, app)
         await pilot.press("r")
         second = await wait_for_report(pilot, app, previous=first)
-        assert len(second.results) == 20
+        assert len(second.results) == len(first.results) == len(ordered_ids())
 
 
 async def test_fault_menu_injects_no_shift_and_batch_shift_turns_red(workspace, make_app):
@@ -90,3 +93,89 @@ async def test_fault_menu_injects_no_shift_and_batch_shift_turns_red(workspace, 
         await pilot.press("enter")
         third = await wait_for_report(pilot, app, previous=second)
         assert third.by_id()["batch_shift"].status.value == "pass"
+
+
+def _fixed_results():
+    from minigpt.checks import CheckResult, Status
+
+    grad_rows = [
+        {"name": f"blocks.{i}.attn.qkv.weight", "shape": [64, 192], "numel": 12288, "grad_norm": 0.1, "flags": []}
+        for i in range(30)
+    ]
+    return [
+        CheckResult(
+            "environment",
+            "environment",
+            Status.PASS,
+            "Python 3.x",
+            values={"cuda_version": None, "cuda_available": False, "gpu_memory_gib": 79.64},
+        ),
+        CheckResult(
+            "gradients",
+            "gradients",
+            Status.FAIL,
+            "2 parameters frozen",
+            values={
+                "frozen": ["blocks.1.attn.qkv.weight", "blocks.1.attn.proj.weight"],
+                "global_norm": 2.61643705900835,
+                "table": grad_rows,
+            },
+            duration_s=0.2,
+        ),
+        CheckResult("batch_shift", "batches", Status.PASS, "targets are inputs shifted by one"),
+    ]
+
+
+async def _fed_pane(pilot, results, judged=()):
+    from minigpt.checks import Report
+    from minigpt_tui.messages import CheckFinished, ChecksFinished, ChecksStarted
+
+    pane = pilot.app.query_one(ChecksPane)
+    pane.post_message(ChecksStarted([r.id for r in results], None))
+    for i, r in enumerate(results):
+        pane.post_message(CheckFinished(r, i, len(results)))
+    pane.post_message(ChecksFinished(Report(results=results, judged=list(judged), seconds=1.0)))
+    await pilot.pause()
+    return pane
+
+
+async def test_detail_shows_values_for_people_and_the_files_judged(tmp_path):
+    from minigpt.checks import FileIdentity
+
+    from ._pane_harness import PaneHarness
+
+    judged = [FileIdentity("checkpoint", "/w/checkpoints/mini_gpt_best.pt", 1000, 0.0, step=200)]
+    async with PaneHarness(ChecksPane, None).run_test(size=(120, 40)) as pilot:
+        pane = await _fed_pane(pilot, _fixed_results(), judged)
+        assert pane.selected_id == "gradients"  # the first failure is selected
+        text = " ".join(rendered(pane.query_one("#checks-detail-body")).split())
+        assert "blocks.1.attn.qkv.weight, blocks.1.attn.proj.weight" in text  # a list, not ['…', …]
+        assert "global norm 2.616" in text
+        assert "64 × 192" in text and "12,288" in text  # the row-dicts as a table
+        assert "… 22 more rows (30 in all)" in text  # hundreds of lines become eight rows
+        assert "['" not in text and "{'" not in text
+        assert "checkpoint: /w/checkpoints/mini_gpt_best.pt (step 200" in text
+        pane.table.move_cursor(row=0)
+        await pilot.pause()
+        text = " ".join(rendered(pane.query_one("#checks-detail-body")).split())
+        assert "cuda version none" in text and "None" not in text
+        assert "cuda available no" in text and "gpu memory 79.6 GiB" in text
+
+
+async def test_slash_filters_the_checks_and_escape_clears(tmp_path):
+    from ._pane_harness import PaneHarness
+
+    async with PaneHarness(ChecksPane, None).run_test(size=(80, 24)) as pilot:
+        pane = await _fed_pane(pilot, _fixed_results())
+        pane.table.focus()
+        await pilot.press("slash", "s", "h", "i", "f", "t")
+        assert [k.value for k in pane.table.rows] == ["batch_shift"]
+        assert "1 of 3 checks" in str(pane.query_one("#checks-status").render())
+        await pilot.press("enter")
+        assert pilot.app.focused is pane.table
+        await pilot.press("slash")
+        await pilot.press("backspace", "backspace", "backspace", "backspace", "backspace", "f", "a", "i", "l")
+        assert [k.value for k in pane.table.rows] == ["gradients"]  # the status word matches too
+        await pilot.press("escape")
+        assert [k.value for k in pane.table.rows] == ["environment", "gradients", "batch_shift"]
+        assert pilot.app.focused is pane.table

@@ -34,3 +34,97 @@ async def test_device_pane_flags_a_missing_file(workspace, make_app):
         files = rendered(app.query_one(DeviceFilesPane).query_one("#device-files"))
     assert "✗ missing" in files
     assert "✗ fail" in files
+
+
+# -- the live view, with a fake sampler (no GPU here) and a fake /proc --------------------------
+from minigpt_tui.widgets.device_stats import DeviceSample, DeviceSampler  # noqa: E402
+
+from ._pane_harness import PaneHarness, until  # noqa: E402
+
+GPU_SAMPLE = DeviceSample(
+    sources=["NVML", "torch.cuda", "/proc"],
+    gpu_name="NVIDIA H200",
+    gpu_used_bytes=40 * 2**30,
+    gpu_total_bytes=140 * 2**30,
+    allocated_bytes=3 * 2**30,
+    reserved_bytes=4 * 2**30,
+    gpu_util_percent=87.0,
+    temperature_c=61.0,
+    cpu_percent=12.5,
+    cpus=16,
+    mem_used_bytes=10 * 2**30,
+    mem_total_bytes=128 * 2**30,
+    ui_rss_bytes=300 * 2**20,
+    training_pid=4242,
+    training_command="train",
+    training_rss_bytes=2 * 2**30,
+)
+
+
+class FakeSampler:
+    calls = 0
+
+    def __init__(self, workspace):
+        self.workspace = workspace
+
+    def sample(self) -> DeviceSample:
+        FakeSampler.calls += 1
+        return GPU_SAMPLE
+
+
+class FakeDevicePane(DeviceFilesPane):
+    make_sampler = FakeSampler
+
+
+async def test_live_view_shows_gpu_memory_load_and_the_training_process(demo_ws):
+    async with PaneHarness(FakeDevicePane, demo_ws).run_test(size=(80, 24)) as pilot:
+        pane = pilot.app.query_one(DeviceFilesPane)
+        assert await until(pilot, lambda: pane.samples >= 1, 5)
+        text = " ".join(rendered(pane.query_one("#device-live")).split())
+    assert "from NVML, torch.cuda, /proc" in text  # where the numbers come from
+    assert "GPU memory used 40.0 GiB of 140 GiB (29%)" in text
+    assert "3.0 GiB allocated, 4.0 GiB reserved" in text
+    assert "87% busy, 61 °C" in text and "12% of 16 cores" in text
+    assert "training (PID 4242) 2.0 GiB resident" in text
+
+
+async def test_live_sampling_is_at_most_once_a_second_and_stops_when_hidden(demo_ws):
+    FakeSampler.calls = 0
+    async with PaneHarness(FakeDevicePane, demo_ws).run_test(size=(80, 24)) as pilot:
+        pane = pilot.app.query_one(DeviceFilesPane)
+        assert await until(pilot, lambda: pane.samples >= 1, 5)
+        await pilot.pause(0.5)
+        assert FakeSampler.calls == 1  # not again within the second
+        pane.display = False
+        await pilot.pause(0.1)
+        calls = FakeSampler.calls
+        await pilot.pause(1.5)
+        assert FakeSampler.calls == calls  # hidden: no sampling
+
+
+def _fake_proc(root, idle: int, total_busy: int, rss_kib: int):
+    (root / "self").mkdir(parents=True, exist_ok=True)
+    (root / "stat").write_text(f"cpu  {total_busy} 0 0 {idle} 0 0 0 0 0 0\ncpu0 1 0 0 1 0 0 0 0 0 0\n")
+    (root / "meminfo").write_text("MemTotal:       8000000 kB\nMemFree: 1 kB\nMemAvailable:   6000000 kB\n")
+    (root / "self" / "status").write_text(f"Name:\tpython\nVmRSS:\t  {rss_kib} kB\n")
+
+
+def test_sampler_reads_cpu_memory_and_the_lock_holders_rss_from_proc(tmp_path):
+    import os
+
+    from minigpt.lock import acquire
+
+    proc, ws = tmp_path / "proc", tmp_path / "ws"
+    ws.mkdir()
+    _fake_proc(proc, idle=100, total_busy=100, rss_kib=1024)
+    (proc / str(os.getpid())).mkdir()
+    (proc / str(os.getpid()) / "status").write_text("VmRSS:\t 2048 kB\n")
+    sampler = DeviceSampler(ws, proc=proc)
+    assert sampler.sample().training_pid is None  # nobody trains
+    with acquire(ws, "train"):  # this process plays the trainer
+        first = sampler.sample()
+    assert first.training_pid == os.getpid() and first.training_rss_bytes == 2048 * 1024
+    assert first.mem_used_bytes == 2000000 * 1024 and first.ui_rss_bytes == 1024 * 1024
+    assert first.gpu_name is None and first.sources == [str(proc)]
+    _fake_proc(proc, idle=150, total_busy=250, rss_kib=1024)  # 150 busy ticks of 200
+    assert sampler.sample().cpu_percent == 75.0

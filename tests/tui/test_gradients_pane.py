@@ -67,7 +67,7 @@ async def test_gradients_message_shows_rows_with_visible_flags_and_sorting_reord
         assert "ok" in _row_text(table, "a.weight")
         header = str(pane.query_one("#grad-header", Static).render())
         assert "global norm 3.2" in header and "clip 1" in header and "(clipped)" in header
-        assert "source: gradients check" in header
+        assert "source: gradients check" in header and "2 flagged" in header
 
         assert _table_names(table) == ["a.weight", "b.unused", "c.bad", "d.big"]  # by name
         table.focus()
@@ -122,7 +122,149 @@ async def test_follows_grads_jsonl_written_by_a_training_run(tmp_path):
         for _ in range(40):
             await asyncio.sleep(0.05)
             await pilot.pause()
-            if pane.source == "training step 50":
+            if pane.source.startswith("training step 50"):
                 break
-        assert pane.source == "training step 50"
+        assert pane.source == "training step 50 (grads.jsonl)"
         assert pane.query_one(DataTable).row_count == 1
+
+
+def _frozen_report(status=Status.FAIL) -> Report:
+    rows = [dict(r, tied_with=[]) for r in ROWS[:1]] + [
+        {
+            "name": "blocks.1.attn.qkv.weight",
+            "shape": [64, 192],
+            "numel": 12288,
+            "grad_norm": None,
+            "weight_norm": 3.0,
+            "tied_with": [],
+            "flags": ["frozen"],
+        }
+    ]
+    result = CheckResult(
+        "gradients",
+        "gradients",
+        status,
+        "1 parameter frozen (requires_grad=False): blocks.1.attn.qkv.weight",
+        values={"table": rows, "global_norm": 0.9, "model": "fresh model (debug shape)"},
+    )
+    return Report(results=[result])
+
+
+def _header(pane) -> str:
+    return str(pane.query_one("#grad-header", Static).render())
+
+
+async def test_training_and_check_gradients_are_two_labelled_sources_and_s_switches(tmp_path):
+    # GIVEN a training log with gradients at step 200
+    (tmp_path / "logs").mkdir()
+    record = {"step": 200, "global_norm": 0.7, "clip": 1.0, "rows": [dict(ROWS[3])]}
+    (tmp_path / "logs" / "grads.jsonl").write_text(json.dumps(record) + "\n")
+    app = PaneHarness(GradientsPane, Workspace(tmp_path))
+    async with app.run_test(size=(120, 40)) as pilot:
+        pane = app.query_one(GradientsPane)
+        table = pane.query_one(DataTable)
+        await pilot.pause(0.3)
+        assert pane.view == "training" and _table_names(table) == ["d.big"]
+        # WHEN the gradients check fails on a frozen parameter of a fresh model
+        pane.post_message(ChecksFinished(_frozen_report()))
+        await pilot.pause()
+        # THEN the training gradients stay on screen and the check's table waits behind `s`
+        assert _table_names(table) == ["d.big"]
+        assert "training step 200" in _header(pane) and "s: gradients check" in _header(pane)
+        table.focus()
+        await pilot.press("s")
+        header = _header(pane)
+        assert "gradients check: fresh model (debug shape)" in header
+        assert "✗ fail" in header and "1 parameter frozen" in header  # the check's verdict, not "no problems"
+        assert "no problems" not in header
+        assert _table_names(table) == ["a.weight", "blocks.1.attn.qkv.weight"]
+        await pilot.press("s")
+        assert _table_names(table) == ["d.big"]
+
+
+async def test_a_passing_check_reads_pass_in_the_header(tmp_path):
+    app = PaneHarness(GradientsPane, Workspace(tmp_path))
+    async with app.run_test(size=(120, 40)) as pilot:
+        pane = app.query_one(GradientsPane)
+        pane.post_message(ChecksFinished(_frozen_report(Status.PASS)))
+        await pilot.pause()
+        assert pane.view == "check" and "✓ pass" in _header(pane)
+
+
+async def test_a_rewritten_grads_log_drops_the_old_training_table(tmp_path):
+    (tmp_path / "logs").mkdir()
+    grads = tmp_path / "logs" / "grads.jsonl"
+    grads.write_text(json.dumps({"step": 500, "global_norm": 0.7, "clip": 1.0, "rows": [dict(ROWS[0])]}) + "\n")
+    app = PaneHarness(GradientsPane, Workspace(tmp_path))
+    async with app.run_test(size=(120, 40)) as pilot:
+        pane = app.query_one(GradientsPane)
+        pane.POLL_S = 0.05
+        await pilot.pause(0.3)
+        assert pane.source.startswith("training step 500")
+        grads.write_text("")  # a fresh run truncates the log
+        for _ in range(40):
+            await asyncio.sleep(0.05)
+            await pilot.pause()
+            if pane.sources["training"] is None:
+                break
+        assert pane.sources["training"] is None and pane.query_one(DataTable).row_count == 0
+
+
+async def test_slash_filters_the_rows_and_escape_clears(tmp_path):
+    app = PaneHarness(GradientsPane, Workspace(tmp_path))
+    async with app.run_test(size=(100, 24)) as pilot:
+        pane = app.query_one(GradientsPane)
+        pane.post_message(GradientsMeasured(ROWS, global_norm=3.2, clip=1.0, source="live"))
+        await pilot.pause()
+        table = pane.query_one(DataTable)
+        table.focus()
+        await pilot.press("slash", "m", "i", "s", "s")  # the MISSING flag
+        assert _table_names(table) == ["b.unused"]
+        assert "'miss': 1 of 4" in _header(pane)
+        await pilot.press("enter")  # back to the table, filter kept
+        assert app.focused is table and table.row_count == 1
+        await pilot.press("slash", "escape")
+        assert table.row_count == 4 and pane.filter == ""
+
+
+LONG_ROWS = [
+    {
+        "name": f"blocks.{i}.attn.qkv.weight",
+        "shape": [64, 192],
+        "numel": 12288,
+        "grad_norm": 0.1 * i,
+        "weight_norm": 1.0,
+        "tied_with": [],
+        "flags": [],
+    }
+    for i in range(1, 13)
+]
+
+
+async def test_narrow_terminal_drops_low_priority_columns_and_says_so(tmp_path):
+    for size, hidden in (((64, 24), True), ((80, 24), False), ((120, 40), False)):
+        app = PaneHarness(GradientsPane, Workspace(tmp_path))
+        async with app.run_test(size=size) as pilot:
+            pane = app.query_one(GradientsPane)
+            pane.post_message(GradientsMeasured(LONG_ROWS, global_norm=1.0, clip=1.0, source="live"))
+            await pilot.pause()
+            table = pane.query_one(DataTable)
+            assert {"name", "flags", "grad"} <= set(pane.columns)
+            assert ("shape" not in pane.columns) is hidden, size
+            assert ("hidden" in _header(pane)) is hidden
+            width = sum(c.get_render_width(table) for c in table.columns.values())
+            assert width <= table.size.width  # nothing cut off to the right
+            assert "blocks.12.attn.qkv.weight" in _table_names(table)
+
+
+async def test_sorting_reorders_rows_without_rebuilding_the_table(tmp_path):
+    app = PaneHarness(GradientsPane, Workspace(tmp_path))
+    async with app.run_test(size=(120, 40)) as pilot:
+        pane = app.query_one(GradientsPane)
+        pane.post_message(GradientsMeasured(LONG_ROWS, global_norm=1.0, clip=1.0, source="live"))
+        await pilot.pause()
+        before = pane.rebuilds
+        pane.query_one(DataTable).focus()
+        await pilot.press("g")
+        assert _table_names(pane.query_one(DataTable))[0] == "blocks.12.attn.qkv.weight"
+        assert pane.rebuilds == before

@@ -99,3 +99,89 @@ async def test_compare_generates_a_and_b_on_the_same_seed(demo_ws):
         assert pane.compare()  # same seed again: the same text
         assert await _until(pilot, lambda: pane.reports["A"] is not None and pane.reports["B"] is not None, 60)
         assert pane.outputs["A"] == first_a
+
+
+async def test_settings_are_validated_at_once_and_a_warning_goes_when_the_value_is_fixed(demo_ws):
+    app = _app(demo_ws)
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = app.query_one(SamplerPane)
+        await _set(pilot, pane, "#A-temperature", "-1")
+        assert "temperature must be" in _text(pane, "#A-temperature-error")  # no worker, no wait
+        assert not [w for w in app.workers if w.group.startswith("sampler-validate")]
+        await _set(pilot, pane, "#A-temperature", "1.0")
+        await _set(pilot, pane, "#A-repetition_penalty", "2.0")
+        assert "repetition_penalty 2.0 > 1.3" in _text(pane, "#settings-notes")
+        await _set(pilot, pane, "#A-repetition_penalty", "1.1")
+        assert "repetition_penalty" not in _text(pane, "#settings-notes")
+
+
+async def test_defaults_come_from_sampler_settings(demo_ws, monkeypatch):
+    from dataclasses import dataclass
+
+    import minigpt_tui.panes.sampler as sampler_module
+    from minigpt.sampler_settings import SamplerSettings
+
+    @dataclass
+    class Changed(SamplerSettings):
+        max_new_tokens: int = 123
+        top_p: float = 0.9
+
+    monkeypatch.setattr(sampler_module, "SamplerSettings", Changed)
+    app = PaneHarness(SamplerPane, demo_ws)  # no session: the library's defaults alone
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = app.query_one(SamplerPane)
+        await pilot.pause()
+        assert pane.query_one("#A-max_new_tokens", Input).value == "123"
+        assert pane.query_one("#A-top_p", Input).value == "0.9"
+        assert pane.query_one("#B-max_new_tokens", Input).value == "123"
+
+
+async def test_carets_stay_under_unknown_characters_after_wide_ones(demo_ws):
+    from rich.cells import cell_len
+
+    app = _app(demo_ws)
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = app.query_one(SamplerPane)
+        assert await _until(pilot, lambda: pane.chars is not None)
+        prompt = "日本😀 T\u2603"
+        assert "\u2603" not in pane.chars and "T" in pane.chars
+        await _set(pilot, pane, "#prompt", prompt)
+        marked, carets = _text(pane, "#prompt-check").split("\n")[:2]
+        column = cell_len("prompt: " + prompt[:-1])  # where the snowman starts on screen
+        assert carets[column] == "^"
+        assert carets[column - 1] == " " and carets[column - 2] == " "  # under "T" and the space: nothing
+        assert carets.startswith(" " * 8 + "^" * 6)  # 日 本 😀: two cells each
+
+
+def test_runs_of_spaces_and_empty_lines_are_visible_in_the_output():
+    from minigpt_tui.panes.sampler import visible_output
+
+    assert visible_output(" " * 200).plain == "␣" * 200
+    assert visible_output("a b").plain == "a b"  # single spaces between words stay spaces
+    assert visible_output("a\n\n\nb").plain == "a⏎\n⏎\n\nb"
+    assert visible_output("x\ty").plain == "x→y"
+
+
+async def test_stop_says_stopped_and_a_new_run_clears_the_old_metrics_and_b_bars(demo_ws):
+    app = _app(demo_ws)
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = app.query_one(SamplerPane)
+        for col in "AB":
+            await _set(pilot, pane, f"#{col}-max_new_tokens", "20")
+        assert await _until(pilot, lambda: pane.chars is not None and not pane.errors["A"])
+        assert pane.compare()
+        assert await _until(pilot, lambda: all(pane.reports[c] is not None for c in "AB"), 60)
+        # A/B: each column's filter stages, B's with its own top-k
+        assert set(pane.stages_by_column) == {"A", "B"}
+        assert "settings B" in pane.query_one("#stages-B", StageBars).plain()
+        assert "10 left" in pane.query_one("#stages-B", StageBars).plain()
+        assert "repetition" in _text(pane, "#A-report")
+        await _set(pilot, pane, "#A-max_new_tokens", "100000")
+        assert pane.generate(("A",))
+        assert _text(pane, "#A-report") == ""  # not the last text's metrics under the new one
+        assert pane.query_one("#stages-B", StageBars).plain() == ""
+        assert await _until(pilot, lambda: len(pane.outputs["A"]) > 0, 60)
+        await pilot.click("#stop")
+        assert await _until(pilot, lambda: pane.reports["A"] is not None, 30)
+        status = _text(pane, "#sampler-status")
+        assert "stopped after" in status and "done" not in status
