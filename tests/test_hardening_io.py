@@ -192,6 +192,16 @@ def test_os_error_is_classified_by_errno_not_text(tmp_path, code, expected):
     assert isinstance(error, OSError) and error.errno == code
 
 
+def test_an_oserror_the_library_did_not_type_is_classified_by_the_cli(monkeypatch, capsys):
+    def refused(*args, **kwargs):
+        raise OSError(errno.EROFS, "whatever the OS says", "/mnt/runs/tokenizer.json")
+
+    monkeypatch.setattr("minigpt.cli.prepare.prepare_workspace", refused)
+    code, err = run_cli(capsys, "prepare", "--source", "demo")
+    assert code == 2
+    assert err.startswith("error: Read-only file system: cannot access /mnt/runs/tokenizer.json")
+
+
 def test_keyboard_interrupt_exits_130(monkeypatch, capsys):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
