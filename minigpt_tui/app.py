@@ -1,12 +1,12 @@
 """The App: bindings, commands, composing the panes, app-level handlers, the worker-error handler.
 
-Neither torch nor minigpt.checks is imported at module level: the first screen paints while
-the check worker imports them.
+Torch is never imported on the event loop: the first screen paints while the check worker
+imports it. The check catalog and the fault list are torch-free, so the palette and the fault
+menu read them directly.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import threading
 import time
@@ -18,6 +18,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.containers import Container
+from textual.events import Resize
 from textual.message import Message
 from textual.widgets import Footer, Header, Input, TabbedContent
 from textual.worker import Worker, WorkerState
@@ -34,11 +35,12 @@ from .messages import (
     DemoProgressed,
     DemoReady,
     FaultChanged,
+    TrainingEnded,
 )
-from .panes.loss import TrainingEnded
 from .screens.confirm import ConfirmScreen
 from .screens.faults import CLEAR, FaultMenuScreen
 from .screens.help import HelpScreen
+from .screens.quit import QuitTrainingScreen
 from .screens.setup import DemoSetupScreen
 from .session import Session
 from .widgets.workbench import PANES, Workbench, build_panes
@@ -48,8 +50,7 @@ class MiniGPTCommands(Provider):
     """ctrl+p: run all/one check, start/stop training, inject/clear a fault, export the report."""
 
     async def startup(self) -> None:
-        # the check and fault lists import torch: not on the event loop
-        self._commands = await asyncio.to_thread(self.app.palette_commands)
+        self._commands = self.app.palette_commands()  # the catalog and fault list are torch-free
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
@@ -75,12 +76,14 @@ class MiniGPTApp(App):
             Binding(str(n), f"show_pane('{pane_id}')", title, show=False)
             for n, (pane_id, title) in enumerate(PANES, start=1)
         ],
-        Binding("r", "run_all", "Re-run all"),
+        # short labels: the footer holds these and the pane's keys at 80 columns
+        Binding("r", "run_all", "Rerun"),
         Binding("f", "fault_menu", "Fault"),
         Binding("e", "export", "Export"),
         Binding("t", "toggle_training", "Train"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
+        Binding("ctrl+c", "quit", "Quit", show=False),
         Binding("escape", "leave_input", "Leave field", show=False),
     ]
 
@@ -120,7 +123,7 @@ class MiniGPTApp(App):
         self._cancel: threading.Event | None = None
         self._checks_lock = threading.Lock()  # one run at a time on the shared context
         self._demo_cancel = threading.Event()
-        self.checkpoint_label = "checkpoint: checking…"  # until checkpoint_load reports
+        self.checkpoint_label = "checking…"  # until the checks say which checkpoint they judged
         self.resolved_device: str | None = None  # from the environment check
 
     def _new_session(self) -> Session:
@@ -144,7 +147,7 @@ class MiniGPTApp(App):
             if not self.needs_setup:
                 self.panes = build_panes()
                 yield Workbench(self.panes)
-        yield Footer()
+        yield Footer(compact=True)
 
     def on_mount(self) -> None:
         self._update_title()
@@ -172,14 +175,25 @@ class MiniGPTApp(App):
         self.log.info(f"first paint after {self.timings['first_paint_s']:.2f}s")
 
     def _update_title(self) -> None:
-        step = self.checkpoint_label
-        fault = f"FAULT {self.fault_name} · " if self.fault_name else ""  # first, so narrow terminals show it
+        """Fault first, then the judged checkpoint, the device, and the workspace path cut from
+        the left to what is left of the header's width (80 columns show every field)."""
+        fault = f"FAULT {self.fault_name} · " if self.fault_name else ""
         device = (
             self.device_name
             if self.resolved_device in (None, self.device_name)
             else f"{self.resolved_device} ({self.device_name})"
         )
-        self.sub_title = f"{fault}{self.workspace.root} · device {device} · {step}"
+        fields = f"{self.checkpoint_label} · {device}"
+        # the header shows "TITLE — SUBTITLE" between its icon (8) and its right margin (8)
+        room = max(8, (self.size.width or 80) - 16 - len(self.title) - 3 - len(fault) - len(fields) - 3)
+        root = str(self.workspace.root)
+        if len(root) > room:
+            root = "…" + root[-(room - 1) :]
+        self.sub_title = f"{fault}{fields} · {root}"
+
+    @on(Resize)
+    def _refit_title(self, event: Resize) -> None:
+        self._update_title()
 
     async def _open_workbench(self) -> None:
         if not self.panes:
@@ -202,6 +216,12 @@ class MiniGPTApp(App):
             await self._open_workbench()  # the files check says what is missing
 
     def _start_demo(self) -> None:
+        if demo.is_incomplete(self.workspace.root):
+            self.notify(
+                "the demo workspace was left incomplete (a build cancelled or killed half-way): rebuilding it",
+                severity="warning",
+                timeout=8,
+            )
         self.push_screen(DemoSetupScreen(str(self.workspace.root)))
         self._build_demo(self.workspace.root)
 
@@ -213,8 +233,22 @@ class MiniGPTApp(App):
             self._demo_cancel.is_set,
             steps=self.demo_steps,
         )
-        if not self._demo_cancel.is_set():
+        if not result["cancelled"]:
             self.post_message(DemoReady(str(root), result["seconds"]))
+
+    def cancel_demo(self) -> None:
+        """q / Ctrl+C / Escape while the demo builds: stop at the next step, then quit (nothing marked ready)."""
+        self._demo_cancel.set()
+        worker = next((w for w in self.workers if w.group == "demo" and not w.is_finished), None)
+        if worker is None:
+            self.exit()
+            return
+        self.set_timer(10, self.exit)  # a step never takes this long; do not hang on a stuck one
+
+    @on(Worker.StateChanged)
+    def _quit_after_cancelled_demo(self, event: Worker.StateChanged) -> None:
+        if event.worker.group == "demo" and event.worker.is_finished and self._demo_cancel.is_set():
+            self.exit()
 
     @on(DemoProgressed)
     def show_demo_progress(self, message: DemoProgressed) -> None:
@@ -281,7 +315,7 @@ class MiniGPTApp(App):
     def recheck_after_training(self, message: TrainingEnded) -> None:
         # the run wrote new checkpoints (and moved the old ones aside): the header, the checks
         # and every pane must describe the new ones
-        self.checkpoint_label = "checkpoint: checking…"
+        self.checkpoint_label = "checking…"
         self._update_title()
         self.notify(f"training ended (exit {message.returncode}); re-running the checks", markup=False)
         self.run_checks()
@@ -292,11 +326,11 @@ class MiniGPTApp(App):
         if message.result.id == "checkpoint_load":
             status = message.result.status.value
             self.checkpoint_label = (
-                f"step {values['step']}"
+                f"ckpt step {values['step']}"
                 if "step" in values
                 else "no checkpoint"
                 if status == "skip"
-                else "checkpoint unreadable"
+                else "ckpt unreadable"
             )
             self._update_title()
         elif message.result.id == "environment" and "device" in values:
@@ -324,7 +358,20 @@ class MiniGPTApp(App):
             self.timings.setdefault("first_checks_done_s", time.perf_counter() - self.started_at)
             self.log.info(f"all checks done in {self.timings['all_checks_s']:.2f}s")
         self.session.last_report = report
+        self._show_judged(report)
         self._forward(ChecksFinished(report))  # the gradients pane renders the gradients check's table
+
+    def _show_judged(self, report) -> None:
+        """The header names the checkpoint the verdicts are about: its step and when it was saved."""
+        ckpt = report.judged_file("checkpoint")
+        if ckpt is None or ckpt.step is None:
+            return  # checkpoint_load's words ("no checkpoint", "ckpt unreadable") stand
+        when = ""
+        if ckpt.mtime is not None:
+            same_day = time.strftime("%Y%m%d", time.localtime(ckpt.mtime)) == time.strftime("%Y%m%d")
+            when = time.strftime(" %H:%M" if same_day else " %m-%d %H:%M", time.localtime(ckpt.mtime))
+        self.checkpoint_label = f"ckpt step {ckpt.step}{when}"
+        self._update_title()
 
     # -- actions ----------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple) -> bool | None:
@@ -368,14 +415,10 @@ class MiniGPTApp(App):
             self.push_screen(HelpScreen())
 
     def action_fault_menu(self) -> None:
-        self._open_fault_menu()
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="fault-menu", name="fault menu")
-    def _open_fault_menu(self) -> None:
-        from minigpt.checks.faults import FAULTS  # imports torch: not on the event loop
+        from minigpt.checks import FAULTS  # torch-free
 
         items = [(f.name, f.description, f.intended) for f in FAULTS.values()]
-        self.call_from_thread(lambda: self.push_screen(FaultMenuScreen(items, self.fault_name), self.inject_fault))
+        self.push_screen(FaultMenuScreen(items, self.fault_name), self.inject_fault)
 
     def inject_fault(self, choice: str | None) -> None:
         if choice is None:
@@ -411,13 +454,13 @@ class MiniGPTApp(App):
         pane = self.panes.get("loss")
         if pane is None:
             return
-        if getattr(pane, "training", False):
+        if pane.training:
             pane.stop_training()
         else:
             pane.action_start_training()  # asks before moving an existing run aside
 
     def palette_commands(self) -> list[tuple[str, str, object]]:
-        """(title, help, callback) for the command palette; runs in a thread (imports torch)."""
+        """(title, help, callback) for the command palette (torch-free)."""
         from minigpt.checks import FAULTS, catalog
 
         commands = [
@@ -459,11 +502,28 @@ class MiniGPTApp(App):
         if self._cancel is not None:
             self._cancel.set()
         self._demo_cancel.set()
-        loss = self.panes.get("loss")
-        if loss is not None and getattr(loss, "training", False):
-            loss.stop_training()
 
     async def action_quit(self) -> None:
+        """Quit; with the UI's training run going, ask first: stop it, leave it running, or stay."""
+        loss = self.panes.get("loss")
+        if loss is not None and loss.training:
+            if not isinstance(self.screen, QuitTrainingScreen):
+                run = loss.run
+                self.push_screen(QuitTrainingScreen(run.pid, str(run.log_path)), self._answer_quit)
+            return
+        self.stop_threads()
+        self.exit()
+
+    async def _answer_quit(self, choice: str | None) -> None:
+        loss = self.panes.get("loss")
+        if choice == "cancel" or loss is None or loss.run is None:
+            return
+        if choice == "leave":
+            loss.run.detach()
+            self.notify(f"training left running (PID {loss.run.pid})", markup=False)
+        else:
+            self.notify(f"stopping training (PID {loss.run.pid})…", markup=False)
+            await loss.run.stop_and_wait()
         self.stop_threads()
         self.exit()
 

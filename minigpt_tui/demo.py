@@ -1,5 +1,8 @@
 """The demo workspace: the embedded corpus, prepared and trained briefly with the `debug` preset,
-in the user's cache folder. Runs in a worker thread; reports through a plain callback."""
+in the user's cache folder. Runs in a worker thread; reports through a plain callback.
+
+A build is complete only when its marker file exists, written last: a build cancelled or killed
+half-way is rebuilt the next time (the half-trained run moves to previous/, as any fresh run's does)."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from minigpt.workspace import Workspace
 
 DEMO_STEPS = 200  # a few seconds on 2 CPU cores; enough for a curve and readable-ish samples
 PREPARE_SHARE = 0.1  # of the progress bar
+READY_MARKER = ".demo-ready"  # written after everything else
 
 
 def demo_dir() -> Path:
@@ -21,25 +25,33 @@ def demo_dir() -> Path:
 
 def is_ready(root: Path) -> bool:
     ws = Workspace(root)
-    return ws.tokenizer.is_file() and ws.best_checkpoint.is_file() and ws.ids("train").is_file()
+    files = ws.tokenizer.is_file() and ws.best_checkpoint.is_file() and ws.ids("train").is_file()
+    return files and (Path(root) / READY_MARKER).is_file()
+
+
+def is_incomplete(root: Path) -> bool:
+    """Something of a build is there but not its marker: it was cancelled or killed half-way."""
+    return not is_ready(root) and Path(root).is_dir() and any(Path(root).iterdir())
 
 
 def build_demo(
     root: Path, progress: Callable[[str, float], None], cancelled: Callable[[], bool], steps: int = DEMO_STEPS
 ) -> dict:
-    """Prepare (unless the files are there) and train (unless a checkpoint is there)."""
+    """Prepare (unless the files are there) and train afresh; mark the workspace ready last.
+    Returns {"seconds", "cancelled", ...}; a cancelled build leaves no marker."""
+    from minigpt.fileio import atomic_write_text
     from minigpt.prepare import prepare_workspace
     from minigpt.train import TrainConfig, Trainer
 
     started = time.perf_counter()
     ws = Workspace(root)
+    (Path(root) / READY_MARKER).unlink(missing_ok=True)
     if not (ws.tokenizer.is_file() and ws.ids("train").is_file() and ws.ids("val").is_file()):
         prepare_workspace(
             "demo", ws, force=True, progress=lambda stage, f: progress(f"preparing: {stage}", PREPARE_SHARE * f)
         )
-    if ws.best_checkpoint.is_file():
-        progress("reusing the trained demo checkpoint", 1.0)
-        return {"seconds": time.perf_counter() - started, "trained": False}
+    if cancelled():
+        return {"seconds": time.perf_counter() - started, "cancelled": True}
     cfg = TrainConfig.from_preset("debug", max_steps=steps, device="cpu")
     trainer = Trainer(ws, cfg)
 
@@ -54,5 +66,8 @@ def build_demo(
 
     trainer.register_callback("on_step_end", on_step)
     summary = trainer.run()
+    if cancelled() or summary.get("stopped_early"):
+        return {"seconds": time.perf_counter() - started, "cancelled": True, **summary}
+    atomic_write_text(f"{steps} steps\n", Path(root) / READY_MARKER)
     progress("done", 1.0)
-    return {"seconds": time.perf_counter() - started, "trained": True, **summary}
+    return {"seconds": time.perf_counter() - started, "cancelled": False, **summary}

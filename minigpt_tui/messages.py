@@ -74,3 +74,21 @@ class DemoProgressed(Message):
 class DemoReady(Message):
     workspace: str
     seconds: float
+
+
+@dataclass
+class TrainingStarted(Message):
+    """The UI started a `minigpt train` subprocess."""
+
+    pid: int
+    command: list[str]
+
+
+@dataclass
+class TrainingEnded(Message):
+    """The UI's training subprocess exited (by itself, by a crash, or stopped from the UI)."""
+
+    returncode: int
+    log_path: str
+    log_tail: str
+    stopped: bool = False  # stopped from the UI

@@ -2,16 +2,17 @@
 
 One thread owns the metrics file: it polls `MetricsFollower` (4 Hz when caught up, as fast as it
 can while loading a long log), keeps every point in a `CurveStore`, and posts snapshots already
-downsampled to the plot's width, with the `curve.diagnose` verdict. The pane can also start and
-stop `minigpt train` as a subprocess, so a crash there never takes the UI down.
+shaped by the current `LossView` (width, log scale, EMA, zoom, earlier runs), with the
+`curve.diagnose` verdict and who is writing the workspace. It never touches a widget: the UI
+thread hands it the view (plot width included) as an immutable value. It posts at least once a
+second; when it falls silent or dies, the pane says so, marks the plot as not updating and
+starts a new one. Training runs as a subprocess owned by `minigpt_tui.training`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-import os
-import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -21,17 +22,31 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Vertical
+from textual.events import Resize
 from textual.message import Message
-from textual.widgets import Sparkline, Static
-from textual.worker import get_current_worker
+from textual.widgets import Static
+from textual.worker import Worker, WorkerState, get_current_worker
 
-from minigpt.curve import CurveDiagnosis, MetricsFollower, diagnose
+from minigpt.curve import CurveDiagnosis, MetricsFollower, diagnose, downsample, read_metrics
 
-from ..widgets.loss_plot import CurveSnapshot, CurveStore, LossPlot
+from ..messages import TrainingEnded, TrainingStarted
+from ..training import OtherTrainer, TrainingRun, other_trainer
+from ..widgets.loss_plot import (
+    EMA_CHOICES,
+    ZOOM_CHOICES,
+    CurveColumns,
+    CurveSnapshot,
+    CurveStore,
+    LossPlot,
+    LossView,
+)
 
 CHUNK_BYTES = 4 << 20  # per read while catching up: the UI gets a progress snapshot between chunks
-LOG_TAIL_BYTES = 4096
+HEARTBEAT_S = 1.0  # the follower posts at least this often, new data or not
+STALL_S = 5.0  # silent longer than this: the plot is marked as not updating
+GROWING_S = 10.0  # the log grew this recently: a run is writing it
+PREVIOUS_RUNS = 3  # earlier runs overlaid by `p`, newest first
 
 
 @dataclass
@@ -39,23 +54,38 @@ class CurveUpdated(Message):
     """The whole current state of the curve: a newer one supersedes any still queued."""
 
     snapshot: CurveSnapshot
+    changed: bool  # the snapshot differs from the last one posted (else a heartbeat)
     baseline: float | None
-    diagnosis: CurveDiagnosis | None
     resets: int
     loading: bool  # still reading a backlog
     initial_load_s: float | None  # how long the first full read of the file took
+    writer: OtherTrainer | None  # who holds the workspace lock (not the UI's own run)
+    growing: bool  # the log grew within GROWING_S
+    missing: bool  # the metrics file is not there (yet, or moved aside by a fresh run)
+    generation: tuple[int, int]  # (follower, log reset): a diagnosis of another one is stale
 
     def can_replace(self, message: Message) -> bool:
-        return isinstance(message, CurveUpdated)
+        # a heartbeat must not swallow a queued change: it would carry no redraw
+        return isinstance(message, CurveUpdated) and (self.changed or not message.changed)
 
 
 @dataclass
-class TrainingEnded(Message):
-    """The training subprocess exited (by itself, by a crash, or stopped from the pane)."""
+class DiagnosisDue(Message):
+    """New points since the last diagnosis: diagnose the curve so far (on its own thread)."""
 
-    returncode: int
-    log_path: str
-    log_tail: str
+    columns: CurveColumns
+    baseline: float | None
+    generation: tuple[int, int]
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, DiagnosisDue)
+
+
+@dataclass
+class CurveDiagnosed(Message):
+    diagnosis: CurveDiagnosis | None
+    generation: tuple[int, int]
+    seconds: float
 
 
 def _vocab_baseline(tokenizer_path: Path) -> float | None:
@@ -70,6 +100,22 @@ def _vocab_baseline(tokenizer_path: Path) -> float | None:
     return math.log(vocab) if vocab else None
 
 
+def previous_runs(root: Path, width: int, limit: int = PREVIOUS_RUNS) -> list[tuple[str, list, list]]:
+    """(folder name, steps, train loss) of the newest earlier runs in previous/<time>/logs/."""
+    from minigpt.errors import MiniGPTError
+
+    found = sorted((root / "previous").glob("*/logs/metrics.jsonl"), reverse=True)[:limit]
+    out = []
+    for path in found:
+        try:
+            log = read_metrics(path)
+        except MiniGPTError:
+            continue  # an unreadable old log is simply not overlaid
+        xs, ys = log.points.series("train_loss")
+        out.append((path.parents[1].name, *downsample(xs, ys, max(1, width))))
+    return out
+
+
 def _ppl(loss: float | None) -> str:
     if loss is None or not math.isfinite(loss):
         return "-"
@@ -80,22 +126,29 @@ def _fmt(x: float | None, spec: str = ".4f") -> str:
     return "-" if x is None else (f"{x:{spec}}" if math.isfinite(x) else str(x))
 
 
+def shorten_left(text: str, width: int) -> str:
+    """`text` cut from the left to `width` cells ("…/logs/metrics.jsonl"): the end says the most."""
+    return text if len(text) <= width else "…" + text[-max(1, width - 1) :]
+
+
 class LossPane(Vertical):
     """Train/val loss against the log(V) baseline, learning rate, perplexity and the diagnosis."""
 
     DEFAULT_CSS = """
     LossPane { height: 1fr; }
-    LossPane #loss-status, LossPane #loss-diagnosis, LossPane #train-status { height: auto; padding: 0 1; }
-    LossPane LossPlot { height: 1fr; min-height: 8; }
-    LossPane #lr-row { height: 1; padding: 0 1; }
-    LossPane #lr-label { width: auto; }
-    LossPane Sparkline { width: 1fr; height: 1; }
+    LossPane #loss-status, LossPane #train-status { height: auto; padding: 0 1; }
+    LossPane #loss-diagnosis { height: auto; max-height: 3; padding: 0 1; }
+    LossPane LossPlot { height: 1fr; min-height: 6; }
     """
     BINDINGS = [
-        Binding("s", "start_training", "Start training"),
-        Binding("x", "stop_training", "Stop training"),
+        Binding("s", "start_training", "Train", show=False),  # `t` (the app's) is in the footer
+        Binding("x", "stop_training", "Stop"),
+        Binding("l", "toggle_log", "Log"),
+        Binding("m", "cycle_ema", "EMA"),
+        Binding("z", "cycle_zoom", "Zoom"),
+        Binding("p", "toggle_previous", "Prev"),
     ]
-    can_focus = True  # so `s` / `x` reach the pane when its tab is shown
+    can_focus = True  # so the keys reach the pane when its tab is shown
     POLL_S = 0.25  # 4 Hz: tail -f latency, and the most often a snapshot is posted
     train_args: list[str] = ["--preset", "debug"]  # appended after `minigpt train --workspace W`
 
@@ -108,25 +161,34 @@ class LossPane(Vertical):
         self.diagnosis: CurveDiagnosis | None = None
         self.initial_load_s: float | None = None
         self.metrics_path: Path | None = None
+        self.writer: OtherTrainer | None = None
+        self.run: TrainingRun | None = None  # the UI's training subprocess, if it started one
         self.last_exit: TrainingEnded | None = None
-        self._proc: subprocess.Popen | None = None
-        self._train_log: Path | None = None
-        self._stopped_by_user = False
+        self.follower_error: str | None = None
+        self.follower_restarts = 0
+        # read by the follower thread; the UI thread only ever swaps whole immutable values in
+        self.view = LossView()
+        self.own_pid: int | None = None
+        self.diagnosis_cost_s = 0.0  # the last diagnosis took this long: the follower asks less often
+        self._generation = (0, 0)
+        self._followers = 0
+        self._diagnosing = False
+        self._pending_diagnosis: DiagnosisDue | None = None
+        self._heard_at = time.monotonic()
         self._stop = threading.Event()
         self._finished: list[threading.Event] = []  # one per thread worker, set when it returns
         self._plot = LossPlot(id="loss-plot")
+        self._last_message: CurveUpdated | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("waiting for the metrics log...", id="loss-status", markup=False)
         yield self._plot
-        with Horizontal(id="lr-row"):
-            yield Static("lr -", id="lr-label", markup=False)
-            yield Sparkline([], id="lr-spark")
         yield Static("", id="loss-diagnosis", markup=False)
         yield Static("", id="train-status", markup=False)
 
     def on_mount(self) -> None:
         self._render_training()
+        self.set_interval(1.0, self._watch_follower)
         if getattr(self.app, "workspace", None) is not None:
             self.load_initial()
         else:
@@ -134,14 +196,17 @@ class LossPane(Vertical):
 
     def on_unmount(self) -> None:
         self._stop.set()
-        if self.training:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=3)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
+        if self.training and self.run is not None:
+            self.run.interrupt()  # the app asked "stop or leave it?" first; here nobody could answer
         for finished in self._finished:  # thread workers run on pooled threads: wait, do not join
             finished.wait(timeout=2)
+
+    @on(Resize)
+    def _pass_the_width(self, event: Resize) -> None:
+        # the plot's width is read here, on the UI thread, and handed to the follower in the view
+        width = max(10, self._plot.size.width or event.size.width)
+        if width != self.view.width:
+            self.view = dataclasses.replace(self.view, width=width)
 
     # -- following the log -------------------------------------------------------------------
     def load_initial(self, path: Path | None = None) -> None:
@@ -149,76 +214,174 @@ class LossPane(Vertical):
         ws = self.app.workspace
         self.metrics_path = Path(path) if path is not None else Path(ws.metrics)
         self.initial_load_s = None
-        self._follow(self.metrics_path, Path(ws.tokenizer))
+        self._start_follower()
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="loss-follow")
-    def _follow(self, path: Path, tokenizer_path: Path) -> None:
+    def _start_follower(self) -> None:
+        ws = self.app.workspace
+        self._heard_at = time.monotonic()
+        self._followers += 1
+        self._follow(self.metrics_path, Path(ws.tokenizer), Path(ws.root), self._followers)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="loss-follow", name="loss follower")
+    def _follow(self, path: Path, tokenizer_path: Path, root: Path, follower_id: int) -> None:
         finished = threading.Event()
         self._finished.append(finished)
         try:
-            self._follow_loop(get_current_worker(), path, tokenizer_path)
+            self._follow_loop(get_current_worker(), path, tokenizer_path, root, follower_id)
         finally:
             finished.set()
 
-    def _follow_loop(self, worker, path: Path, tokenizer_path: Path) -> None:
+    def _follow_loop(self, worker, path: Path, tokenizer_path: Path, root: Path, follower_id: int) -> None:
         baseline = _vocab_baseline(tokenizer_path)
         store, follower = CurveStore(), MetricsFollower(path)
         started = time.perf_counter()
         initial_load_s = None
-        diag, diag_stale, diag_due = None, False, 0.0
-        last_post, post_cost, width_seen, dirty = 0.0, 0.0, None, True
+        diag_stale, diag_due = False, 0.0
+        last_post, post_cost, view_seen, dirty = 0.0, 0.0, None, True
+        writer, writer_due, grew_at = None, 0.0, -math.inf
+        prev_runs: list = []
+        prev_due, snap = 0.0, None
         while not worker.is_cancelled and not self._stop.is_set():
             points = follower.poll(max_bytes=CHUNK_BYTES)
-            if follower.reset:
+            now = time.monotonic()
+            missing = not path.exists()
+            if follower.reset or (missing and store.n_points):  # a fresh run moved the old log aside
                 store.clear()
-                diag, dirty = None, True
+                dirty = True
             if points:
                 store.extend(points)
                 dirty = diag_stale = True
+                grew_at = now
             loading = follower.pending_bytes > 0
             if not loading and initial_load_s is None:
                 initial_load_s = time.perf_counter() - started
-            now = time.perf_counter()
-            width = max(10, self._plot.size.width)
+            view = self.view  # one read: the UI thread swaps whole values
+            if now >= writer_due:
+                writer, writer_due = other_trainer(root, self.own_pid), now + 1.0
+            if view.previous and now >= prev_due:
+                runs = previous_runs(root, view.width)
+                dirty = dirty or runs != prev_runs
+                prev_runs, prev_due = runs, now + 5.0
             due_diag = diag_stale and not loading and now >= diag_due
+            changed = dirty or view != view_seen
             min_gap = max(1.0 if loading else self.POLL_S, 4 * post_cost)  # a backlog: progress at 1 Hz
-            if (dirty or width != width_seen or due_diag) and now - last_post >= min_gap:
-                snap = store.snapshot(width, follower.bad_lines)
-                post_cost = time.perf_counter() - now
-                if due_diag:
-                    t0 = time.perf_counter()
-                    diag = diagnose(store.points(), baseline=baseline) if store.n_points else None
-                    cost = time.perf_counter() - t0
-                    diag_stale, diag_due = False, time.perf_counter() + max(1.0, 5 * cost)  # big logs: less often
-                self.post_message(CurveUpdated(snap, baseline, diag, follower.resets, loading, initial_load_s))
-                last_post, width_seen, dirty = now, width, False
+            generation = (follower_id, follower.resets)
+            if (changed or now - last_post >= HEARTBEAT_S) and now - last_post >= min_gap:
+                if changed or snap is None:
+                    t0 = time.monotonic()
+                    snap = store.snapshot(view, follower.bad_lines)
+                    snap.previous = prev_runs if view.previous else []
+                    post_cost = time.monotonic() - t0
+                growing = now - grew_at < GROWING_S
+                self.post_message(
+                    CurveUpdated(
+                        snap,
+                        changed,
+                        baseline,
+                        follower.resets,
+                        loading,
+                        initial_load_s,
+                        writer,
+                        growing,
+                        missing,
+                        generation,
+                    )
+                )
+                last_post, view_seen, dirty = now, view, False
+            if due_diag:  # diagnosed on its own thread: a long log's verdict never stalls the plot
+                self.post_message(DiagnosisDue(store.columns(), baseline, generation))
+                diag_stale, diag_due = False, now + max(1.0, 5 * self.diagnosis_cost_s)  # big logs: less often
             if not loading:
                 self._stop.wait(self.POLL_S)
 
     @on(CurveUpdated)
     def show_curve(self, message: CurveUpdated) -> None:
+        self._heard_at = time.monotonic()
+        self.follower_error = None
+        self.follower_restarts = 0
+        self._last_message = message
         snap = message.snapshot
         self.snapshot, self.points_count, self.resets = snap, snap.n_points, message.resets
-        self.baseline, self.diagnosis = message.baseline, message.diagnosis
+        self.baseline = message.baseline
+        if message.generation != self._generation:  # another log (a fresh run): its verdict is to come
+            self._generation, self.diagnosis = message.generation, None
         self.initial_load_s = message.initial_load_s
-        self._plot.show(snap, message.baseline)
+        self.writer = message.writer
+        if message.changed or self._plot.stale:
+            self._plot.show(snap, message.baseline, stale=False)
+        self._render_status(message)
+        self.query_one("#loss-diagnosis", Static).update(self._diagnosis_text(self.diagnosis, snap))
+
+    @on(DiagnosisDue)
+    def _queue_diagnosis(self, message: DiagnosisDue) -> None:
+        self._pending_diagnosis = message  # the newest wins; one diagnosis runs at a time
+        if not self._diagnosing:
+            self._next_diagnosis()
+
+    def _next_diagnosis(self) -> None:
+        due, self._pending_diagnosis = self._pending_diagnosis, None
+        self._diagnosing = due is not None
+        if due is not None:
+            self._diagnose(due)
+
+    @work(thread=True, exclusive=False, exit_on_error=False, group="loss-diagnose", name="curve diagnosis")
+    def _diagnose(self, due: DiagnosisDue) -> None:
+        started = time.perf_counter()
+        points = due.columns.points()
+        verdict = diagnose(points, baseline=due.baseline) if points else None
+        self.post_message(CurveDiagnosed(verdict, due.generation, time.perf_counter() - started))
+
+    @on(CurveDiagnosed)
+    def _show_diagnosis(self, message: CurveDiagnosed) -> None:
+        self.diagnosis_cost_s = message.seconds
+        if message.generation == self._generation:
+            self.diagnosis = message.diagnosis
+            self.query_one("#loss-diagnosis", Static).update(self._diagnosis_text(self.diagnosis, self.snapshot))
+        self._next_diagnosis()
+
+    def _state_words(self, message: CurveUpdated) -> str:
+        if message.loading:
+            return "loading"
+        if self.training and self.run is not None and self.run.pid is not None:
+            return f"training (PID {self.run.pid}, started here)"
+        if message.writer is not None:
+            return f"training in progress (PID {message.writer.pid})"
+        if message.missing:
+            return "waiting for"
+        return "log growing" if message.growing else "idle, following"
+
+    def _render_status(self, message: CurveUpdated) -> None:
+        snap = message.snapshot
         last = snap.last
-        state = "loading" if message.loading else "following"
-        bad = f" | {snap.bad_lines} bad lines" if snap.bad_lines else ""
-        base = f" | log V {message.baseline:.3f}" if message.baseline is not None else ""
         try:
-            shown = self.metrics_path.relative_to(self.app.workspace.root)
+            shown = str(self.metrics_path.relative_to(self.app.workspace.root))
         except (ValueError, AttributeError):
-            shown = self.metrics_path
-        status = (
-            f"{state} {shown} | {snap.n_points:,} points | step {snap.last_step if snap.last_step is not None else '-'}"
-            f" | train {_fmt(last.get('train_loss'))} (ppl {_ppl(last.get('train_loss'))})"
-            f" | val {_fmt(last.get('val_loss'))} (ppl {_ppl(last.get('val_loss'))}){base}{bad}"
-        )
-        self.query_one("#loss-status", Static).update(Text(status))
-        self.query_one("#lr-label", Static).update(Text(f"lr {_fmt(last.get('lr'), '.2e')} "))
-        self.query_one(Sparkline).data = snap.series.get("lr", ([], []))[1]
-        self.query_one("#loss-diagnosis", Static).update(self._diagnosis_text(message.diagnosis, snap))
+            shown = str(self.metrics_path)
+        width = max(40, self.size.width - 2)
+        if self.follower_error:
+            head = f"NOT FOLLOWING: {self.follower_error}"
+        elif time.monotonic() - self._heard_at > STALL_S:
+            head = f"NOT UPDATING for {time.monotonic() - self._heard_at:.0f}s (restarting the follower)"
+        else:
+            head = self._state_words(message)
+        step = "-" if snap.last_step is None else f"{snap.last_step:,}"
+        tail = f" · step {step} · {snap.n_points:,} pts"
+        line1 = f"{head} {shorten_left(shown, max(12, width - len(head) - len(tail) - 1))}{tail}"
+        view = snap.view.describe()
+        fields = [
+            f"train last {_fmt(last.get('train_loss'))} (ppl {_ppl(last.get('train_loss'))})",
+            f"val {_fmt(last.get('val_loss'))}",
+            f"lr {_fmt(last.get('lr'), '.1e')}",
+        ]
+        if message.baseline is not None:
+            fields.append(f"log V {message.baseline:.2f}")
+        if snap.bad_lines:
+            fields.append(f"{snap.bad_lines} bad lines")
+        if view:
+            fields.append(view)
+        line2 = " · ".join(fields)
+        stale = bool(self.follower_error) or head.startswith("NOT")
+        self.query_one("#loss-status", Static).update(Text(f"{line1}\n{line2}", style="bold red" if stale else ""))
 
     @staticmethod
     def _diagnosis_text(d: CurveDiagnosis | None, snap: CurveSnapshot) -> Text:
@@ -230,57 +393,112 @@ class LossPane(Vertical):
             text.append(f"\n  try: {'; '.join(d.fixes[:2])}", style="")
         return text
 
+    def _watch_follower(self) -> None:
+        """1 Hz on the UI thread: a follower silent for STALL_S is marked and replaced."""
+        if self.metrics_path is None or self.follower_error:
+            return
+        silent = time.monotonic() - self._heard_at
+        if silent > STALL_S:
+            self._plot.show(stale=True)
+            if self._last_message is not None:
+                self._render_status(self._last_message)
+            if silent > 2 * STALL_S:  # still nothing: start a new one (exclusive: the old is cancelled)
+                self.follower_restarts += 1
+                self._start_follower()
+
+    @on(Worker.StateChanged)
+    def _worker_failed(self, event: Worker.StateChanged) -> None:
+        """The app notifies every failed worker; here the pane says it too, and recovers."""
+        if event.state != WorkerState.ERROR or event.worker.node is not self:
+            return
+        error = event.worker.error
+        text = f"{type(error).__name__}: {error}"
+        if event.worker.group == "loss-follow":
+            delay = min(10.0, 2.0**self.follower_restarts)
+            self.follower_restarts += 1
+            self.follower_error = f"{text} (retrying in {delay:.0f}s)"
+            self._plot.show(stale=True)
+            if self._last_message is not None:
+                self._render_status(self._last_message)
+            else:
+                self.query_one("#loss-status", Static).update(Text(f"NOT FOLLOWING: {text}", style="bold red"))
+            self.set_timer(delay, self._restart_after_error)
+        elif event.worker.group == "loss-diagnose":
+            self.query_one("#loss-diagnosis", Static).update(Text(f"curve: diagnosis failed: {text}", style="bold red"))
+            self._next_diagnosis()
+        elif event.worker.group == "loss-train":
+            log = str(self.run.log_path) if self.run is not None else "-"
+            self.post_message(TrainingEnded(-1, log, f"could not run the training: {text}"))
+
+    def _restart_after_error(self) -> None:
+        self.follower_error = None
+        self._start_follower()
+
+    # -- view keys ----------------------------------------------------------------------------
+    def _set_view(self, **changes) -> None:
+        self.view = dataclasses.replace(self.view, **changes)
+        self.notify(f"loss plot: {self.view.describe() or 'linear, raw, all steps'}", timeout=2)
+
+    def action_toggle_log(self) -> None:
+        self._set_view(log_y=not self.view.log_y)
+
+    def action_cycle_ema(self) -> None:
+        i = EMA_CHOICES.index(self.view.ema) if self.view.ema in EMA_CHOICES else 0
+        self._set_view(ema=EMA_CHOICES[(i + 1) % len(EMA_CHOICES)])
+
+    def action_cycle_zoom(self) -> None:
+        i = ZOOM_CHOICES.index(self.view.last_steps) if self.view.last_steps in ZOOM_CHOICES else 0
+        self._set_view(last_steps=ZOOM_CHOICES[(i + 1) % len(ZOOM_CHOICES)])
+
+    def action_toggle_previous(self) -> None:
+        self._set_view(previous=not self.view.previous)
+
     # -- training subprocess ----------------------------------------------------------------
     @property
     def training(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        """The UI's own run is starting or running."""
+        return self.run is not None and self.last_exit is None and not self.run.detached
+
+    def check_action(self, action: str, parameters: tuple) -> bool | None:
+        if action == "stop_training":
+            return self.training  # `x` shows in the footer only while there is a run to stop
+        return True
 
     def start_training(self, extra_args: list[str] | None = None) -> bool:
         """Start `minigpt train` on this workspace; False when one is already running."""
         if self.training:
             self.notify("training is already running (x stops it)", severity="warning")
             return False
-        root = Path(self.app.workspace.root)
-        (root / "logs").mkdir(parents=True, exist_ok=True)
-        self._train_log = root / "logs" / "tui_train.log"
-        package_parent = str(Path(__import__("minigpt").__file__).resolve().parents[1])
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_parent, env.get("PYTHONPATH")) if p)
-        cmd = [
-            sys.executable,
-            "-m",
-            "minigpt",
-            "train",
-            "--workspace",
-            str(root),
-            *self.train_args,
-            "--quiet",
-            *(extra_args or []),
-        ]
-        with open(self._train_log, "wb") as log:
-            self._proc = subprocess.Popen(
-                cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True
-            )  # own session: ctrl+c hits the UI only
-        self.last_exit, self._stopped_by_user = None, False
-        self._watch_training(self._proc, self._train_log)
-        self._render_training()
+        self.run = TrainingRun(self.app.workspace.root, [*self.train_args, "--quiet", *(extra_args or [])])
+        self.last_exit = None
+        self._supervise(self.run)
+        self._render_training("starting…")
+        self.refresh_bindings()
         return True
 
+    @work(exclusive=True, exit_on_error=False, group="loss-train", name="training run")
+    async def _supervise(self, run: TrainingRun) -> None:
+        await run.start()
+        self.own_pid = run.pid
+        self.post_message(TrainingStarted(run.pid, run.command))
+        self._render_training()
+        end = await run.wait()
+        self.post_message(TrainingEnded(end.returncode, end.log_path, end.log_tail, end.stopped))
+
     def stop_training(self) -> bool:
-        """Terminate the training subprocess (killed if it has not exited 5 s later)."""
-        if not self.training:
+        """Ask the training subprocess to stop (SIGINT, then SIGTERM and SIGKILL if it lingers)."""
+        if not self.training or self.run is None or not self.run.stop():
             return False
-        self._stopped_by_user = True
-        self._proc.terminate()
-        proc = self._proc
-        self.set_timer(5, lambda: proc.poll() is None and proc.kill())
-        self._render_training("stopping...")
+        self._render_training("stopping…")
         return True
 
     def action_start_training(self) -> None:
         """Ask first when a run is already there: a fresh run moves it to previous/<time>/."""
         if self.training:
             self.start_training()  # says it is already running
+            return
+        if self.writer is not None:
+            self.notify(f"training in progress (PID {self.writer.pid}): {self.writer.describe}", severity="warning")
             return
         ws = self.app.workspace
         if not (ws.best_checkpoint.exists() or ws.latest_checkpoint.exists()):
@@ -302,56 +520,33 @@ class LossPane(Vertical):
         if not self.stop_training():
             self.notify("no training run to stop")
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="loss-train-watch")
-    def _watch_training(self, proc: subprocess.Popen, log_path: Path) -> None:
-        finished = threading.Event()
-        self._finished.append(finished)
-        try:
-            self._wait_for_exit(get_current_worker(), proc, log_path)
-        finally:
-            finished.set()
-
-    def _wait_for_exit(self, worker, proc: subprocess.Popen, log_path: Path) -> None:
-        while proc.poll() is None:
-            if worker.is_cancelled or self._stop.is_set():
-                return  # on_unmount terminates the process
-            try:
-                proc.wait(timeout=0.25)
-            except subprocess.TimeoutExpired:
-                pass
-        try:
-            with open(log_path, "rb") as f:
-                f.seek(max(0, os.fstat(f.fileno()).st_size - LOG_TAIL_BYTES))
-                tail = f.read().decode("utf-8", errors="replace")
-        except OSError as exc:
-            tail = f"(cannot read {log_path}: {exc})"
-        lines = tail.replace("\r", "\n").splitlines()
-        self.post_message(
-            TrainingEnded(proc.returncode, str(log_path), "\n".join(ln for ln in lines if ln.strip())[-800:])
-        )
-
     @on(TrainingEnded)
     def _show_training_end(self, message: TrainingEnded) -> None:
         self.last_exit = message
+        self.own_pid = None
         session = getattr(self.app, "session", None)
         if session is not None:
             session.reload()  # a new checkpoint may exist: the next check or sample loads it
         self._render_training()
+        self.refresh_bindings()
 
     def _render_training(self, note: str | None = None) -> None:
         if self.training:
-            text = Text(f"training: RUNNING pid {self._proc.pid} {note or ''} | log {self._train_log} | [x] stop")
+            pid = self.run.pid if self.run.pid is not None else "…"
+            text = Text(f"training: RUNNING PID {pid} {note or ''}· log {self.run.log_path.name} · x stop")
         elif self.last_exit is not None:
             e = self.last_exit
             ok = e.returncode == 0
-            if self._stopped_by_user and not ok:
+            if e.stopped and not ok:
                 what, ok = f"stopped from here (exit code {e.returncode})", True
             else:
                 what = "finished (exit 0)" if ok else f"FAILED (exit code {e.returncode})"
-            text = Text(f"training: {what} | log {e.log_path} | [s] start again", style="" if ok else "bold red")
-            tail = e.log_tail.splitlines()[-4:]
-            if tail:
+            text = Text(
+                f"training: {what} · log {Path(e.log_path).name} · s start again", style="" if ok else "bold red"
+            )
+            tail = e.log_tail.splitlines()[-3:]
+            if tail and not ok:
                 text.append("\n" + "\n".join("  " + line for line in tail), style="dim")
         else:
-            text = Text(f"training: not running | [s] start ({' '.join(self.train_args)}) | [x] stop")
+            text = Text(f"training: not started here · s start ({' '.join(self.train_args)})")
         self.query_one("#train-status", Static).update(text)

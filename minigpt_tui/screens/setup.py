@@ -1,17 +1,21 @@
-"""Building the demo workspace: a progress bar and the current stage."""
+"""Building the demo workspace: a progress bar and the current stage; q, Ctrl+C or Escape cancel."""
 
 from __future__ import annotations
 
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Label, ProgressBar, Static
 
 
 class DemoSetupScreen(ModalScreen[None]):
+    BINDINGS = [Binding("q,ctrl+c,escape", "cancel_build", "Cancel and quit", priority=True)]
+
     def __init__(self, workspace: str) -> None:
         super().__init__()
         self.workspace = workspace
+        self.cancelling = False
 
     def compose(self) -> ComposeResult:
         with Vertical(id="setup-box", classes="modal-box"):
@@ -19,7 +23,17 @@ class DemoSetupScreen(ModalScreen[None]):
             yield Static(self.workspace, id="setup-path", markup=False)
             yield ProgressBar(total=100, show_eta=False, id="setup-progress")
             yield Label("starting…", id="setup-stage", markup=False)
+            yield Static("q, Ctrl+C or Escape: cancel and quit", id="setup-hint")
 
     def show_progress(self, stage: str, fraction: float) -> None:
+        if self.cancelling:
+            return
         self.query_one(ProgressBar).update(progress=round(100 * fraction))
         self.query_one("#setup-stage", Label).update(stage)
+
+    def action_cancel_build(self) -> None:
+        if self.cancelling:
+            return
+        self.cancelling = True
+        self.query_one("#setup-stage", Label).update("cancelling: stopping at the next training step…")
+        self.app.cancel_demo()

@@ -2,13 +2,16 @@
 
 `CurveStore` keeps each series as two `array('d')` columns (16 bytes a point, not a ~300-byte
 `MetricPoint`), and hands out `CurveSnapshot`s already downsampled to the plot's width, so the
-UI thread only ever plots a few hundred points. Pure Python (no torch).
+UI thread only ever plots a few hundred points. What to show (width, log scale, smoothing, zoom,
+earlier runs) is a `LossView`, an immutable value the UI thread replaces and the reading thread
+only reads. Pure Python (no torch).
 """
 
 from __future__ import annotations
 
 import math
 from array import array
+from bisect import bisect_left
 from dataclasses import dataclass, field
 
 from textual_plotext import PlotextPlot
@@ -16,6 +19,25 @@ from textual_plotext import PlotextPlot
 from minigpt.curve import MetricPoint, downsample
 
 _FIELDS = ("train_loss", "val_loss", "lr")
+EMA_CHOICES = (0.0, 0.6, 0.9, 0.98)  # `m` cycles through them; 0 = raw
+ZOOM_CHOICES = (None, 2000, 500, 100)  # `z` cycles: all steps, then the last N
+
+
+@dataclass(frozen=True)
+class LossView:
+    """How to draw the curve. Frozen: the UI thread swaps in a new one, the reader sees whole values."""
+
+    width: int = 80  # plot columns (read on the UI thread, on resize)
+    log_y: bool = False
+    ema: float = 0.0  # weight of the past in the smoothed train loss (0 = off)
+    last_steps: int | None = None  # zoom: only the last N steps
+    previous: bool = False  # overlay earlier runs from previous/<time>/logs/metrics.jsonl
+
+    def describe(self) -> str:
+        """Short words for what is not the default ("log · EMA 0.9 · last 500")."""
+        parts = ["log" if self.log_y else "", f"EMA {self.ema:g}" if self.ema else ""]
+        parts += [f"last {self.last_steps}" if self.last_steps else "", "+prev" if self.previous else ""]
+        return " · ".join(p for p in parts if p)
 
 
 @dataclass
@@ -27,6 +49,9 @@ class CurveSnapshot:
     last_step: int | None = None
     last: dict[str, float | None] = field(default_factory=dict)  # field -> latest value
     bad_lines: int = 0
+    view: LossView = field(default_factory=LossView)
+    smooth: tuple[list, list] = ([], [])  # EMA of the train loss (view.ema), downsampled
+    previous: list[tuple[str, list, list]] = field(default_factory=list)  # (run name, steps, train loss)
 
 
 class CurveStore:
@@ -47,9 +72,32 @@ class CurveStore:
         self.last_step: int | None = None
         self.last: dict[str, float | None] = {name: None for name in _FIELDS}
         self.last_grad_norm: float | None = None
+        self._ema_weight = 0.0
+        self._ema = array("d")  # debiased EMA of the train loss, aligned with its column
+        self._ema_raw, self._ema_n = 0.0, 0
+
+    def set_ema(self, weight: float) -> None:
+        """Smooth the train loss with this weight of the past (recomputed only when it changes)."""
+        if weight != self._ema_weight:
+            self._ema_weight = weight
+            self._ema, self._ema_raw, self._ema_n = array("d"), 0.0, 0
+            self._extend_ema(0)
+
+    def _extend_ema(self, start: int) -> None:
+        # debiased like Adam's moments (TensorBoard's smoothing): the first points are not pulled to 0
+        w, ys, out = self._ema_weight, self.cols["train_loss"][1], self._ema
+        if not w:
+            return
+        raw, n = self._ema_raw, self._ema_n
+        for y in ys[start:]:
+            if math.isfinite(y):
+                raw, n = w * raw + (1 - w) * y, n + 1
+            out.append(raw / (1 - w**n) if n else math.nan)
+        self._ema_raw, self._ema_n = raw, n
 
     def extend(self, points: list[MetricPoint]) -> None:
         (tx, ty), (vx, vy), (lx, ly) = (self.cols[name] for name in _FIELDS)
+        n_train = len(ty)
         for p in points:  # one pass, bound methods: this loop runs a million times on a long log
             if p.train_loss is not None:
                 tx.append(p.step)
@@ -64,6 +112,7 @@ class CurveStore:
             xs, ys = self.cols[name]
             self.last[name] = ys[-1] if len(ys) else None
             self._summarise(name)
+        self._extend_ema(n_train)
         if points:
             self.n_points += len(points)
             self.last_step = points[-1].step
@@ -89,23 +138,56 @@ class CurveStore:
             done += block
         self._summarised[name] = done
 
-    def series(self, name: str, width: int) -> tuple[list, list]:
+    def series(self, name: str, width: int, from_step: float | None = None) -> tuple[list, list]:
         """One field downsampled to `width` buckets (min and max of each), from the block summary
-        plus the points after it; the same as `curve.downsample` up to where bucket edges fall."""
+        plus the points after it; the same as `curve.downsample` up to where bucket edges fall.
+        With `from_step`, only the points from that step on (steps are in order within a log)."""
         xs, ys = self.cols[name]
+        if from_step is not None:
+            start = bisect_left(xs, from_step)
+            return downsample(xs[start:], ys[start:], width)
         sx, sy = self._summary[name]
         done = self._summarised[name]
         if len(xs) <= 4 * width or not done:
             return downsample(xs, ys, width)
         return downsample(sx.tolist() + xs[done:].tolist(), sy.tolist() + ys[done:].tolist(), width)
 
-    def snapshot(self, width: int, bad_lines: int = 0) -> CurveSnapshot:
-        width = max(1, width)
-        series = {name: self.series(name, width) for name in self.cols}
-        return CurveSnapshot(series, self.n_points, self.last_step, dict(self.last), bad_lines)
+    def snapshot(self, view: LossView | int, bad_lines: int = 0) -> CurveSnapshot:
+        """The view's series (an int is a plain view of that width)."""
+        if isinstance(view, int):
+            view = LossView(width=view)
+        width = max(1, view.width)
+        from_step = None
+        if view.last_steps and self.last_step is not None:
+            from_step = self.last_step - view.last_steps
+        series = {name: self.series(name, width, from_step) for name in self.cols}
+        smooth: tuple[list, list] = ([], [])
+        if view.ema:
+            self.set_ema(view.ema)
+            xs = self.cols["train_loss"][0]
+            start = 0 if from_step is None else bisect_left(xs, from_step)
+            smooth = downsample(xs[start:], self._ema[start:], width)
+        return CurveSnapshot(series, self.n_points, self.last_step, dict(self.last), bad_lines, view, smooth)
+
+    def columns(self) -> CurveColumns:
+        """A copy of the columns (a memcpy each), to diagnose on another thread."""
+        cols = {name: (array("d", xs), array("d", ys)) for name, (xs, ys) in self.cols.items()}
+        return CurveColumns(cols, self.last_grad_norm)
 
     def points(self) -> list[MetricPoint]:
         """MetricPoints rebuilt for `curve.diagnose` (one per step; the last line of a step wins)."""
+        return self.columns().points()
+
+
+@dataclass(frozen=True)
+class CurveColumns:
+    """The store's columns at one moment: what a diagnosis of the curve so far reads."""
+
+    cols: dict[str, tuple[array, array]]
+    last_grad_norm: float | None
+
+    def points(self) -> list[MetricPoint]:
+        """MetricPoints for `curve.diagnose` (one per step; the last line of a step wins)."""
         by_step: dict[int, MetricPoint] = {}
         for name in _FIELDS:
             xs, ys = self.cols[name]
@@ -121,10 +203,14 @@ class CurveStore:
         return pts
 
 
+PREVIOUS_COLORS = ("gray", "magenta", "yellow")
+
+
 class LossPlot(PlotextPlot):
-    """Train and validation loss with the log(V) baseline. Keeps its (downsampled) data and
-    replots on a 4 Hz timer only when new data arrived (textual-plotext#11: clear_data, plot,
-    refresh)."""
+    """Train loss (raw, and its EMA when smoothing), validation losses as points, the log(V)
+    baseline, the learning rate on the right axis, earlier runs in grey. Keeps its (downsampled)
+    data and replots on a 4 Hz timer only when new data arrived (textual-plotext#11: clear_data,
+    plot, refresh)."""
 
     REDRAW_S = 0.25
 
@@ -132,22 +218,23 @@ class LossPlot(PlotextPlot):
         super().__init__(**kwargs)
         self.snapshot = CurveSnapshot()
         self.baseline: float | None = None
+        self.stale = False  # the data stopped updating: the title says so
         self.replots = 0  # how many times the plot was rebuilt (tests and the redraw-rate figure)
         self._dirty = False
 
     def on_mount(self) -> None:
         super().on_mount()
-        self.plt.title("loss")
         self.plt.xlabel("step")
         self.set_interval(self.REDRAW_S, self._redraw_if_dirty)
 
-    def show(self, snapshot: CurveSnapshot | None = None, baseline: float | None = None) -> None:
+    def show(self, snapshot: CurveSnapshot | None = None, baseline: float | None = None, stale: bool = False) -> None:
         """Keep new data; the next timer tick draws it."""
         if snapshot is not None:
             self.snapshot = snapshot
         if baseline is not None:
             self.baseline = baseline
-        self._dirty = True
+        self._dirty = self._dirty or snapshot is not None or stale != self.stale
+        self.stale = stale
 
     def plotted(self, name: str) -> tuple[list, list]:
         return self.snapshot.series.get(name, ([], []))
@@ -159,15 +246,38 @@ class LossPlot(PlotextPlot):
     def replot(self) -> None:
         self._dirty = False
         self.replots += 1
-        plt = self.plt
+        plt, snap = self.plt, self.snapshot
+        log_y = snap.view.log_y
         plt.clear_data()
-        tx, ty = self.plotted("train_loss")
-        vx, vy = self.plotted("val_loss")
+        plt.yscale("log" if log_y else "linear")
+
+        def positive(xs: list, ys: list) -> tuple[list, list]:  # a log axis cannot place y <= 0
+            if not log_y:
+                return xs, ys
+            keep = [i for i, y in enumerate(ys) if y > 0]
+            return [xs[i] for i in keep], [ys[i] for i in keep]
+
+        for (name, xs, ys), color in zip(snap.previous, PREVIOUS_COLORS):
+            xs, ys = positive(xs, ys)
+            if xs:
+                plt.plot(xs, ys, label=f"prev {name[-6:]}", marker="braille", color=color)
+        tx, ty = positive(*self.plotted("train_loss"))
+        sx, sy = positive(*snap.smooth)
         if tx:
-            plt.plot(tx, ty, label="train", marker="braille")
-        if vx:
-            plt.plot(vx, vy, label="val", marker="dot" if len(vx) > 1 else "x")
+            plt.plot(tx, ty, label="train", marker="braille", color="gray" if sx else "cyan")
+        if sx:
+            plt.plot(sx, sy, label=f"EMA {snap.view.ema:g}", marker="braille", color="cyan")
+        vx, vy = positive(*self.plotted("val_loss"))
+        if vx:  # evaluations are points in time, not a line through two of them
+            plt.scatter(vx, vy, label="val", marker="x", color="orange")
+        lx, ly = self.plotted("lr")
+        if lx and (tx or vx):
+            plt.plot(lx, ly, label="lr (right)", marker="dot", color="green", yside="right")
+        title = "loss"
         if self.baseline is not None and math.isfinite(self.baseline) and (tx or vx):
             plt.hline(self.baseline, "red")
-            plt.title(f"loss  (red line: log V = {self.baseline:.2f}, a uniform guess)")
+            title = f"loss · red: log V {self.baseline:.2f}"
+        if self.stale:
+            title = f"NOT UPDATING · {title}"
+        plt.title(title)
         self.refresh()

@@ -56,7 +56,7 @@ async def test_follows_a_growing_metrics_file_and_resets_when_truncated(tmp_path
         assert await _until(pilot, lambda: plot.plotted("train_loss")[0][-1] == 300)
         assert await _until(pilot, lambda: plot.replots > replots)
         status = str(pane.query_one("#loss-status", Static).render())
-        assert "300 points" in status and "ppl" in status
+        assert "300 pts" in status and "ppl" in status and "train last" in status
         assert await _until(pilot, lambda: pane.diagnosis is not None)
         assert "curve" in str(pane.query_one("#loss-diagnosis", Static).render())
 
@@ -117,7 +117,7 @@ async def test_starts_and_stops_a_training_subprocess(demo_ws):
         await pilot.press("y")
         assert await _until(pilot, lambda: pane.training, 10)
         assert await _until(pilot, lambda: any((demo_ws.root / "previous").glob("*/checkpoints/mini_gpt_best.pt")), 60)
-        pid = pane._proc.pid
+        pid = pane.run.pid
         assert "RUNNING" in str(pane.query_one("#train-status", Static).render())
         # the trainer logs every 10 steps; the pane follows the file it (re)creates
         assert await _until(pilot, lambda: pane.points_count >= 2, 60)
@@ -125,7 +125,7 @@ async def test_starts_and_stops_a_training_subprocess(demo_ws):
         assert await _until(pilot, lambda: pane.points_count > grown, 30)
         await pilot.press("x")
         assert await _until(pilot, lambda: not pane.training and pane.last_exit is not None, 15)
-        assert pane._proc.poll() is not None
+        assert pane.run.process.returncode is not None
         with pytest.raises(ProcessLookupError):
             import os
 
