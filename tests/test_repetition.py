@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 from dataclasses import FrozenInstanceError
 from pathlib import Path
 
@@ -312,3 +314,42 @@ def test_helpers_on_small_strings():
     assert char_entropy("abab") == 1.0 and char_entropy("aaaa") == 0.0
     assert top_chars("aaabbc d", k=2) == (["a", "b"], 5 / 8)
     assert compression_ratio("a" * 1000) < 0.05 < 0.5 < compression_ratio(PROSE)
+
+
+def test_the_module_stays_pure_python():
+    # the check engine and the TUI call it per sample: no torch, no UI imports
+    code = "import sys, minigpt.repetition; print(sorted(m for m in sys.modules if m.split('.')[0] in BANNED))"
+    banned = "BANNED = {'torch', 'numpy', 'textual', 'rich'}; "
+    out = subprocess.run([sys.executable, "-c", banned + code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def _longest_repeat_brute(text: str) -> int:
+    return max(
+        (n for n in range(1, len(text)) if len({text[i : i + n] for i in range(len(text) - n + 1)}) <= len(text) - n),
+        default=0,
+    )
+
+
+def _looping_tail_brute(text: str) -> tuple[int, int]:
+    # the definition, one character at a time (the original implementation)
+    best_period, best_length = 0, 0
+    for p in range(1, len(text) // 2 + 1):
+        i = len(text) - 1
+        while i >= p and text[i] == text[i - p]:
+            i -= 1
+        length = len(text) - 1 - i + p
+        if length >= 2 * p and length > best_length:
+            best_period, best_length = p, length
+    return best_period, best_length
+
+
+def test_fast_searches_match_their_definitions_on_random_strings():
+    rng = random.Random(0)
+    for _ in range(500):
+        alphabet = rng.choice(["ab", "abc", "a b", "xyz\n"])
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        unit = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 5)))
+        text += unit * rng.randint(0, 6) + unit[: rng.randint(0, len(unit))]
+        assert longest_repeat(text) == _longest_repeat_brute(text), text
+        assert looping_tail(text) == _looping_tail_brute(text), text
