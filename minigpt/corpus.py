@@ -201,14 +201,16 @@ class LineStarts:
 
     def _forward(self, piece: str, a: int, lo: int, k: int) -> list[int]:
         """Up to `k` starts after "\\n"s at piece[lo:], ascending."""
-        out, i = [], lo - 1
+        out: list[int] = []
+        i = lo - 1
         while len(out) < k and (i := piece.find("\n", i + 1)) != -1 and a + i + 1 < self.n:
             out.append(a + i + 1)
         return out
 
     def _backward(self, piece: str, a: int, hi: int, k: int) -> list[int]:
         """Up to `k` starts after "\\n"s at piece[:hi], ascending."""
-        out, j = [], hi
+        out: list[int] = []
+        j = hi
         while len(out) < k and j > 0 and (j := piece.rfind("\n", 0, j)) != -1:
             if a + j + 1 < self.n:
                 out.append(a + j + 1)

@@ -14,7 +14,7 @@ import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, cast
 
 from .errors import FileSystemError
 
@@ -43,7 +43,7 @@ def os_error(exc: OSError, path: object = None, *, action: str = "write", kept: 
     """
     if isinstance(exc, FileSystemError):
         return exc
-    where = Path(path if path is not None else exc.filename if exc.filename is not None else "?")
+    where = Path(str(path if path is not None else exc.filename if exc.filename is not None else "?"))
     code = exc.errno
     causes: list[str] = []
     if code in _DISK_FULL:
@@ -153,9 +153,10 @@ class StagedWrite:
     """A complete, fsynced temporary file next to `path`; `commit()` moves it over `path`,
     `discard()` removes it. Lets several files be written first and replaced together last."""
 
-    def __init__(self, path: Path, tmp: str):
+    def __init__(self, path: Path, tmp: str, fh: IO):
         self.path = path
         self.tmp = tmp
+        self.fh = fh  # open while the `staged_open` block runs
 
     def commit(self) -> None:
         try:
@@ -177,11 +178,12 @@ class StagedWrite:
 
 
 @contextlib.contextmanager
-def staged_open(path: str | os.PathLike, mode: str = "wb", encoding: str | None = None) -> Iterator[IO]:
+def staged_open(path: str | os.PathLike, mode: str = "wb", encoding: str | None = None) -> Iterator[StagedWrite]:
     """Write a temporary file in `path`'s folder and fsync it; `path` itself is untouched.
 
-    Use as `with staged_open(p) as fh: ...` then `fh.staged.commit()` (or `.discard()`). On any
-    exception the temporary file is removed; an OS refusal is raised as `FileSystemError`.
+    Use as `with staged_open(p) as staged: staged.fh.write(...)`, then `staged.commit()` (or
+    `.discard()`). On any exception the temporary file is removed; an OS refusal is raised as
+    `FileSystemError`.
     """
     path = Path(path)
     try:
@@ -189,11 +191,10 @@ def staged_open(path: str | os.PathLike, mode: str = "wb", encoding: str | None 
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise os_error(exc, path, kept=True) from exc
-    staged = StagedWrite(path, tmp)
     fh = os.fdopen(fd, mode, encoding=encoding)
+    staged = StagedWrite(path, tmp, fh)
     try:
-        fh.staged = staged
-        yield fh
+        yield staged
         fh.flush()
         os.fsync(fh.fileno())
         fh.close()
@@ -214,9 +215,9 @@ def atomic_open(path: str | os.PathLike, mode: str = "wb", encoding: str | None 
     On any exception the temporary file is removed and `path` keeps its old content; an OS
     refusal (disk full, read-only, permission denied, ...) is raised as `FileSystemError`.
     """
-    with staged_open(path, mode, encoding) as fh:
-        yield fh
-    fh.staged.commit()
+    with staged_open(path, mode, encoding) as staged:
+        yield staged.fh
+    staged.commit()
 
 
 class _WriteRecorder:
@@ -242,15 +243,15 @@ def stage_torch_save(obj: object, path: str | os.PathLike) -> StagedWrite:
     """`torch.save` into a staged temporary file next to `path` (see `StagedWrite`)."""
     import torch  # here, not at the top: the tokenizer (and the TUI's first paint) use this module
 
-    with staged_open(path, "wb") as fh:
-        recorder = _WriteRecorder(fh)
+    with staged_open(path, "wb") as staged:
+        recorder = _WriteRecorder(staged.fh)
         try:
-            torch.save(obj, recorder)
+            torch.save(obj, cast(IO[bytes], recorder))  # torch needs only write() and flush()
         except RuntimeError as exc:
             if recorder.error is not None:
                 raise os_error(recorder.error, path, kept=True) from exc
             raise
-    return fh.staged
+    return staged
 
 
 def atomic_torch_save(obj: object, path: str | os.PathLike) -> None:
@@ -258,9 +259,9 @@ def atomic_torch_save(obj: object, path: str | os.PathLike) -> None:
 
 
 def stage_text(text: str, path: str | os.PathLike) -> StagedWrite:
-    with staged_open(path, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    return fh.staged
+    with staged_open(path, "w", encoding="utf-8") as staged:
+        staged.fh.write(text)
+    return staged
 
 
 def atomic_write_text(text: str, path: str | os.PathLike) -> None:
@@ -268,8 +269,9 @@ def atomic_write_text(text: str, path: str | os.PathLike) -> None:
 
 
 def describe_size(n: int) -> str:
+    size = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
     return f"{n} B"

@@ -15,6 +15,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -219,6 +220,16 @@ def _encode(
     return in_train
 
 
+def _stage(report: Progress, stage: str, lo: float, hi: float, done: int, total: int) -> Callable[[int], None]:
+    """Progress within one pass: `done + k` of `total` units maps into [lo, hi]."""
+    return lambda k: report(stage, min(hi, lo + (hi - lo) * (done + k) / max(1, total)))
+
+
+def _whole(plan) -> TextSource:
+    assert plan.whole is not None  # open_source sets per_split or whole
+    return plan.whole
+
+
 def prepare_workspace(
     source: str | os.PathLike,
     workspace: Workspace | str | os.PathLike,
@@ -234,12 +245,12 @@ def prepare_workspace(
     write; nothing in the workspace changes in either case.
     """
     started = time.perf_counter()
-    ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
+    ws = workspace if isinstance(workspace, Workspace) else Workspace(Path(workspace))
     report = progress or (lambda stage, fraction: None)
 
     report("reading", 0.0)
     plan = open_source(source)
-    texts = plan.per_split if plan.per_split is not None else {"all": plan.whole}
+    texts: dict[str, TextSource] = plan.per_split if plan.per_split is not None else {"all": _whole(plan)}
     total_bytes = max(1, sum(t.size for t in texts.values()))
     done = 0
 
@@ -247,9 +258,7 @@ def prepare_workspace(
     chars: set[str] = set()
     sizes: dict[str, int] = {}
     for key, src in texts.items():
-        found, sizes[key] = _scan(
-            src, lambda k, d=done: report("building vocabulary", 0.3 * min(1.0, (d + k) / total_bytes))
-        )
+        found, sizes[key] = _scan(src, _stage(report, "building vocabulary", 0.0, 0.3, done, total_bytes))
         chars |= found
         done += sizes[key]
     tokenizer = CharTokenizer(sorted(chars))
@@ -279,7 +288,7 @@ def prepare_workspace(
                 tokenizer,
                 ws,
                 staged,
-                lambda k, d=done: report("encoding", min(0.95, 0.4 + 0.55 * (d + k) / total_chars)),
+                _stage(report, "encoding", 0.4, 0.95, done, total_chars),
             )
             done += sizes[key]
         report("writing", 0.95)

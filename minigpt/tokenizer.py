@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -35,8 +36,7 @@ class CharTokenizer:
                 causes=["the file is a word- or BPE-level vocabulary, not a character one"],
             )
         if len(set(chars)) != len(chars):
-            seen: set[str] = set()
-            dupes = sorted({c for c in chars if c in seen or seen.add(c)})
+            dupes = sorted(c for c, n in Counter(chars).items() if n > 1)
             raise TokenizerError(
                 f"Tokenizer vocabulary repeats characters: {dupes[:10]!r} each appear more than once, so two "
                 "IDs would decode to the same character and encoding could not be undone",
