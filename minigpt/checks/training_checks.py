@@ -18,6 +18,10 @@ from .result import Outcome, Status
 # also creeps down, but it cannot fall under about log(V - 1 + e) - 1.
 OVERFIT_THRESHOLD = 0.1
 OVERFIT_LR = 3e-3
+OVERFIT_POLL = 10  # steps between looks at the loss (each look is a device sync)
+# stop once the training loss is below half the threshold: the eval-mode loss that decides the
+# verdict is then far below it too (the debug config has dropout 0)
+OVERFIT_EARLY_STOP = 0.5
 
 
 @check(
@@ -38,6 +42,7 @@ def single_batch_overfit(ctx, run):
     lr = ctx.fault.learning_rate(OVERFIT_LR) if ctx.fault else OVERFIT_LR
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
     steps = ctx.options.overfit_steps
+    threshold = OVERFIT_THRESHOLD * math.log(V)
     history = torch.empty(steps)
     nonfinite_step = None
     for step in range(steps):
@@ -47,11 +52,13 @@ def single_batch_overfit(ctx, run):
         loss.backward()
         opt.step()
         history[step] = loss.detach()
-        if step % 25 == 24 or step == steps - 1:
+        if step % OVERFIT_POLL == OVERFIT_POLL - 1 or step == steps - 1:  # one host sync per poll
             run.progress((step + 1) / steps)
             if not torch.isfinite(history[: step + 1]).all():
                 nonfinite_step = int((~torch.isfinite(history[: step + 1])).nonzero()[0])
                 break
+            if history[step].item() < OVERFIT_EARLY_STOP * threshold:
+                break  # memorised with margin: the verdict is certain, the remaining steps would not change it
     baseline = math.log(V)
     hist = history[: step + 1].tolist()
     values = {

@@ -78,6 +78,9 @@ def run(args: argparse.Namespace) -> int:
     # bad usage is exit 2, not a failed check: an unavailable device, an unreadable --config,
     # a fault that cannot be injected into the given model
     resolve_device(args.device)
+    from ..threads import apply as apply_thread_policy
+
+    apply_thread_policy("checks")
     ctx = CheckContext(options)
     if args.config_path:
         ctx.base_config()
