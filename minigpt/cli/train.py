@@ -54,6 +54,9 @@ def run(args: argparse.Namespace) -> int:
         )
     }
     cfg = TrainConfig.from_preset(args.preset, device=args.device, **overrides)
+    from ..threads import apply as apply_thread_policy
+
+    apply_thread_policy("train")
     trainer = Trainer(args.workspace, cfg, resume=args.resume, overrides=overrides, allow_large=args.allow_large)
     console = Console(stderr=True, soft_wrap=True)  # paths are never broken across lines
     progress = Progress(
