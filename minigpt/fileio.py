@@ -121,7 +121,8 @@ def stat_input(path: Path, what: str, *, error: type, missing: list[str] | None 
             if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
             else "not a regular file"
         )
-        raise error(f"Not a {what.lower()}: {path} is {kind}, not a regular file", path=path)
+        article = "an" if what[0].lower() in "aeiou" else "a"
+        raise error(f"Not {article} {what.lower()}: {path} is {kind}, not a regular file", path=path)
     return st
 
 
