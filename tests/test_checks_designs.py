@@ -4,8 +4,9 @@ Each design in tests/fixtures/designs/ is written the way other people write GPT
 nothing from minigpt: nanoGPT (tied head, SDPA, dropout, last-position logits at inference),
 Llama-style (RoPE, tril buffer + masked_fill, RMSNorm, SwiGLU, untied head), ALiBi with
 zero-initialised residual projections and head (modded-nanogpt style), Hugging Face-style
-(output dataclass, HF config names, post-LN), logits-only forward, and torch's own
-nn.MultiheadAttention with a dict output. Every check in the catalog runs on each design.
+(output dataclass, HF config names, post-LN), logits-only forward, torch's own
+nn.MultiheadAttention with a dict output, and nn.TransformerEncoder with sinusoidal positions.
+Every check in the catalog runs on each design.
 
 Where a check still gives a false alarm on a healthy design, that case is listed in
 KNOWN_FALSE_ALARMS and tested as a strict xfail: it flips loudly once the check is fixed.
@@ -96,6 +97,12 @@ DESIGNS = [
         "torch_mha.py",
         "MHAGPT",
         {"block_size": 32, "d_model": 64, "n_heads": 4, "n_layers": 2, "dropout": 0.1},
+    ),
+    Design(
+        "torch_encoder",
+        "torch_encoder.py",
+        "EncoderGPT",
+        {"block_size": 32, "d_model": 64, "nhead": 4, "num_layers": 2, "dim_feedforward": 256, "dropout": 0.1},
     ),
 ]
 BY_ID = {d.id: d for d in DESIGNS}
@@ -231,7 +238,7 @@ def train_briefly(model: torch.nn.Module, ws: Workspace, steps: int) -> float:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("design_id", ["nanogpt", "rope_llama", "torch_mha", "logits_only"])
+@pytest.mark.parametrize("design_id", ["nanogpt", "rope_llama", "torch_mha", "logits_only", "torch_encoder"])
 def test_design_trained_by_its_own_loop_passes_the_checkpoint_checks(workspace, tmp_path, design_id):
     # GIVEN a healthy design trained 200 steps by a hand-written loop and saved in minigpt's layout
     from minigpt.tokenizer import CharTokenizer
@@ -259,6 +266,33 @@ def test_design_trained_by_its_own_loop_passes_the_checkpoint_checks(workspace, 
     assert unexpected_skips(report, {"training_curve", "single_batch_overfit"} | design.skips) == {}
     assert report.by_id()["checkpoint_load"].values["step"] == 200
     assert "checkpoint step 200" in report.by_id()["generation_repetition"].summary
+
+
+@pytest.mark.slow
+def test_nanogpt_checkpoint_in_nanogpts_own_layout_loads_and_only_lacks_a_fingerprint(workspace):
+    # GIVEN nanoGPT trained by a hand-written loop and saved the way nanoGPT's train.py saves,
+    # weights compiled with torch.compile (keys prefixed "_orig_mod.")
+    from minigpt.usermodel import load_model_spec
+
+    design = BY_ID["nanogpt"]
+    model_args = {"vocab_size": vocab_size(workspace), **design.shape}
+    torch.manual_seed(0)
+    model = load_model_spec(design.spec).factory(model_args)
+    val_loss = train_briefly(model, workspace, steps=200)
+    workspace.best_checkpoint.parent.mkdir(parents=True, exist_ok=True)
+    state = {f"_orig_mod.{k}": v for k, v in model.state_dict().items()}
+    torch.save(
+        {"model": state, "model_args": model_args, "iter_num": 200, "best_val_loss": torch.tensor(val_loss)},
+        workspace.best_checkpoint,
+    )
+    # WHEN every check runs against it
+    report = run(workspace, design.spec, None)
+    # THEN the only alarm is the honest one: nothing in the file ties it to this tokenizer
+    assert set(alarms(report)) == {"tokenizer_fingerprint"}, alarms(report)
+    assert report.by_id()["tokenizer_fingerprint"].status is Status.WARN
+    loaded = report.by_id()["checkpoint_load"]
+    assert loaded.status is Status.PASS and loaded.values["step"] == 200
+    assert any("nanoGPT" in n for n in loaded.values["notices"])
 
 
 # -- broken twins: the same test machinery does fail -----------------------------------------------
