@@ -36,7 +36,10 @@ class ChecksTable(DataTable):
 class ChecksPane(Vertical):
     """Renders the engine's CheckResults as they arrive; never computes a result itself."""
 
-    BINDINGS = [Binding("slash", "open_filter", "Filter")]
+    BINDINGS = [
+        Binding("slash", "open_filter", "Filter"),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
+    ]
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -144,6 +147,9 @@ class ChecksPane(Vertical):
     # -- filter -----------------------------------------------------------------------------
     def action_open_filter(self) -> None:
         self.query_one(TableFilter).open(return_to=self.table)
+
+    def action_clear_filter(self) -> None:
+        self.query_one(TableFilter).action_clear_filter()
 
     @on(TableFilter.FilterChanged, "#checks-filter")
     def apply_filter(self, message: TableFilter.FilterChanged) -> None:

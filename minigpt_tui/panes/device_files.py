@@ -109,8 +109,8 @@ class DeviceFilesPane(VerticalScroll):
 
     def compose(self) -> ComposeResult:
         yield Static("environment: waiting for the environment check…", id="device-env", markup=False)
-        yield Static("live: sampled while this pane is shown", id="device-live", markup=False)
         yield Static("files: waiting for the files check…", id="device-files", markup=False)
+        yield Static("live: sampled while this pane is shown", id="device-live", markup=False)
 
     def on_mount(self) -> None:
         workspace = getattr(self.app, "workspace", None)

@@ -14,6 +14,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rich.console import Group
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -84,6 +85,7 @@ class GradientsPane(Vertical):
         Binding("g", "sort('grad')", "Sort grad"),
         Binding("o", "sort('ratio')", "Sort ratio"),  # not r: that re-runs the checks everywhere
         Binding("slash", "open_filter", "Filter"),
+        Binding("escape", "clear_filter", "Clear filter", show=False),
     ]
     POLL_S = 1.0  # grads.jsonl is written once per evaluation: 1 s is plenty
 
@@ -96,6 +98,7 @@ class GradientsPane(Vertical):
         self.sort_reverse = False
         self.filter = ""
         self.columns: list[str] = []  # the column keys the table has now
+        self._name_width = 0
         self.rebuilds = 0  # full table rebuilds (tests: a sort must not rebuild)
         self._dirty = True  # data changed while the pane was hidden
         self._stop = threading.Event()
@@ -226,6 +229,9 @@ class GradientsPane(Vertical):
     def action_open_filter(self) -> None:
         self.query_one(TableFilter).open(return_to=self.query_one(DataTable))
 
+    def action_clear_filter(self) -> None:
+        self.query_one(TableFilter).action_clear_filter()
+
     @on(TableFilter.FilterChanged, "#grad-filter")
     def apply_filter(self, message: TableFilter.FilterChanged) -> None:
         if message.query != self.filter:
@@ -262,7 +268,7 @@ class GradientsPane(Vertical):
             self._refresh()
 
     def on_resize(self) -> None:
-        if self._shown() and self._fit_columns() != self.columns:
+        if self._shown() and self._fit_columns() != (self.columns, self._name_width):
             self._rebuild()
 
     def _refresh(self) -> None:
@@ -272,22 +278,26 @@ class GradientsPane(Vertical):
             return
         self._rebuild()
 
-    def _fit_columns(self) -> list[str]:
-        """The optional columns that fit the width, dropped in reverse priority; the name shrinks last."""
+    def _fit_columns(self) -> tuple[list[str], int]:
+        """The columns that fit the width (optional ones dropped in reverse priority) and the name
+        column's width: plain names always fit, a tied-weights suffix gets what is left."""
         rows, width = self.rows, self.query_one(DataTable).size.width or self.size.width
         budget = width - 2  # the vertical scrollbar
-        name_w = max([len(self._label_of(r)) for r in rows] + [9])
-        flags_w = max([len(self._cells(r)["flags"]) for r in rows] + [5])
-        used = (1 + 2) + (flags_w + 2) + (9 + 2) + max(MIN_NAME, min(name_w, 40)) + 2  # mark, flags, grad, name
+        cells = [self._cells(r) for r in rows]
+        plain_w = max([len(r["name"]) for r in rows] + [9])
+        full_w = max([len(c["name"]) for c in cells] + [9])
+        flags_w = max([len(c["flags"]) for c in cells] + [5])
+        used = (1 + 2) + (flags_w + 2) + (9 + 2) + max(MIN_NAME, min(plain_w, budget // 2)) + 2
         keep = ["mark", "name", "flags", "grad"]
         for key, header in OPTIONAL.items():
             if key == "ratio" and not self.ratios:
                 continue
-            w = max([len(self._cells(r)[key]) for r in rows] + [len(header)])
+            w = max([len(c[key]) for c in cells] + [len(header)])
             if used + w + 2 <= budget:
                 keep.append(key)
                 used += w + 2
-        return keep
+        name_w = max(MIN_NAME, min(plain_w, budget // 2))
+        return keep, min(full_w, name_w + max(0, budget - used))
 
     @staticmethod
     def _label_of(row: dict) -> str:
@@ -315,13 +325,13 @@ class GradientsPane(Vertical):
         self._dirty = False
         self.rebuilds += 1
         table = self.query_one(DataTable)
-        columns = self._fit_columns()
-        if columns != self.columns:
+        columns, name_width = self._fit_columns()
+        if (columns, name_width) != (self.columns, self._name_width):
             table.clear(columns=True)
             for key in columns:
                 label = COLUMNS.get(key) or OPTIONAL[key]
-                table.add_column(label, key=key)
-            self.columns = columns
+                table.add_column(label, key=key, width=name_width if key == "name" else None)
+            self.columns, self._name_width = columns, name_width
         else:
             table.clear()
         for row in self.visible_rows():
@@ -345,9 +355,12 @@ class GradientsPane(Vertical):
             hint = "waiting for the gradients check" if self.view == "check" else "no logs/grads.jsonl record yet"
             lines.append(Text(hint, style="dim"))
         else:
-            clip = "off" if not src.clip else _num(src.clip)
-            over = " (clipped)" if src.clip and src.global_norm is not None and src.global_norm > src.clip else ""
-            numbers = Text(f"global norm {_num(src.global_norm)} · clip {clip}{over} · {len(src.rows)} parameters · ")
+            if src.verdict is not None:  # a check's single backward pass: no clipping involved
+                clip = ""
+            else:
+                over = " (clipped)" if src.clip and src.global_norm is not None and src.global_norm > src.clip else ""
+                clip = f" · clip {_num(src.clip) if src.clip else 'off'}{over}"
+            numbers = Text(f"global norm {_num(src.global_norm)}{clip} · {len(src.rows)} parameters · ")
             lines.append(numbers + self._verdict(src))
         arrow = "↓" if self.sort_reverse else "↑"
         shown = len(self.visible_rows()) if self.filter else None
@@ -360,7 +373,7 @@ class GradientsPane(Vertical):
         if hidden:
             tail += f" · narrow: {', '.join(hidden)} hidden"
         lines.append(Text(tail, style="dim", no_wrap=True, overflow="ellipsis"))
-        self.query_one("#grad-header", Static).update(Text("\n").join(lines))
+        self.query_one("#grad-header", Static).update(Group(*lines))
 
     @staticmethod
     def _verdict(src: GradSource) -> Text:
@@ -370,8 +383,4 @@ class GradientsPane(Vertical):
         problems = sum(1 for r in src.rows if PROBLEM_FLAGS.intersection(_flags(r)))
         frozen = sum(1 for r in src.rows if "frozen" in _flags(r))
         found = Text(f"! {problems} flagged", style="bold red") if problems else Text("none flagged")
-        return (
-            found
-            + Text(f", {frozen} frozen" if frozen else "")
-            + Text(" (flags in the log; no check judged these)", style="dim")
-        )
+        return found + Text(f", {frozen} frozen" if frozen else "") + Text(" (log flags)", style="dim")

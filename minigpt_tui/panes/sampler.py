@@ -26,7 +26,7 @@ from minigpt.errors import SamplerSettingsError
 from minigpt.sampler_settings import SamplerSettings, unusual_settings, validate
 
 from ..widgets.prob_bars import StageBars
-from ..widgets.status import VISIBLE
+from ..widgets.status import VISIBLE, visible_char
 from .sampler_run import SampleFinished, SamplerFailed, StagesComputed, TextGenerated, next_token_stages, stream_samples
 
 # field, label, parser kind ("float" | "int" | "int?" where blank means None)
@@ -256,7 +256,10 @@ class SamplerPane(VerticalScroll):
             marked.append(shown, style="bold reverse red" if bad else "")
             width = cell_len(shown)  # 日 and 😀 take two cells: the caret row must too
             carets.append(("^" * width) if bad else " " * width)
-        listing = ", ".join(f"{ch!r} at {pos[:3]}" for ch, pos in list(self.unknown.items())[:5])
+        listing = ", ".join(
+            f"{visible_char(ch)} at {', '.join(map(str, pos[:3]))}{' …' if len(pos) > 3 else ''}"
+            for ch, pos in list(self.unknown.items())[:5]
+        )
         marked.append("\n").append_text(carets)
         marked.append(f"\n! {len(self.unknown)} character(s) not in the vocabulary: {listing}", style="bold red")
         widget.update(marked)

@@ -101,10 +101,13 @@ class TokenizerPane(VerticalScroll):
         grid.add_column(style="bold", no_wrap=True)
         grid.add_column(overflow="fold")
         grid.add_row("text", typed)
-        grid.add_row("IDs", Text(str(ids)))
+        grid.add_row("IDs", Text(" ".join(map(str, ids))))
         grid.add_row("decoded", Text(repr(decoded)))
         if unknown:
-            shown = ", ".join(f"{ch!r} at {pos[:5]}" for ch, pos in unknown.items())
+            shown = ", ".join(
+                f"{visible_char(ch)} at {', '.join(map(str, pos[:5]))}{' …' if len(pos) > 5 else ''}"
+                for ch, pos in unknown.items()
+            )
             grid.add_row(
                 "round trip",
                 Text(f"✗ {len(unknown)} unknown character(s) not in the vocabulary: {shown}", style="bold red"),

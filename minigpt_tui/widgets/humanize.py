@@ -15,6 +15,7 @@ from rich.text import Text
 
 MAX_LIST_ITEMS = 8  # scalars shown from a list before "… N more"
 MAX_ROWS = 8  # rows shown from a list of row-dicts before "… N more rows"
+MAX_PATH_CELL = 32  # a path in a table cell, shortened from the left
 _PERCENT_SUFFIXES = ("_fraction", "_share", "relative_drop")
 _LR_KEYS = ("lr", "learning_rate")
 NONE = Text("none", style="dim")
@@ -149,6 +150,8 @@ def rows_table(rows: list[dict], max_rows: int = MAX_ROWS) -> Table:
                 cells.append(cell if isinstance(cell, Text) else Text(compact(v)))
             elif isinstance(v, dict):
                 cells.append(Text(compact(v)))
+            elif isinstance(v, str) and (col == "path" or col.endswith("_path")):
+                cells.append(Text(shorten_left(v, MAX_PATH_CELL)))  # the file name is what tells rows apart
             else:
                 cells.append(human_scalar(col, v))
         table.add_row(*cells)

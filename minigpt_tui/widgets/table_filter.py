@@ -40,6 +40,7 @@ class TableFilter(Input):
     def __init__(self, placeholder: str = "filter: type to narrow, enter keeps, escape clears", **kwargs) -> None:
         super().__init__(placeholder=placeholder, compact=True, **kwargs)
         self.return_to = None  # the widget focused before opening
+        self.disabled = True  # closed: out of the focus chain, so a pane's first focus lands on its table
 
     @property
     def query_text(self) -> str:
@@ -47,6 +48,7 @@ class TableFilter(Input):
 
     def open(self, return_to=None) -> None:
         self.return_to = return_to
+        self.disabled = False
         self.add_class("-open")
         self.focus()
 
@@ -67,6 +69,7 @@ class TableFilter(Input):
         if was_open:
             self.post_message(self.FilterChanged(self, ""))
         self._back()
+        self.disabled = True
 
     def _back(self) -> None:
         if self.return_to is not None:
