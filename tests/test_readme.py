@@ -1,0 +1,48 @@
+"""The README's maps stay true: every check, fault and pane it lists exists, and none is missing."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from minigpt.checks import FAULTS, ordered_ids
+
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+
+
+def _table_ids(header: str) -> list[str]:
+    """The backticked first cells of the markdown table that follows `header`."""
+    block = README[README.index(header) :]
+    rows = re.findall(r"^\| `([a-z_]+)`", block.split("\n\n", 2)[1] if block.startswith("|") else block, re.M)
+    return rows
+
+
+def test_the_check_table_lists_every_check_in_pipeline_order():
+    table = README[README.index("| id | what it asserts | what it cannot see |") :].split("\n\n", 1)[0]
+    assert re.findall(r"^\| `([a-z_]+)` \|", table, re.M) == ordered_ids()
+
+
+def test_every_check_row_says_what_it_cannot_see():
+    table = README[README.index("| id | what it asserts | what it cannot see |") :].split("\n\n", 1)[0]
+    for row in table.splitlines()[2:]:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert len(cells) == 3 and cells[2], row
+
+
+def test_the_fault_table_lists_every_fault_and_its_intended_check():
+    table = README[README.index("| fault | trips |") :].split("\n\n", 1)[0]
+    rows = dict(re.findall(r"^\| `([a-z_]+)`[^|]* \| `([a-z_]+)`", table, re.M))
+    assert rows == {name: f.intended for name, f in FAULTS.items()}
+
+
+def test_the_house_map_names_every_module_of_the_library_and_the_panes():
+    layout = README[README.index("## How the code is laid out") :].split("```", 2)[1]
+    root = Path(__file__).resolve().parents[1]
+    for module in sorted((root / "minigpt").glob("*.py")) + sorted((root / "minigpt" / "checks").glob("*.py")):
+        if module.name not in ("__init__.py", "__main__.py", "adapter.py", "control.py", "fault_modules.py"):
+            assert module.name in layout, f"{module.name} is not in the README's map"
+    from minigpt_tui.widgets.workbench import PANES
+
+    readme_keys = README[README.index("| `1`–`7` |") :].split("\n", 1)[0]
+    for _, title in PANES:
+        assert title.split(" ")[0] in readme_keys, title
