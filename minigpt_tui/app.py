@@ -46,6 +46,18 @@ from .session import Session
 from .widgets.workbench import PANES, Workbench, build_panes
 
 
+def header_subtitle(width: int, title: str, fault: str | None, checkpoint: str, device: str, root: str) -> str:
+    """Fault first, then the judged checkpoint, the device, and the workspace path cut from the
+    left to what is left of the header's width (80 columns show every field)."""
+    head = f"FAULT {fault} · " if fault else ""
+    fields = f"{checkpoint} · {device}"
+    # the header shows "TITLE — SUBTITLE" between its icon (8 cells) and its right margin (8)
+    room = max(8, width - 16 - len(title) - 3 - len(head) - len(fields) - 3)
+    if len(root) > room:
+        root = "…" + root[-(room - 1) :]
+    return f"{head}{fields} · {root}"
+
+
 class MiniGPTCommands(Provider):
     """ctrl+p: run all/one check, start/stop training, inject/clear a fault, export the report."""
 
@@ -79,7 +91,7 @@ class MiniGPTApp(App):
         # short labels: the footer holds these and the pane's keys at 80 columns
         Binding("r", "run_all", "Rerun"),
         Binding("f", "fault_menu", "Fault"),
-        Binding("e", "export", "Export"),
+        Binding("e", "export", "Export", show=False),  # in ? and ctrl+p: the footer has 80 columns
         Binding("t", "toggle_training", "Train"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
@@ -147,7 +159,7 @@ class MiniGPTApp(App):
             if not self.needs_setup:
                 self.panes = build_panes()
                 yield Workbench(self.panes)
-        yield Footer(compact=True)
+        yield Footer(compact=True, show_command_palette=False)  # ctrl+p is in ? (help)
 
     def on_mount(self) -> None:
         self._update_title()
@@ -175,21 +187,14 @@ class MiniGPTApp(App):
         self.log.info(f"first paint after {self.timings['first_paint_s']:.2f}s")
 
     def _update_title(self) -> None:
-        """Fault first, then the judged checkpoint, the device, and the workspace path cut from
-        the left to what is left of the header's width (80 columns show every field)."""
-        fault = f"FAULT {self.fault_name} · " if self.fault_name else ""
         device = (
             self.device_name
             if self.resolved_device in (None, self.device_name)
             else f"{self.resolved_device} ({self.device_name})"
         )
-        fields = f"{self.checkpoint_label} · {device}"
-        # the header shows "TITLE — SUBTITLE" between its icon (8) and its right margin (8)
-        room = max(8, (self.size.width or 80) - 16 - len(self.title) - 3 - len(fault) - len(fields) - 3)
-        root = str(self.workspace.root)
-        if len(root) > room:
-            root = "…" + root[-(room - 1) :]
-        self.sub_title = f"{fault}{fields} · {root}"
+        self.sub_title = header_subtitle(
+            self.size.width or 80, self.title, self.fault_name, self.checkpoint_label, device, str(self.workspace.root)
+        )
 
     @on(Resize)
     def _refit_title(self, event: Resize) -> None:

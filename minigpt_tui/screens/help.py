@@ -19,10 +19,11 @@ KEYS = [
     ("↑ ↓ / j k, n", "Batches: move between rows, draw a new batch"),
     ("n g o", "Gradients: sort by name, gradient norm, update/weight ratio (again: reverse)"),
     ("s / x, t", "Loss: start / stop a training subprocess; t toggles it from any pane"),
+    ("l m z p", "Loss: log scale, EMA smoothing (again: stronger), zoom to the last N steps, earlier runs"),
     ("enter", "Sampler: generate with settings A (buttons: Compare A/B, Stop)"),
     ("ctrl+p", "command palette: every action, one command per check and fault"),
     ("?", "this help"),
-    ("q", "quit"),
+    ("q, ctrl+c", "quit (asks first while a training run started here is going)"),
 ]
 
 

@@ -25,14 +25,14 @@ class QuitTrainingScreen(ModalScreen[str]):
 
     def __init__(self, pid: int | None, log: str) -> None:
         super().__init__()
-        self.pid, self.log = pid, log
+        self.pid, self.log_path = pid, log
 
     def compose(self) -> ComposeResult:
         with Vertical(id="quit-box", classes="modal-box"):
             yield Static(
                 f"A training run started here is going (PID {self.pid}).\n\n"
                 "Stop it: it exits like after Ctrl+C (the last saved checkpoint stays).\n"
-                f"Leave it: it keeps training; its log is followed next time ({self.log}).",
+                f"Leave it: it keeps training; its log is followed next time ({self.log_path}).",
                 id="quit-question",
                 markup=False,
             )

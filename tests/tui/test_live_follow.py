@@ -1,0 +1,175 @@
+"""The loss pane keeps following: runs started outside the UI (fresh, fresh again, resumed), a fresh
+run started from the pane while the terminal is resized, a follower that raises or hangs, and a
+workspace another process is training in."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+from textual.widgets import Static
+
+import minigpt_tui.panes.loss as loss_module
+from minigpt.lock import acquire
+from minigpt_tui.panes.loss import LossPane
+from minigpt_tui.screens.confirm import ConfirmScreen
+from minigpt_tui.widgets.loss_plot import CurveStore, LossPlot
+
+from ._pane_harness import PaneHarness, until
+from .conftest import rendered
+from .test_loss_pane import _lines, _workspace_with_metrics
+
+
+def _last_x(plot: LossPlot) -> float | None:
+    xs = plot.plotted("train_loss")[0]
+    return xs[-1] if xs else None
+
+
+def _status(pane: LossPane) -> str:
+    return rendered(pane.query_one("#loss-status", Static))
+
+
+def _train(root, *args: str) -> subprocess.Popen:
+    """`minigpt train` as another terminal would run it (not the UI's subprocess)."""
+    cmd = [sys.executable, "-m", "minigpt", "train", "--workspace", str(root), "--preset", "debug"]
+    cmd += ["--device", "cpu", "--eval-interval", "20", "--quiet", *args]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+@pytest.mark.slow
+async def test_follows_fresh_fresh_and_resumed_runs_started_outside_the_ui(demo_ws, make_app):
+    app = make_app(demo_ws.root)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("6")
+        pane = app.panes["loss"]
+        plot = pane.query_one(LossPlot)
+        statuses: list[str] = []
+        # GIVEN three runs in the same workspace, one after the other: the second moves the first to
+        # previous/ and starts the log again; the third resumes the second, cutting its log back first
+        for args, final in ((["--steps", "40"], 40), (["--steps", "30"], 30), (["--resume", "--steps", "120"], 120)):
+            proc = _train(demo_ws.root, *args)
+            try:
+
+                def finished(proc=proc) -> bool:
+                    statuses.append(_status(pane))
+                    return proc.poll() is not None
+
+                assert await until(pilot, finished, 180)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+            assert proc.returncode == 0, proc.stdout.read()
+            # THEN the plot reaches the run's last step (the fresh 30-step run is not drawn over the 40-step one)
+            assert await until(
+                pilot, lambda final=final: _last_x(plot) == final and pane.snapshot.last_step == final, 20
+            ), (
+                final,
+                _last_x(plot),
+                _status(pane),
+            )
+            assert not plot.stale and "NOT" not in _status(pane)
+        assert min(plot.plotted("train_loss")[0]) <= 20  # the resumed run kept the steps before it
+        assert any(f"training in progress (PID {proc.pid})" in s for s in statuses), statuses[-5:]
+        assert pane.follower_restarts == 0
+
+
+@pytest.mark.slow
+async def test_a_fresh_run_started_from_the_pane_is_followed_through_resizes(workspace, make_app):
+    app = make_app(workspace)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("6")
+        pane = app.panes["loss"]
+        plot = pane.query_one(LossPlot)
+        assert await until(pilot, lambda: _last_x(plot) == 60, 30)  # the fixture's run
+        pane.train_args = ["--preset", "debug", "--steps", "80", "--eval-interval", "40", "--device", "cpu"]
+        await pilot.press("s")
+        assert await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), 10)
+        await pilot.press("y")
+        # WHEN the terminal is resized again and again while the new run writes its log
+        sizes = [(80, 24), (120, 40), (100, 30), (81, 25)]
+        n = 0
+        while pane.last_exit is None and n < 600:
+            await pilot.resize_terminal(*sizes[n % len(sizes)])
+            await pilot.pause(0.2)
+            n += 1
+        assert pane.last_exit is not None and pane.last_exit.returncode == 0, pane.last_exit
+        # THEN the plot reaches the new run's last step, and no follower died on the way
+        assert await until(pilot, lambda: _last_x(plot) == 80, 20), (_last_x(plot), _status(pane))
+        assert pane.follower_restarts == 0 and pane.follower_error is None
+        assert not any(n.severity == "error" for n in app._notifications)
+        assert n > 3  # it did resize while following
+
+
+async def test_a_follower_that_raises_is_shown_and_restarted(tmp_path, monkeypatch):
+    ws = _workspace_with_metrics(tmp_path, _lines(1, 101))
+    real_snapshot = CurveStore.snapshot
+    calls = []
+
+    def snapshot_failing_once(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("reader exploded")
+        return real_snapshot(self, *args, **kwargs)
+
+    monkeypatch.setattr(CurveStore, "snapshot", snapshot_failing_once)
+    app = PaneHarness(LossPane, ws)
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = app.query_one(LossPane)
+        plot = pane.query_one(LossPlot)
+        # THEN the pane says the follower failed, with the error, and marks the plot as not updating
+        assert await until(pilot, lambda: pane.follower_error is not None, 10)
+        assert "NOT FOLLOWING" in _status(pane) and "reader exploded" in _status(pane)
+        assert plot.stale
+        # AND a new follower reads the log
+        assert await until(pilot, lambda: pane.points_count == 100 and _last_x(plot) == 100, 15)
+        assert not plot.stale and "NOT" not in _status(pane)
+
+
+async def test_a_follower_that_hangs_is_marked_stale_and_replaced(tmp_path, monkeypatch):
+    monkeypatch.setattr(loss_module, "STALL_S", 0.5)
+    ws = _workspace_with_metrics(tmp_path, _lines(1, 101))
+    release = threading.Event()
+    real_follower = loss_module.MetricsFollower
+    made = []
+
+    class FirstOneHangs(real_follower):
+        def __init__(self, path):
+            super().__init__(path)
+            made.append(self)
+            self.hangs = len(made) == 1
+
+        def poll(self, max_bytes=None):
+            if self.hangs:
+                release.wait(30)  # a reader stuck on a dead network mount, say
+            return super().poll(max_bytes)
+
+    monkeypatch.setattr(loss_module, "MetricsFollower", FirstOneHangs)
+    app = PaneHarness(LossPane, ws)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            pane = app.query_one(LossPane)
+            plot = pane.query_one(LossPlot)
+            assert await until(pilot, lambda: plot.stale and "NOT UPDATING" in _status(pane), 10)
+            assert await until(pilot, lambda: pane.points_count == 100 and not plot.stale, 15)
+            assert len(made) >= 2 and "NOT" not in _status(pane)
+    finally:
+        release.set()
+
+
+async def test_a_run_holding_the_workspace_lock_is_named_and_s_does_not_start_another(tmp_path):
+    ws = _workspace_with_metrics(tmp_path, _lines(1, 21))
+    app = PaneHarness(LossPane, ws)
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = app.query_one(LossPane)
+        assert await until(pilot, lambda: pane.points_count == 20)
+        with acquire(ws.root, "train"):  # as a `minigpt train` in another terminal holds it
+            assert await until(pilot, lambda: f"training in progress (PID {os.getpid()})" in _status(pane), 10)
+            pane.focus()
+            await pilot.press("s")
+            await pilot.pause()
+            assert pane.run is None
+            assert any("training in progress" in str(n.message) for n in app._notifications)
+        assert await until(pilot, lambda: "training in progress" not in _status(pane), 10)
