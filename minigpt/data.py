@@ -39,7 +39,7 @@ def load_ids(path: str | os.PathLike) -> torch.Tensor:
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:
-        unsafe = _unsafe_globals(path)
+        unsafe = unsafe_globals(path)
         if unsafe:
             raise DataError(
                 f"Refused to load {path}: it holds pickled Python objects ({', '.join(unsafe[:5])}), not just "
@@ -85,7 +85,7 @@ def load_ids(path: str | os.PathLike) -> torch.Tensor:
     return data
 
 
-def _unsafe_globals(path: Path) -> list[str]:
+def unsafe_globals(path: Path) -> list[str]:
     """Names of the pickled classes/functions outside torch's weights-only allow-list (empty when
     the file is not a torch zip at all)."""
     if not zipfile.is_zipfile(path):
