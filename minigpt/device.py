@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
 from .errors import ConfigError
+
+if TYPE_CHECKING:
+    import torch
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "mps")
 
 
 def mps_available() -> bool:
+    import torch  # here, not at the top: `minigpt --help` and the UI's first frame import this module
+
     backend = getattr(torch.backends, "mps", None)
     return bool(backend and backend.is_available())
 
 
 def resolve_device(name: str = "auto") -> torch.device:
+    import torch
+
     if name == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda")

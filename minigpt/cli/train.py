@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from ..device import DEVICE_CHOICES
-from ..train import PRESETS
+from ..presets import PRESETS
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
