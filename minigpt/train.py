@@ -21,6 +21,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -114,7 +115,8 @@ class TrainConfig:
     def from_preset(cls, name: str, **overrides) -> TrainConfig:
         if name not in PRESETS:
             raise ConfigError(f"unknown preset {name!r}; choose from {sorted(PRESETS)}")
-        cfg = replace(cls(), **PRESETS[name])
+        preset: dict[str, Any] = PRESETS[name]
+        cfg = replace(cls(), **preset)
         return replace(cfg, **{k: v for k, v in overrides.items() if v is not None})
 
     def model_config(self, vocab_size: int) -> MiniGPTConfig:
@@ -145,7 +147,7 @@ def make_optimizer(model: torch.nn.Module, cfg: TrainConfig) -> torch.optim.Adam
 
 
 def _rng_state(batch_gen: torch.Generator) -> dict:
-    state = {"batch": batch_gen.get_state(), "torch": torch.get_rng_state()}
+    state: dict[str, Any] = {"batch": batch_gen.get_state(), "torch": torch.get_rng_state()}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -517,7 +519,7 @@ class Trainer:
     def _payload(self, st: RunState) -> dict:
         return {
             "model_state_dict": st.model.state_dict(),
-            "config": st.model.config.to_dict(),
+            "config": st.model.config.to_dict(),  # type: ignore[union-attr,operator]
             "optimizer_state_dict": st.optimizer.state_dict(),
             "step": st.step,
             "best_val_loss": float(st.best_val),
