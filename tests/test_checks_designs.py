@@ -30,7 +30,7 @@ from minigpt.workspace import Workspace
 
 DESIGNS_DIR = Path(__file__).parent / "fixtures" / "designs"
 ALARMS = (Status.FAIL, Status.ERROR, Status.WARN)
-OVERFIT_STEPS = 120  # every design memorises its batch in 80 (worst final loss 0.14 < 0.46); 120 leaves margin
+OVERFIT_STEPS = 120  # at 60 steps hf_style (dropout 0.1 kept) ends at 0.34 of a 0.46 threshold; at 120 all are < 0.16
 
 # With no checkpoint and no metrics log there is honestly nothing to compare or load.
 NO_CHECKPOINT_SKIPS = frozenset({"tokenizer_fingerprint", "training_curve", "checkpoint_load"})
@@ -183,23 +183,15 @@ def unexpected_skips(report, allowed) -> dict[str, str]:
 def test_healthy_design_raises_no_false_alarm(workspace, tmp_path, design):
     # GIVEN a healthy design at debug size with its own dropout, and no checkpoint yet
     config = config_file(workspace, design.shape, tmp_path)
-    # WHEN every check in the catalog runs on it (the overfit has its own test below)
-    report = run(workspace, design.spec, config)
+    # WHEN every check in the catalog runs on it, the single-batch overfit included
+    report = run(workspace, design.spec, config, skip_overfit=False)
     # THEN every check ran, none warns, fails or errors, and the only skips are those with nothing to check
     assert [r.id for r in report.results] == ordered_ids()
     assert alarms(report, ignore=design.false_alarms) == {}
-    allowed = NO_CHECKPOINT_SKIPS | design.skips | {"single_batch_overfit"}
+    allowed = NO_CHECKPOINT_SKIPS | design.skips
     assert unexpected_skips(report, allowed) == {}, "a new check skips here: list it in Design.skips if honest"
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("design", DESIGNS, ids=lambda d: d.id)
-def test_healthy_design_memorises_one_batch(workspace, tmp_path, design):
-    config = config_file(workspace, design.shape, tmp_path)
-    report = run(workspace, design.spec, config, only=["single_batch_overfit"], skip_overfit=False)
-    result = report.by_id()["single_batch_overfit"]
-    assert result.status is Status.PASS, result.summary
-    assert result.values["final_loss"] < 0.1 * math.log(vocab_size(workspace))
+    overfit = report.by_id()["single_batch_overfit"]
+    assert overfit.values["final_loss"] < overfit.values["threshold"]
 
 
 def test_nanogpt_with_its_own_gpt2_sized_defaults_is_checked_at_debug_size(workspace):
