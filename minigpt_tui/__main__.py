@@ -11,7 +11,10 @@ import sys  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from minigpt import __version__  # minigpt/__init__.py is a constant: no torch
+
     p = argparse.ArgumentParser(prog="minigpt-tui", description="Find out why a small GPT trains badly.")
+    p.add_argument("--version", action="version", version=f"minigpt-tui {__version__}")
     p.add_argument("--workspace", default=".", help="run folder (default: current directory)")
     p.add_argument("--checkpoint", help="checkpoint to inspect (default: checkpoints/mini_gpt_best.pt)")
     p.add_argument("--model", dest="model_spec", metavar="SPEC", help="your model: FILE.py:CLASS[:CONFIG]")
