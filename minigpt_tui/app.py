@@ -52,7 +52,9 @@ def header_subtitle(width: int, title: str, fault: str | None, checkpoint: str, 
     head = f"FAULT {fault} · " if fault else ""
     fields = f"{checkpoint} · {device}"
     # the header shows "TITLE — SUBTITLE" between its icon (8 cells) and its right margin (8)
-    room = max(8, width - 16 - len(title) - 3 - len(head) - len(fields) - 3)
+    room = width - 16 - len(title) - 3 - len(head) - len(fields) - 3
+    if room < 8:  # no room for a useful part of the path: the fields matter more
+        return f"{head}{fields}"
     if len(root) > room:
         root = "…" + root[-(room - 1) :]
     return f"{head}{fields} · {root}"
@@ -186,19 +188,24 @@ class MiniGPTApp(App):
         self.timings["first_paint_s"] = time.perf_counter() - self.started_at
         self.log.info(f"first paint after {self.timings['first_paint_s']:.2f}s")
 
-    def _update_title(self) -> None:
+    def _update_title(self, width: int | None = None) -> None:
         device = (
             self.device_name
             if self.resolved_device in (None, self.device_name)
             else f"{self.resolved_device} ({self.device_name})"
         )
         self.sub_title = header_subtitle(
-            self.size.width or 80, self.title, self.fault_name, self.checkpoint_label, device, str(self.workspace.root)
+            width or self.size.width or 80,
+            self.title,
+            self.fault_name,
+            self.checkpoint_label,
+            device,
+            str(self.workspace.root),
         )
 
     @on(Resize)
     def _refit_title(self, event: Resize) -> None:
-        self._update_title()
+        self._update_title(event.size.width)
 
     async def _open_workbench(self) -> None:
         if not self.panes:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from textual.widgets import Input, TabbedContent
 
 from minigpt_tui.screens.confirm import ConfirmScreen
@@ -171,3 +172,58 @@ async def test_demo_flag_builds_trains_and_opens_the_demo_workspace(tmp_path, ma
         assert demo.is_ready(app.workspace.root)
         assert report.by_id()["checkpoint_load"].values["step"] == 20
         assert report.exit_code == 0
+
+
+@pytest.mark.slow
+async def test_q_cancels_the_demo_build_and_an_incomplete_demo_is_rebuilt(tmp_path, make_app, monkeypatch):
+    from textual.widgets import Label
+
+    from minigpt_tui import demo
+    from minigpt_tui.screens.setup import DemoSetupScreen
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    app = make_app(".", demo_mode=True, demo_steps=100_000)
+    async with app.run_test(size=(80, 24)) as pilot:
+
+        def training() -> bool:
+            return isinstance(app.screen, DemoSetupScreen) and "training step" in str(
+                app.screen.query_one("#setup-stage", Label).render()
+            )
+
+        await wait_until(pilot, training, 120, "the demo to train")
+        await pilot.press("q")
+        await wait_until(pilot, lambda: not app.is_running, 30, "the app to quit")
+    root = tmp_path / "cache" / "minigpt-tui" / "demo"
+    assert not demo.is_ready(root) and demo.is_incomplete(root)
+
+    # WHEN the demo opens again, THEN it is rebuilt (with a notice), not opened half-trained
+    again = make_app(".", demo_mode=True, demo_steps=20)
+    async with again.run_test(size=SIZE) as pilot:
+        report = await wait_for_report(pilot, again, timeout=120)
+        assert any("rebuilding" in str(n.message) for n in again._notifications)
+        assert report.by_id()["checkpoint_load"].values["step"] == 20
+        assert demo.is_ready(root)
+
+
+async def test_header_names_the_judged_checkpoint_and_fits_80_columns(workspace, make_app):
+    app = make_app(workspace)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for_report(pilot, app)
+        ckpt = app.session.last_report.judged_file("checkpoint")
+        assert ckpt is not None and ckpt.step == 60
+        assert app.sub_title.startswith("ckpt step 60 ")
+        assert len(f"{app.title} — {app.sub_title}") <= 80 - 16
+        assert app.sub_title.endswith(str(workspace)[-8:])  # the path's end survives the cut
+        await pilot.resize_terminal(200, 40)
+        await pilot.pause()
+        assert app.sub_title.endswith(f"· {workspace}")  # room enough: the whole path
+
+
+def test_header_subtitle_cuts_the_path_from_the_left():
+    from minigpt_tui.app import header_subtitle
+
+    text = header_subtitle(80, "minigpt-tui", "no_shift", "ckpt step 1200 09:14", "cpu", "/home/u/runs/" + "x" * 60)
+    assert text == "FAULT no_shift · ckpt step 1200 09:14 · cpu"  # no room left for the path
+    text = header_subtitle(80, "minigpt-tui", None, "ckpt step 1200 09:14", "cpu", "/home/u/runs/" + "x" * 60)
+    assert text.startswith("ckpt step 1200 09:14 · cpu · …")
+    assert text.endswith("xxxx") and len("minigpt-tui — " + text) <= 64

@@ -1,0 +1,92 @@
+"""Quitting while the UI's training run is going: the app asks; stop it, leave it running (and the
+next UI names it), or cancel. The run is `python -m minigpt train` from minigpt_tui.training."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+import pytest
+from textual.widgets import Static
+
+from minigpt_tui.screens.quit import QuitTrainingScreen
+from minigpt_tui.training import TrainingRun, train_command
+
+from ._pane_harness import until
+from .conftest import rendered
+
+LONG_RUN = ["--preset", "debug", "--steps", "100000", "--eval-interval", "50", "--device", "cpu"]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_the_training_command_runs_this_interpreter_on_the_installed_package():
+    cmd = train_command("/w", ["--steps", "5"])
+    assert cmd == [sys.executable, "-m", "minigpt", "train", "--workspace", "/w", "--steps", "5"]
+    assert TrainingRun("/w", []).log_path.as_posix() == "/w/logs/tui_train.log"
+
+
+async def _start_training(pilot, app):
+    await pilot.press("6")
+    pane = app.panes["loss"]
+    pane.train_args = LONG_RUN
+    assert pane.start_training()
+    assert await until(pilot, lambda: pane.run.pid is not None and pane.points_count > 0, 90)
+    return pane
+
+
+@pytest.mark.slow
+async def test_quit_asks_and_cancel_keeps_the_app_and_the_run(demo_ws, make_app):
+    app = make_app(demo_ws.root)
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = await _start_training(pilot, app)
+        await pilot.press("q")
+        assert await until(pilot, lambda: isinstance(app.screen, QuitTrainingScreen), 10)
+        await pilot.press("c")
+        await pilot.pause()
+        assert app.is_running and pane.run.running
+        # THEN stop: the run exits (SIGINT, as Ctrl+C would) and the app quits
+        pid = pane.run.pid
+        await pilot.press("q")
+        assert await until(pilot, lambda: isinstance(app.screen, QuitTrainingScreen), 10)
+        await pilot.press("s")
+        assert await until(pilot, lambda: not app.is_running, 30)
+    assert not _alive(pid)
+
+
+@pytest.mark.slow
+async def test_leave_it_running_keeps_the_run_and_the_next_ui_names_it(demo_ws, make_app):
+    app = make_app(demo_ws.root)
+    pid = None
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            pane = await _start_training(pilot, app)
+            pid = pane.run.pid
+            await pilot.press("q")
+            assert await until(pilot, lambda: isinstance(app.screen, QuitTrainingScreen), 10)
+            await pilot.press("l")
+            assert await until(pilot, lambda: not app.is_running, 10)
+        time.sleep(1.0)
+        assert _alive(pid), "the run left in the background died with the UI"
+        # WHEN the UI opens the workspace again, THEN the loss pane names the run and follows it
+        again = make_app(demo_ws.root)
+        async with again.run_test(size=(80, 24)) as pilot:
+            await pilot.press("6")
+            pane = again.panes["loss"]
+            status = pane.query_one("#loss-status", Static)
+            assert await until(pilot, lambda: f"training in progress (PID {pid})" in rendered(status), 20)
+            grown = pane.points_count
+            assert await until(pilot, lambda: pane.points_count > grown, 30)
+            await pilot.press("q")  # not our run: no question
+            assert await until(pilot, lambda: not again.is_running, 10)
+    finally:
+        if pid is not None and _alive(pid):
+            os.kill(pid, signal.SIGKILL)
