@@ -51,8 +51,8 @@ def header_subtitle(width: int, title: str, fault: str | None, checkpoint: str, 
     left to what is left of the header's width (80 columns show every field)."""
     head = f"FAULT {fault} · " if fault else ""
     fields = f"{checkpoint} · {device}"
-    # the header shows "TITLE — SUBTITLE" between its icon (8 cells) and its right margin (8)
-    room = width - 16 - len(title) - 3 - len(head) - len(fields) - 3
+    # the header shows "TITLE — SUBTITLE" between its icon and its right margin: 9 cells each
+    room = width - 18 - len(title) - 3 - len(head) - len(fields) - 3
     if room < 8:  # no room for a useful part of the path: the fields matter more
         return f"{head}{fields}"
     if len(root) > room:

@@ -207,6 +207,8 @@ class LossPane(Vertical):
         width = max(10, self._plot.size.width or event.size.width)
         if width != self.view.width:
             self.view = dataclasses.replace(self.view, width=width)
+        if self._last_message is not None:
+            self._render_status(self._last_message)  # the path is cut to the new width
 
     # -- following the log -------------------------------------------------------------------
     def load_initial(self, path: Path | None = None) -> None:

@@ -212,7 +212,7 @@ async def test_header_names_the_judged_checkpoint_and_fits_80_columns(workspace,
         ckpt = app.session.last_report.judged_file("checkpoint")
         assert ckpt is not None and ckpt.step == 60
         assert app.sub_title.startswith("ckpt step 60 ")
-        assert len(f"{app.title} — {app.sub_title}") <= 80 - 16
+        assert len(f"{app.title} — {app.sub_title}") <= 80 - 18
         assert app.sub_title.endswith(str(workspace)[-8:])  # the path's end survives the cut
         await pilot.resize_terminal(200, 40)
         await pilot.pause()
@@ -226,4 +226,4 @@ def test_header_subtitle_cuts_the_path_from_the_left():
     assert text == "FAULT no_shift · ckpt step 1200 09:14 · cpu"  # no room left for the path
     text = header_subtitle(80, "minigpt-tui", None, "ckpt step 1200 09:14", "cpu", "/home/u/runs/" + "x" * 60)
     assert text.startswith("ckpt step 1200 09:14 · cpu · …")
-    assert text.endswith("xxxx") and len("minigpt-tui — " + text) <= 64
+    assert text.endswith("xxxx") and len("minigpt-tui — " + text) <= 62

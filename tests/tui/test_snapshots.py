@@ -1,5 +1,6 @@
-"""SVG snapshots of layouts with fixed content (no durations, no clocks): help, fault menu, and the
-checks pane fed fixed results. Pinned: they break on every Textual upgrade, so other versions skip."""
+"""SVG snapshots of layouts with fixed content (no durations, no clocks): help, fault menu, the
+checks pane fed fixed results, and the loss pane with the app's header and footer fed a fixed curve.
+Pinned: they break on every Textual upgrade, so other versions skip."""
 
 from __future__ import annotations
 
@@ -8,11 +9,15 @@ from pathlib import Path
 import pytest
 import textual
 from textual.app import App, ComposeResult
+from textual.widgets import Footer, Header
 
+from minigpt_tui.app import MiniGPTApp, header_subtitle
 from minigpt_tui.messages import CheckFinished, ChecksFinished, ChecksStarted
 from minigpt_tui.panes.checks import ChecksPane
+from minigpt_tui.panes.loss import CurveDiagnosed, CurveUpdated, LossPane
 from minigpt_tui.screens.faults import FaultMenuScreen
 from minigpt_tui.screens.help import HelpScreen
+from minigpt_tui.widgets.loss_plot import CurveStore, LossPlot, LossView
 
 pytestmark = pytest.mark.skipif(
     textual.__version__ != "8.2.8", reason=f"snapshots pinned to textual 8.2.8 (found {textual.__version__})"
@@ -90,3 +95,62 @@ def test_checks_pane_layout(snap_compare, size):
         await pilot.pause()
 
     assert snap_compare(FixedChecks(), terminal_size=size, run_before=select_failed_check)
+
+
+class FixedLoss(App):
+    """The app chrome (header with the judged checkpoint, footer with the app's and the pane's keys)
+    around the loss pane fed a fixed curve and verdict through its messages (no threads)."""
+
+    CSS_PATH = CSS
+    TITLE = "minigpt-tui"
+    BINDINGS = MiniGPTApp.BINDINGS
+    workspace = None  # the pane follows nothing by itself
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield LossPane()
+        yield Footer(compact=True, show_command_palette=False)
+
+    def on_mount(self) -> None:
+        from minigpt.curve import CurveDiagnosis, MetricPoint
+
+        self.sub_title = header_subtitle(
+            self.size.width, self.TITLE, None, "ckpt step 600 09:14", "cpu", "/home/ada/runs/tiny-shakespeare"
+        )
+        pane = self.query_one(LossPane)
+        pane.metrics_path = Path("/home/ada/runs/tiny-shakespeare/logs/metrics.jsonl")
+        pane.focus()
+        store = CurveStore()
+        store.extend(
+            [
+                MetricPoint(
+                    s,
+                    train_loss=1.5 + 2.6 * 0.993**s + 0.05 * ((s * 7919) % 13) / 13,
+                    val_loss=1.6 + 2.6 * 0.993**s if s % 100 == 0 else None,
+                    lr=1e-3 * min(1.0, s / 100),
+                )
+                for s in range(10, 610, 10)
+            ]
+        )
+        snap = store.snapshot(LossView(width=60, ema=0.9))
+        pane.post_message(CurveUpdated(snap, True, 4.17, 0, False, 0.01, None, False, False, (1, 0)))
+        verdict = CurveDiagnosis(
+            "still_improving",
+            "val loss fell 9.1% (+- 1.2%) over the last 30% of the run; train longer; first 4.10, "
+            "last 1.55 (median of the last 3: 1.56)",
+            fixes=["train for more steps"],
+        )
+        pane.post_message(CurveDiagnosed(verdict, (1, 0), 0.01))
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+def test_loss_pane_and_app_chrome_layout(snap_compare, size):
+    async def let_the_plot_draw(pilot):
+        plot = pilot.app.query_one(LossPlot)
+        for _ in range(40):
+            await pilot.pause(0.05)
+            if plot.replots:
+                break
+        await pilot.pause()
+
+    assert snap_compare(FixedLoss(), terminal_size=size, run_before=let_the_plot_draw)
