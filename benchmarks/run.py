@@ -105,12 +105,21 @@ def grad_stats_overhead(data, vocab: int, reps: int) -> float:
 
 def _measure_in_subprocess(code: str) -> dict:
     """Run `code` (which fills a dict `out`) in a fresh interpreter and return `out` with the
-    child's own peak RSS in MB (resource.getrusage in the child: the parent's memory does not count)."""
+    child's own peak RSS in MB.
+
+    Linux's ru_maxrss keeps the peak of the image before exec, which is this (torch-sized) parent
+    forked, so the child reads VmHWM (its own address space's peak) where /proc has it, and
+    resource.getrusage elsewhere."""
     import subprocess
 
     prelude = "import json, resource, time\n"
     epilogue = (
-        "\nout['peak_rss_mb'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024\nprint(json.dumps(out))\n"
+        "\ntry:\n"
+        "    hwm = [line for line in open('/proc/self/status') if line.startswith('VmHWM:')][0]\n"
+        "    out['peak_rss_mb'] = int(hwm.split()[1]) / 1024\n"
+        "except (OSError, IndexError):\n"
+        "    out['peak_rss_mb'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024\n"
+        "print(json.dumps(out))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", prelude + code + epilogue], capture_output=True, text=True, cwd=ROOT, check=True
