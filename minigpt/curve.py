@@ -1,43 +1,76 @@
-"""Name the shape of a loss curve. Pure Python (no torch, rich or textual). Reading and following
-`logs/metrics.jsonl` lives in `minigpt.metrics_log` (re-exported here).
+"""Name the shape of a loss curve with a table of rules. Pure Python (no torch, rich or textual).
+Reading and following `logs/metrics.jsonl` lives in `minigpt.metrics_log` (re-exported here).
 
-Diagnosis (`diagnose`). The train series is split into blocks of B = clamp(n // 20, 1, 50)
-consecutive points (the last block takes the remainder); each block's median is the smoothed
-loss, so minibatch noise neither hides nor fakes a trend. "start"/"end" are the medians of the
-first/last 10% of the points (at least 3). Rules, first match wins (diverged > too_short > flat >
-overfitting > spikes > plateau > healthy):
+`diagnose(points, baseline=log V)` first derives the series every rule reads (`derive` -> `Curve`),
+then tries the rules of `RULES` in order; the first that returns a diagnosis wins. Every rule knows
+which way the loss went: a loss that rose is never "flat" and never gets "raise the learning rate".
 
-- diverged: any non-finite train or val loss, or a non-finite gradient norm on the last line
-  (the trainer stops there). Reports the first such step and the learning rate at it.
-- too_short: fewer than MIN_POINTS (5) finite train losses.
-- flat: (start - end) < FLAT_REL_DROP (2%) of |start| (a loss that rose lands here too, with
-  "learning rate too high" as first cause); or, with `baseline` (log V, the loss of a
-  uniform guess), end >= baseline - FLAT_BASELINE_MARGIN (0.05 nats: the model never beat
-  guessing; 0.05 rather than 0.02 so a noisy block median at log V still counts).
-- overfitting: at least 3 finite val losses, the best one before the last, and either the last
-  OVERFIT_RISES (3) evals each rose (by OVERFIT_MIN_RISE, 0.01 nats, in total) or the last is
-  above the best by max(0.02, 2% of best); while train kept falling (the end median is at least
-  OVERFIT_TRAIN_DROP, 0.5%, below the train level at the best-val step). Reports the gap
-  val - train at the end.
-- spikes: the train series is cut into blocks of clamp(n // 10, 3, 50) points; a point is a
-  spike when it lies above the median of the block before it by more than
-  max(SPIKE_MIN_JUMP (0.5 nats), SPIKE_MADS (8) x scale), scale = the median of the MADs of the
-  up to 4 blocks before (8 MADs ~ 5.4 sigma of Gaussian noise). Comparing with earlier points
-  only means a falling trend never looks like a spike. The first block (initial drop, warmup)
-  is not checked. With `baseline`, a later block whose median is above baseline + 0.5 (worse
-  than guessing: a blow-up the run may have half recovered from) is a spike too. Consecutive
-  spike points are one spike, reported at its peak.
-- plateau: a least-squares line through the last PLATEAU_TAIL (30%) of the steps falls by less
-  than PLATEAU_REL (1%) of the loss, and its standard error is below 1% too. With noisy
-  minibatch losses (std ~0.1, a few dozen points) the slope cannot resolve 1%: such a run is
-  called healthy and the summary says it is too noisy to tell. We cannot know the achievable
-  loss, so a converged run also lands here: the causes say what to try.
-- healthy: none of the above.
+Derived series
+- points: one per step (a rerun step keeps its last line); train: the finite train losses in step
+  order; smooth: their running median of 3 (one noisy point is never a trend).
+- start / end: medians of the first / last 10% of the train points (at least 3). Summaries quote the
+  last logged value (what the loss pane shows) next to the median: "last 17.9 (median of the last 3: 18.3)".
+- ceiling: baseline + CEILING_MARGIN (0.5 nats worse than a uniform guess); without a baseline,
+  NO_BASELINE_CEILING (20 nats: a mean cross-entropy no real vocabulary reaches at init, ln 5e8).
+- warmup: the step where the logged learning rate first reaches its peak, if it rose to it.
+- warmup bumps: a rise of the smoothed loss more than max(BUMP_RISE_ABS, BUMP_RISE_REL) above its
+  lowest level so far, starting while the LR still warms up, peaking below both BUMP_MAX_RATIO x that
+  level and the ceiling, and coming back within max(RISE_ABS, RECOVER_REL) of it. Its points are left
+  out of the sustained-rise and spike checks, and the summary names it.
+- LR cuts: the logged LR falls LR_CUT_RATIO-fold or more between two logged points after changing by
+  less than LR_STEADY_RATIO between the two before (a step decay, a resume with a lower --lr; not the
+  smooth end of a cosine). The drop in loss after it is healthy, never a spike: the trend window
+  starts max(3, 5% of the points) after the last cut (once the drop has settled), and the summary
+  names the cut and the drop.
+- trend: a least-squares line through the last TAIL (30%) of the train points (after the last LR cut,
+  without warmup bumps): `recent_improvement` = its relative fall across the window, with its standard
+  error. When that error is above TREND_NOISY (1%), the line through the last max(4, 30%) val losses
+  is used instead if its error is smaller (an evaluation averages many batches).
+
+Rules, in order (`RULES`; shape -> status in SHAPE_SEVERITY):
+1. diverged (`_rule_nonfinite`): a non-finite train or val loss, or a non-finite gradient norm on
+   the last line (the trainer stops there). Reports the first such step and the LR at it.
+2. too_short: fewer than MIN_POINTS (5) finite train losses.
+3. unstable (`_rule_unstable`), a finite loss that went the wrong way: it ended above the ceiling; or
+   the smoothed loss went above max(FAR_RATIO (2) x baseline, ceiling) (no initialisation is that bad:
+   it blew up, maybe before the first logged step), or above NO_BASELINE_CEILING without a baseline; or
+   the smoothed loss rose above the ceiling from a lower level; or end > start + max(RISE_ABS 0.05,
+   RISE_REL 5%); or the train trend rises by more than RISING_REL (2%) and 2 standard errors; or it
+   stayed above start + max(SURGE_ABS 0.5, SURGE_REL 25%) for max(3, 10% of the points) in a row.
+4. flat: never learned and never rose (no unstable reason, checked again): end within
+   FLAT_BASELINE_MARGIN (0.05) of the baseline or above it; or a fall of less than FLAT_REL_DROP (2%)
+   from a start at most FLAT_START_MARGIN (0.5 nats) below the baseline (further below, it learned
+   before the first logged step: a plateau).
+5. overfitting: at least 3 finite val losses, the best before the last, and the last OVERFIT_RISES
+   (3) evals each rose (OVERFIT_MIN_RISE 0.01 in all) or the last is max(0.02, 2%) above the best;
+   while train kept falling (end at least OVERFIT_TRAIN_DROP, 0.5%, below the train level at the
+   best-val step). Reports the gap val - train.
+6. spikes: blocks of clamp(n // 10, 3, 50) points; a point more than max(SPIKE_MIN_JUMP 0.5 nats,
+   SPIKE_MADS 8 x scale) above the previous block's median (scale = median MAD of up to 4 blocks
+   before) is a spike; the first block is not checked; consecutive spike points are one spike,
+   reported at its peak. Drops are never spikes.
+7. plateau: a fall of less than FLAT_REL_DROP from a start far below the baseline (stalled before the
+   first log line); or a trend within PLATEAU_REL (1%) with a standard error below 1%, whose level
+   was reached within the first PLATEAU_EARLY (50%) of the run. Reached later: converged (healthy).
+8. still_improving: the trend falls by more than IMPROVING_REL (3%) and 2 standard errors: train longer.
+9. healthy: none of the above (converged, or too noisy to tell: the summary says which).
+
+Advice follows the direction: only "flat" (never rose, never learned) offers "raise the learning
+rate"; "unstable" names the run's peak LR and a 3-10x lower range; a plateau reached in the first 20%
+of the run puts "learning rate too high" first. SHAPE_SEVERITY maps each shape to pass | warn | fail |
+skip for the training_curve check: healthy and still_improving pass (nothing to fix), too_short skips,
+diverged / unstable / flat fail (broken or wasted runs), spikes / plateau / overfitting warn (the run
+may still be usable; for overfitting, its best checkpoint is).
+
+The real curves in tests/fixtures/curves (tools/make_curve_fixtures.py) give every rule a run it fires
+on and one it does not.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .metrics_log import (  # noqa: F401  (re-exported)
@@ -51,8 +84,19 @@ from .metrics_log import (  # noqa: F401  (re-exported)
 )
 
 MIN_POINTS = 5
+CEILING_MARGIN = 0.5  # nats above log V: worse than guessing uniformly
+NO_BASELINE_CEILING = 20.0  # nats; e**20 ~ 5e8 tokens, no vocabulary is that large
+FAR_RATIO = 2.0  # a loss above 2 x log V (perplexity V**2) is no initialisation: it blew up
+RISE_ABS, RISE_REL = 0.05, 0.05
+SURGE_ABS, SURGE_REL = 0.5, 0.25
+RISING_REL = 0.02
 FLAT_REL_DROP = 0.02
-FLAT_BASELINE_MARGIN = 0.05
+FLAT_BASELINE_MARGIN = 0.05  # 0.05 rather than 0.02 so a noisy median at log V still counts
+FLAT_START_MARGIN = 0.5
+BUMP_RISE_ABS, BUMP_RISE_REL = 0.1, 0.10
+BUMP_MAX_RATIO = 2.0
+RECOVER_REL = 0.05
+LR_CUT_RATIO, LR_STEADY_RATIO = 2.0, 1.25
 OVERFIT_RISES = 3
 OVERFIT_MIN_RISE = 0.01
 OVERFIT_MARGIN_ABS, OVERFIT_MARGIN_REL = 0.02, 0.02
@@ -60,8 +104,26 @@ OVERFIT_TRAIN_DROP = 0.005
 SPIKE_MIN_JUMP = 0.5
 SPIKE_MIN_BLOCK, SPIKE_SCALE_BLOCKS = 3, 4
 SPIKE_MADS = 8.0  # 8 MADs ~ 5.4 sigma of Gaussian noise; 5 MADs (3.4 sigma) fires on noise in long runs
-PLATEAU_TAIL = 0.30
+TAIL = PLATEAU_TAIL = 0.30
+TREND_NOISY = 0.01
 PLATEAU_REL = 0.01
+PLATEAU_EARLY = 0.5
+IMPROVING_REL = 0.03
+
+# "pass": nothing to fix; "warn": worth a look, the run may still be usable; "fail": the run is broken
+# or wasted (it went the wrong way, or learned nothing); "skip": too little to judge.
+SHAPE_SEVERITY: dict[str, str] = {
+    "healthy": "pass",
+    "still_improving": "pass",  # nothing wrong, it just stopped early
+    "too_short": "skip",
+    "diverged": "fail",
+    "unstable": "fail",
+    "flat": "fail",
+    "spikes": "warn",
+    "plateau": "warn",
+    "overfitting": "warn",  # the best checkpoint is still good
+}
+
 VALUE_KEYS = (
     "first_step",
     "last_step",
@@ -88,20 +150,65 @@ VALUE_KEYS = (
     "plateau_start_step",
     "lr_at_plateau_start",
     "baseline",
+    # added with the rule table
+    "rule",  # the rule that named the shape
+    "edge_points",  # how many points the start/end medians use
+    "peak_train_loss",
+    "peak_train_step",
+    "peak_lr",
+    "ceiling",
+    "unstable_reason",  # above_ceiling | far_above_guess | rose_above_ceiling | ended_above_start | rising | surge
+    "trend_series",  # train | val: the series recent_improvement was measured on
+    "warmup_end_step",
+    "warmup_bump_steps",  # [[rise, peak, recovered], ...]
+    "lr_cut_steps",  # steps of the first point logged at the lower LR
 )
 
 
 @dataclass
 class CurveDiagnosis:
-    shape: str  # healthy | flat | spikes | plateau | overfitting | diverged | too_short
+    shape: str  # a key of SHAPE_SEVERITY
     summary: str  # one line in words
-    values: dict = field(default_factory=dict)  # the numbers the rules used (see `diagnose`)
+    values: dict = field(default_factory=dict)  # the numbers the rules used (VALUE_KEYS)
     causes: list[str] = field(default_factory=list)
     fixes: list[str] = field(default_factory=list)
 
 
+@dataclass
+class Curve:
+    """The series every rule reads, derived once from the metrics points (see the module docstring)."""
+
+    points: list[MetricPoint]  # one per step, in step order
+    baseline: float | None
+    values: dict
+    steps: list[int] = field(default_factory=list)  # of the finite train losses
+    ys: list[float] = field(default_factory=list)  # the finite train losses
+    vals: list[tuple[int, float]] = field(default_factory=list)  # (step, finite val loss)
+    lrs: list[tuple[int, float]] = field(default_factory=list)  # (step, finite learning rate)
+    smooth: list[float] = field(default_factory=list)  # running median of 3 of ys
+    start: float = math.nan
+    end: float = math.nan
+    edge: int = 0
+    ceiling: float = math.inf
+    warmup_end: int | None = None
+    bumps: list[tuple[int, int, int]] = field(default_factory=list)  # (rise, peak, recovered) indices
+    excused: set[int] = field(default_factory=set)  # indices inside warmup bumps
+    cuts: list[tuple[int, float, float]] = field(default_factory=list)  # (index after, lr before, lr after)
+    train_trend: tuple[float, float] = (0.0, math.inf)  # (relative fall, standard error) of the train tail
+    trend: tuple[float, float] = (0.0, math.inf)  # the one the plateau / improving rules use
+    trend_series: str = "train"
+    notes: list[str] = field(default_factory=list)  # appended to the summary
+
+
 _ADVICE = {
     "healthy": ([], []),
+    "still_improving": (
+        ["the run ended while the loss was still falling (too few steps for this learning rate)"],
+        [
+            "train longer: `minigpt train --resume --steps N` with a larger N",
+            "if the loss fell only once the learning rate decayed, the peak rate is too high: compare a 3x lower one",
+        ],
+    ),
     "too_short": (
         ["the run has just started", "the log interval is large compared with the run"],
         ["wait for more steps", "log more often (smaller log_interval)"],
@@ -118,6 +225,20 @@ _ADVICE = {
             "check every parameter requires grad and is in the optimizer",
             "run the data checks (targets = inputs shifted by one)",
             "overfit a single batch: the loss should fall towards 0 within a few hundred steps",
+        ],
+    ),
+    "unstable": (
+        [
+            "learning rate too high (the loss rose)",
+            "no warmup or too short a warmup",
+            "no gradient clipping",
+            "bad data (a corrupt batch) or a loss computed on the wrong targets",
+        ],
+        [
+            "lower the learning rate 3-10x",
+            "clip gradients at 1.0",
+            "add warmup (a few hundred steps)",
+            "resume from the last checkpoint saved before the rise",
         ],
     ),
     "overfitting": (
@@ -180,11 +301,15 @@ def _perplexity(loss: float | None) -> float | None:
     return math.exp(loss) if loss < 700 else float("inf")  # exp overflows past ~709
 
 
-def _lr_at(points: list[MetricPoint], index: int) -> float | None:
-    for p in reversed(points[: index + 1]):  # this line's lr, else the last one logged before it
+def _lr_at(points: list[MetricPoint], step: int) -> float | None:
+    """This step's lr, else the last one logged before it."""
+    found = None
+    for p in points:
+        if p.step > step:
+            break
         if p.lr is not None:
-            return p.lr
-    return None
+            found = p.lr
+    return found
 
 
 def _fmt_steps(steps: list[int], limit: int = 5) -> str:
@@ -192,20 +317,37 @@ def _fmt_steps(steps: list[int], limit: int = 5) -> str:
     return shown + (f" and {len(steps) - limit} more" if len(steps) > limit else "")
 
 
-def _result(shape: str, summary: str, values: dict) -> CurveDiagnosis:
+def _f(x: float) -> str:
+    return f"{x:.3f}" if abs(x) < 100 else f"{x:.4g}"
+
+
+def _result(shape: str, summary: str, c: Curve) -> CurveDiagnosis:
     causes, fixes = _ADVICE[shape]
-    return CurveDiagnosis(shape, summary, values, list(causes), list(fixes))
+    return CurveDiagnosis(shape, summary, c.values, list(causes), list(fixes))
 
 
-def _tail_improvement(xs, ys) -> tuple[float, float]:
-    """Relative drop of the least-squares line across the tail, and its standard error."""
+def _first(c: Curve) -> str:
+    return f"first {_f(c.ys[0])} (median of the first {c.edge}: {_f(c.start)})"
+
+
+def _last(c: Curve) -> str:
+    return f"last {_f(c.ys[-1])} (median of the last {c.edge}: {_f(c.end)})"
+
+
+# -- derived series -------------------------------------------------------------------------
+
+
+def _fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """Relative fall of the least-squares line across xs, and its standard error ((0, inf) if < 3 points)."""
     m = len(xs)
+    if m < 3:
+        return 0.0, math.inf
     mx, my = sum(xs) / m, sum(ys) / m
     sxx = sum((x - mx) ** 2 for x in xs)
-    if m < 3 or sxx == 0 or my == 0:
+    if sxx == 0 or my == 0:
         return 0.0, math.inf
     slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
-    resid = sum((y - my - slope * (x - mx)) ** 2 for x, y in zip(xs, ys)) / (m - 2)
+    resid = sum((y - my - slope * (x - mx)) ** 2 for x, y in zip(xs, ys)) / (m - 2) if m > 2 else 0.0
     span = (xs[-1] - xs[0]) / abs(my)
     return -slope * span, math.sqrt(resid / sxx) * span
 
@@ -216,7 +358,299 @@ def _bounds(n: int, size: int) -> list[tuple[int, int]]:
     return [(b * size, (b + 1) * size if b < nb - 1 else n) for b in range(nb)]
 
 
-def _spike_indices(ys: list[float], baseline: float | None) -> list[int]:
+def _warmup_end(lrs: list[tuple[int, float]]) -> int | None:
+    if len(lrs) < 2:
+        return None
+    peak = max(lr for _, lr in lrs)
+    if peak <= 0 or lrs[0][1] >= 0.99 * peak:
+        return None
+    return next(step for step, lr in lrs if lr >= 0.99 * peak)
+
+
+def _warmup_bumps(c: Curve) -> list[tuple[int, int, int]]:
+    if c.warmup_end is None:
+        return []
+    sm, n, out = c.smooth, len(c.smooth), []
+    i, level = 1, sm[0]
+    while i < n and c.steps[i] <= c.warmup_end:
+        level = min(level, sm[i - 1])  # the lowest smoothed loss before i
+        if sm[i] <= level + max(BUMP_RISE_ABS, BUMP_RISE_REL * abs(level)):
+            i += 1
+            continue
+        back = level + max(RISE_ABS, RECOVER_REL * abs(level))
+        end = next((k for k in range(i + 1, n) if sm[k] <= back), None)
+        if end is None or max(sm[i:end]) > min(BUMP_MAX_RATIO * level, c.ceiling):
+            break  # never came back, or too high to be a bump: the unstable rule judges it
+        rise = max(1, i - 1)
+        out.append((rise, max(range(rise, end), key=c.ys.__getitem__), end))
+        level, i = min(sm[i:end]), end
+    return out
+
+
+def _lr_cuts(c: Curve) -> list[tuple[int, float, float]]:
+    lrs = c.lrs
+    rates = [lr for _, lr in lrs]
+    out = []
+    for k in [k for k, (a, b) in enumerate(zip(rates, rates[1:]), 1) if a >= LR_CUT_RATIO * b > 0]:  # few
+        (_, before), (step, after) = lrs[k - 1], lrs[k]
+        steady = k < 2 or max(lrs[k - 2][1], before) <= LR_STEADY_RATIO * min(lrs[k - 2][1], before)
+        if steady:
+            index = bisect.bisect_left(c.steps, step)
+            if 0 < index < len(c.steps):
+                out.append((index, before, after))
+    return out
+
+
+def _trends(c: Curve) -> None:
+    steps, ys, n = c.steps, c.ys, len(c.ys)
+    tail_from = steps[0] + (1 - TAIL) * (steps[-1] - steps[0])
+    after = min(n - 1, c.cuts[-1][0] + max(3, n // 20)) if c.cuts else 0  # the drop settles first
+    window = [i for i in range(n) if steps[i] >= tail_from and i >= after and i not in c.excused]
+    c.train_trend = c.trend = _fit([steps[i] for i in window], [ys[i] for i in window])
+    if c.trend[1] > TREND_NOISY:
+        cut_step = steps[after] if after else steps[0]
+        vals = [sv for sv in c.vals if sv[0] >= cut_step]
+        vals = vals[-max(4, round(TAIL * len(vals))) :]
+        if len(vals) >= 4:
+            val_trend = _fit([float(s) for s, _ in vals], [v for _, v in vals])
+            if val_trend[1] < c.trend[1]:
+                c.trend, c.trend_series = val_trend, "val"
+
+
+def derive(points: list[MetricPoint], baseline: float | None = None) -> Curve:
+    """Every derived series the rules read, and the `values` every diagnosis carries."""
+    by_step = {p.step: p for p in points}  # a rerun step keeps its last line
+    pts = [by_step[s] for s in sorted(by_step)]
+    v: dict = dict.fromkeys(VALUE_KEYS)
+    v.update(baseline=baseline, spike_steps=[], n_train_points=0, n_val_points=0, warmup_bump_steps=[])
+    v.update(lr_cut_steps=[])
+    inf = math.inf  # `-inf < x < inf` is False for None-free NaN and +-inf, without a call per point
+    train = [(p.step, p.train_loss) for p in pts if p.train_loss is not None and -inf < p.train_loss < inf]
+    vals = [(p.step, p.val_loss) for p in pts if p.val_loss is not None and -inf < p.val_loss < inf]
+    c = Curve(pts, baseline, v, [s for s, _ in train], [y for _, y in train], vals)
+    c.lrs = [(p.step, p.lr) for p in pts if p.lr is not None and -inf < p.lr < inf]
+    c.ceiling = baseline + CEILING_MARGIN if baseline is not None else NO_BASELINE_CEILING
+    v.update(ceiling=c.ceiling, peak_lr=max(lr for _, lr in c.lrs) if c.lrs else None)
+    if pts:
+        v.update(first_step=pts[0].step, last_step=pts[-1].step)
+    if vals:
+        best_step, best_val = min(vals, key=lambda sv: sv[1])
+        v.update(
+            last_val_loss=vals[-1][1],
+            val_perplexity=_perplexity(vals[-1][1]),
+            best_val_loss=best_val,
+            best_val_step=best_step,
+            n_val_points=len(vals),
+        )
+    ys, n = c.ys, len(c.ys)
+    if ys:
+        peak = max(range(n), key=ys.__getitem__)
+        v.update(
+            first_train_loss=ys[0],
+            last_train_loss=ys[-1],
+            min_train_loss=min(ys),
+            n_train_points=n,
+            peak_train_loss=ys[peak],
+            peak_train_step=c.steps[peak],
+        )
+    if n < MIN_POINTS:
+        return c
+    middle = [sorted(t)[1] for t in zip(ys, ys[1:], ys[2:])]
+    c.smooth = [(ys[0] + ys[1]) / 2, *middle, (ys[-2] + ys[-1]) / 2]  # running median of 3
+    c.edge = max(3, n // 10)
+    c.start, c.end = _median(ys[: c.edge]), _median(ys[-c.edge :])
+    last_val = v["last_val_loss"]
+    v.update(
+        edge_points=c.edge,
+        start_train_loss=c.start,
+        end_train_loss=c.end,
+        relative_drop=(c.start - c.end) / abs(c.start) if c.start else 0.0,
+        train_perplexity=_perplexity(c.end),
+        generalisation_gap=None if last_val is None else last_val - c.end,
+    )
+    c.warmup_end = _warmup_end(c.lrs)
+    c.bumps = _warmup_bumps(c)
+    c.excused = {i for rise, _, end in c.bumps for i in range(rise, end)}
+    c.cuts = _lr_cuts(c)
+    _trends(c)
+    v.update(
+        warmup_end_step=c.warmup_end,
+        warmup_bump_steps=[[c.steps[r], c.steps[p], c.steps[e]] for r, p, e in c.bumps],
+        lr_cut_steps=[c.steps[i] for i, _, _ in c.cuts],
+        recent_improvement=c.trend[0],
+        recent_improvement_se=c.trend[1],
+        trend_series=c.trend_series,
+    )
+    for _rise, peak, end in c.bumps:
+        c.notes.append(
+            f"a warmup bump to {_f(ys[peak])} at step {c.steps[peak]} came back by step {c.steps[end]} (not a fault)"
+        )
+    for i, before, after in c.cuts:
+        cut = c.steps[i]
+        val_before = [val for s, val in c.vals if s < cut]
+        val_after = [val for s, val in c.vals if s >= cut]
+        if val_before and val_after:
+            which, lo, hi = "val", val_before[-1], val_after[0]
+        else:
+            which, lo, hi = "train", _median(ys[max(0, i - 3) : i]), _median(ys[i : i + 3])
+        moved = f"{which} loss {_f(lo)} -> {_f(hi)}" + (", a healthy drop" if hi < lo else "")
+        c.notes.append(f"learning rate cut from {before:.3g} to {after:.3g} at step {cut} ({moved})")
+    return c
+
+
+# -- the rules ------------------------------------------------------------------------------
+
+Rule = Callable[[Curve], "CurveDiagnosis | None"]
+
+
+def _rule_nonfinite(c: Curve) -> CurveDiagnosis | None:
+    train_vals = [p.train_loss for p in c.points if p.train_loss is not None]
+    train_vals += [p.val_loss for p in c.points if p.val_loss is not None]
+    last = c.points[-1] if c.points else None
+    if math.isfinite(sum(train_vals)) and (last is None or last.grad_norm is None or math.isfinite(last.grad_norm)):
+        return None  # the common case, tested in C; the loop below finds the first bad line
+    for i, p in enumerate(c.points):
+        bad = [
+            name
+            for name in ("train_loss", "val_loss")
+            if getattr(p, name) is not None and not math.isfinite(getattr(p, name))
+        ]
+        if not bad and i == len(c.points) - 1 and p.grad_norm is not None and not math.isfinite(p.grad_norm):
+            bad = ["grad_norm"]
+        if bad:
+            lr = _lr_at(c.points, p.step)
+            c.values.update(first_nonfinite_step=p.step, nonfinite_what=bad[0], lr_at_instability=lr)
+            value = getattr(p, bad[0])
+            lr_text = f" (learning rate {lr:.3g})" if lr is not None else ""
+            loss = f"; train loss {_f(p.train_loss)} there" if bad[0] == "grad_norm" and p.train_loss else ""
+            return _result(
+                "diverged", f"diverged: {bad[0].replace('_', ' ')} became {value} at step {p.step}{lr_text}{loss}", c
+            )
+    return None
+
+
+def _rule_too_short(c: Curve) -> CurveDiagnosis | None:
+    n = len(c.ys)
+    if n >= MIN_POINTS:
+        return None
+    return _result("too_short", f"too_short: {n} train loss value(s); need at least {MIN_POINTS} to judge the curve", c)
+
+
+def _unstable_reason(c: Curve) -> tuple[str, str, int] | None:
+    """(reason, words, index where it went wrong), or None when the loss never went the wrong way."""
+    ys, sm, steps, n = c.ys, c.smooth, c.steps, len(c.ys)
+    guess = (
+        f"the uniform guess (log V {c.baseline:.3f} + {CEILING_MARGIN})"
+        if c.baseline is not None
+        else f"{NO_BASELINE_CEILING:g} nats (no real vocabulary starts that high)"
+    )
+    peak = max(range(n), key=ys.__getitem__)
+    if c.end > c.ceiling:
+        return "above_ceiling", f"ended above {guess}; peak {_f(ys[peak])} at step {steps[peak]}", peak
+    far = max(FAR_RATIO * c.baseline, c.ceiling) if c.baseline is not None else NO_BASELINE_CEILING
+    first_far = next((i for i in range(n) if sm[i] > far), None)
+    if first_far is not None:
+        return (
+            "far_above_guess",
+            f"went above {_f(far)} (far worse than a uniform guess) at step {steps[first_far]}; "
+            f"peak {_f(ys[peak])} at step {steps[peak]}",
+            first_far,
+        )
+    low = sm[0]
+    for i in range(1, n):
+        low = min(low, sm[i - 1])
+        if i not in c.excused and sm[i] > c.ceiling and sm[i] > low + max(RISE_ABS, RISE_REL * abs(low)):
+            top = max(range(i, n), key=ys.__getitem__)
+            return (
+                "rose_above_ceiling",
+                f"rose from {_f(low)} above {guess} at step {steps[i]} (peak {_f(ys[top])} at step {steps[top]})",
+                i,
+            )
+    if c.end > c.start + max(RISE_ABS, RISE_REL * abs(c.start)):
+        return "ended_above_start", "ended above where it started", n - 1
+    fall, se = c.train_trend
+    if -fall > RISING_REL and -fall > 2 * se:
+        return "rising", f"is still rising at the end ({100 * -fall:+.1f}% over the last {TAIL:.0%})", n - 1
+    limit = c.start + max(SURGE_ABS, SURGE_REL * abs(c.start))
+    best, run_from = (0, 0), None  # the longest run of consecutive points above the limit: [from, to)
+    for i in range(n + 1):
+        up = i < n and sm[i] > limit and i not in c.excused
+        if up and run_from is None:
+            run_from = i
+        elif not up and run_from is not None:
+            best, run_from = max(best, (run_from, i), key=lambda r: r[1] - r[0]), None
+    if best[1] - best[0] >= max(3, n // 10):
+        top = max(range(*best), key=ys.__getitem__)
+        return (
+            "surge",
+            f"rose to {_f(ys[top])} at step {steps[top]} and stayed above {_f(limit)} "
+            f"from step {steps[best[0]]} to {steps[best[1] - 1]}",
+            best[0],
+        )
+    return None
+
+
+def _rule_unstable(c: Curve) -> CurveDiagnosis | None:
+    found = _unstable_reason(c)
+    if found is None:
+        return None
+    reason, words, index = found
+    lr = _lr_at(c.points, c.steps[index])
+    c.values.update(unstable_reason=reason, lr_at_instability=lr)
+    d = _result("unstable", f"unstable: train loss {words}; {_first(c)}, {_last(c)}", c)
+    peak_lr = c.values["peak_lr"]
+    if peak_lr:
+        d.fixes[0] = f"lower the learning rate 3-10x (peak {peak_lr:.3g}: try {peak_lr / 10:.2g} to {peak_lr / 3:.2g})"
+    return d
+
+
+def _rule_flat(c: Curve) -> CurveDiagnosis | None:
+    if _unstable_reason(c) is not None:
+        return None  # a loss that rose is never flat, whatever the order of the rules
+    drop = c.values["relative_drop"]
+    span = f"{c.steps[-1] - c.steps[0]} steps"
+    if c.baseline is not None and c.end >= c.baseline - FLAT_BASELINE_MARGIN:
+        summary = f"flat: train loss is no better than a uniform guess (log V {c.baseline:.3f}) after {span}"
+    elif drop < FLAT_REL_DROP and (c.baseline is None or c.start >= c.baseline - FLAT_START_MARGIN):
+        summary = f"flat: train loss stayed near where it started over {span} ({100 * drop:.1f}% lower)"
+    else:
+        return None
+    d = _result("flat", f"{summary}; {_first(c)}, {_last(c)}", c)
+    if {p.lr for p in c.points if p.lr is not None} == {0.0}:
+        d.causes.insert(0, "the learning rate is 0 for the whole run")
+    return d
+
+
+def _train_level_at(c: Curve, step: int) -> float:
+    i = min(range(len(c.steps)), key=lambda k: abs(c.steps[k] - step))
+    half = max(1, c.edge // 2)
+    return _median(c.ys[max(0, i - half) : i + half + 1])
+
+
+def _rule_overfitting(c: Curve) -> CurveDiagnosis | None:
+    v, vals = c.values, c.vals
+    if len(vals) < 3 or vals[-1][0] == v["best_val_step"]:
+        return None
+    best_val, best_step, last_val = v["best_val_loss"], v["best_val_step"], v["last_val_loss"]
+    tail = [val for _, val in vals[-(OVERFIT_RISES + 1) :]]
+    rising = (
+        len(tail) == OVERFIT_RISES + 1
+        and all(b > a for a, b in zip(tail, tail[1:]))
+        and tail[-1] - tail[0] >= OVERFIT_MIN_RISE
+    )
+    above = last_val >= best_val + max(OVERFIT_MARGIN_ABS, OVERFIT_MARGIN_REL * abs(best_val))
+    train_then = _train_level_at(c, best_step)
+    if not (rising or above) or c.end > train_then - OVERFIT_TRAIN_DROP * abs(train_then):
+        return None
+    return _result(
+        "overfitting",
+        f"overfitting: val loss rose from {_f(best_val)} (best, step {best_step}) to {_f(last_val)} (last) "
+        f"while train fell to {_last(c)}; gap val - train {last_val - c.end:.3f}",
+        c,
+    )
+
+
+def _spike_indices(ys: list[float]) -> list[int]:
     """Indices more than max(SPIKE_MIN_JUMP, SPIKE_MADS * scale) above the previous block's median,
     scale = the median of the MADs of the blocks before (one 50-point MAD is too noisy alone)."""
     bounds = _bounds(len(ys), max(SPIKE_MIN_BLOCK, min(50, len(ys) // 10)))
@@ -232,9 +666,6 @@ def _spike_indices(ys: list[float], baseline: float | None) -> list[int]:
     out: list[int] = []
     for b in range(1, len(bounds)):
         a, z = bounds[b]
-        if baseline is not None and meds[b] > baseline + SPIKE_MIN_JUMP:  # worse than guessing
-            out.extend(i for i in range(a, z) if ys[i] > baseline + SPIKE_MIN_JUMP)
-            continue
         if max(ys[a:z]) <= meds[b - 1] + SPIKE_MIN_JUMP:
             continue  # the common case: no MAD needed
         scale = _median([mad(k) for k in range(max(0, b - SPIKE_SCALE_BLOCKS), b)])
@@ -243,153 +674,111 @@ def _spike_indices(ys: list[float], baseline: float | None) -> list[int]:
     return out
 
 
+def _rule_spikes(c: Curve) -> CurveDiagnosis | None:
+    kept = [i for i in range(len(c.ys)) if i not in c.excused]
+    spike_idx = [kept[j] for j in _spike_indices([c.ys[i] for i in kept])]
+    if not spike_idx:
+        return None
+    clusters: list[list[int]] = [[spike_idx[0]]]
+    for i in spike_idx[1:]:
+        (clusters[-1].append(i) if i == clusters[-1][-1] + 1 else clusters.append([i]))
+    spike_steps = [c.steps[max(cl, key=c.ys.__getitem__)] for cl in clusters]
+    lr = _lr_at(c.points, spike_steps[0])
+    c.values.update(spike_steps=spike_steps, lr_at_instability=lr)
+    lr_text = f"; learning rate {lr:.3g} at the first" if lr is not None else ""
+    top = max(spike_idx, key=c.ys.__getitem__)
+    return _result(
+        "spikes",
+        f"spikes: {len(spike_steps)} loss spike(s) at step(s) {_fmt_steps(spike_steps)} "
+        f"(highest {_f(c.ys[top])}){lr_text}; {_last(c)}",
+        c,
+    )
+
+
+def _plateau_start(c: Curve) -> int:
+    """The first step from which the smoothed series stays within PLATEAU_REL of where it ends."""
+    if c.trend_series == "val":
+        xs, ys = [s for s, _ in c.vals], [v for _, v in c.vals]
+        level = ys[-1]
+    else:
+        bounds = _bounds(len(c.ys), max(1, min(50, len(c.ys) // 20)))
+        xs, ys = [c.steps[a] for a, _ in bounds], [_median(c.ys[a:z]) for a, z in bounds]
+        level = c.end
+    return next(x for x, y in zip(xs, ys) if y <= level + PLATEAU_REL * abs(level))
+
+
+def _rule_plateau(c: Curve) -> CurveDiagnosis | None:
+    fall, se = c.trend
+    early_lr_too_high = False
+    if c.values["relative_drop"] < FLAT_REL_DROP:  # only reached when it started far below log V
+        since, words = c.steps[0], "fell below the uniform guess before the first logged step, then stayed level"
+        early_lr_too_high = True
+    elif fall < PLATEAU_REL and se < PLATEAU_REL:
+        since = _plateau_start(c)
+        if since - c.steps[0] > PLATEAU_EARLY * (c.steps[-1] - c.steps[0]):
+            return None  # flattened late: converged (healthy)
+        words = f"has stayed level since step {since} ({100 * fall:+.1f}% over the last {TAIL:.0%}, {c.trend_series})"
+        early_lr_too_high = since - c.steps[0] <= 0.2 * (c.steps[-1] - c.steps[0])
+    else:
+        return None
+    lr = _lr_at(c.points, since)
+    c.values.update(plateau_start_step=since, lr_at_plateau_start=lr)
+    d = _result("plateau", f"plateau: train loss {words}; {_last(c)}", c)
+    if early_lr_too_high:
+        d.causes.insert(0, "learning rate too high: the loss stalls early at a noisy level a lower rate gets below")
+        d.fixes.insert(0, "try a 3x lower learning rate and compare the curves")
+    return d
+
+
+def _rule_still_improving(c: Curve) -> CurveDiagnosis | None:
+    fall, se = c.trend
+    if not (fall > IMPROVING_REL and fall > 2 * se):
+        return None
+    return _result(
+        "still_improving",
+        f"still_improving: {c.trend_series} loss fell {100 * fall:.1f}% (+- {100 * se:.1f}%) over the last "
+        f"{TAIL:.0%} of the run; train longer; {_first(c)}, {_last(c)}",
+        c,
+    )
+
+
+def _rule_healthy(c: Curve) -> CurveDiagnosis:
+    fall, se = c.trend
+    gap = "" if c.values["last_val_loss"] is None else f", last val {_f(c.values['last_val_loss'])}"
+    if se <= TREND_NOISY or fall > 2 * se:
+        trend = f"converged ({100 * fall:+.1f}% over the last {TAIL:.0%}, {c.trend_series})"
+    elif not math.isfinite(se):
+        trend = "too few points to tell whether it still improves"
+    else:
+        trend = f"too noisy to tell whether it still improves ({100 * fall:+.1f}% +- {100 * se:.1f}%)"
+    return _result("healthy", f"healthy: train loss {_first(c)} -> {_last(c)}{gap}; {trend}", c)
+
+
+RULES: tuple[tuple[str, Rule], ...] = (
+    ("nonfinite", _rule_nonfinite),
+    ("too_short", _rule_too_short),
+    ("unstable", _rule_unstable),
+    ("flat", _rule_flat),
+    ("overfitting", _rule_overfitting),
+    ("spikes", _rule_spikes),
+    ("plateau", _rule_plateau),
+    ("still_improving", _rule_still_improving),
+    ("healthy", _rule_healthy),
+)
+
+
 def diagnose(points: list[MetricPoint], *, baseline: float | None = None) -> CurveDiagnosis:
-    """Name the shape of a training curve by the rules in the module docstring.
+    """Name the shape of a training curve: the first rule of RULES that matches (see the module docstring).
 
-    `values` holds every key of VALUE_KEYS, None where a rule did not get that far; losses are
-    over finite values, start/end_train_loss are block medians, `*_perplexity` = e**loss of the
-    end train and last val loss, generalisation_gap = last val - end train."""
-    by_step = {p.step: p for p in points}  # a rerun step keeps its last line
-    pts = [by_step[s] for s in sorted(by_step)]
-    v: dict = dict.fromkeys(VALUE_KEYS)
-    v.update(baseline=baseline, spike_steps=[], n_train_points=0, n_val_points=0)
-    finite_train = [p.train_loss for p in pts if p.train_loss is not None and math.isfinite(p.train_loss)]
-    vals = [(p.step, p.val_loss) for p in pts if p.val_loss is not None and math.isfinite(p.val_loss)]
-    if pts:
-        v.update(first_step=pts[0].step, last_step=pts[-1].step)
-    if finite_train:
-        v.update(
-            first_train_loss=finite_train[0],
-            last_train_loss=finite_train[-1],
-            min_train_loss=min(finite_train),
-            n_train_points=len(finite_train),
-        )
-    if vals:
-        best_step, best_val = min(vals, key=lambda sv: sv[1])
-        v.update(
-            last_val_loss=vals[-1][1],
-            val_perplexity=_perplexity(vals[-1][1]),
-            best_val_loss=best_val,
-            best_val_step=best_step,
-            n_val_points=len(vals),
-        )
-
-    # diverged
-    for i, p in enumerate(pts):
-        bad = [
-            name
-            for name in ("train_loss", "val_loss")
-            if getattr(p, name) is not None and not math.isfinite(getattr(p, name))
-        ]
-        if not bad and i == len(pts) - 1 and p.grad_norm is not None and not math.isfinite(p.grad_norm):
-            bad = ["grad_norm"]
-        if bad:
-            lr = _lr_at(pts, i)
-            v.update(first_nonfinite_step=p.step, nonfinite_what=bad[0], lr_at_instability=lr)
-            value = getattr(p, bad[0])
-            lr_text = f" (learning rate {lr:.3g})" if lr is not None else ""
-            return _result(
-                "diverged", f"diverged: {bad[0].replace('_', ' ')} became {value} at step {p.step}{lr_text}", v
-            )
-
-    train = [(i, p.step, p.train_loss) for i, p in enumerate(pts) if p.train_loss is not None]
-    n, last_val = len(train), v["last_val_loss"]
-    if n < MIN_POINTS:
-        return _result(
-            "too_short", f"too short: {n} train loss value(s); need at least {MIN_POINTS} to judge the curve", v
-        )
-
-    ys = [t[2] for t in train]
-    steps = [t[1] for t in train]
-    bounds = _bounds(n, max(1, min(50, n // 20)))
-    nb = len(bounds)
-    meds = [_median(ys[a:z]) for a, z in bounds]
-    edge = max(3, n // 10)
-    start, end = _median(ys[:edge]), _median(ys[-edge:])
-    drop = (start - end) / abs(start) if start else 0.0
-    v.update(
-        start_train_loss=start,
-        end_train_loss=end,
-        relative_drop=drop,
-        train_perplexity=_perplexity(end),
-        generalisation_gap=None if last_val is None else last_val - end,
-    )
-
-    # flat
-    span = f"{steps[-1] - steps[0]} steps"
-    if drop < FLAT_REL_DROP:
-        lrs = {p.lr for p in pts if p.lr is not None}
-        d = _result(
-            "flat", f"flat: train loss went from {start:.3f} to {end:.3f} over {span} ({100 * drop:.1f}% lower)", v
-        )
-        if end > start + max(OVERFIT_MARGIN_ABS, FLAT_REL_DROP * abs(start)):
-            d.causes.insert(0, "learning rate too high (the loss rose)")
-        if lrs == {0.0}:
-            d.causes.insert(0, "the learning rate is 0 for the whole run")
-        return d
-    if baseline is not None and end >= baseline - FLAT_BASELINE_MARGIN:
-        return _result(
-            "flat", f"flat: train loss {end:.3f} is no better than a uniform guess ({baseline:.3f}) after {span}", v
-        )
-
-    def train_level_at(step: int) -> float:
-        b = min(range(nb), key=lambda k: abs(steps[(bounds[k][0] + bounds[k][1] - 1) // 2] - step))
-        return meds[b]
-
-    # overfitting
-    if len(vals) >= 3 and vals[-1][0] != best_step:
-        tail = [val for _, val in vals[-(OVERFIT_RISES + 1) :]]
-        rising = (
-            len(tail) == OVERFIT_RISES + 1
-            and all(b > a for a, b in zip(tail, tail[1:]))
-            and tail[-1] - tail[0] >= OVERFIT_MIN_RISE
-        )
-        above = last_val >= best_val + max(OVERFIT_MARGIN_ABS, OVERFIT_MARGIN_REL * abs(best_val))
-        train_then = train_level_at(best_step)
-        if (rising or above) and end <= train_then - OVERFIT_TRAIN_DROP * abs(train_then):
-            return _result(
-                "overfitting",
-                f"overfitting: val loss rose from {best_val:.3f} (step {best_step}) "
-                f"to {last_val:.3f} while train fell to {end:.3f}; gap {last_val - end:.3f}",
-                v,
-            )
-
-    spike_idx = _spike_indices(ys, baseline)
-    if spike_idx:
-        clusters: list[list[int]] = [[spike_idx[0]]]
-        for i in spike_idx[1:]:
-            (clusters[-1].append(i) if i == clusters[-1][-1] + 1 else clusters.append([i]))
-        spike_steps = [steps[max(c, key=lambda i: ys[i])] for c in clusters]
-        lr = _lr_at(pts, train[clusters[0][0]][0])
-        v.update(spike_steps=spike_steps, lr_at_instability=lr)
-        lr_text = f"; learning rate {lr:.3g} at the first" if lr is not None else ""
-        return _result(
-            "spikes", f"spikes: {len(spike_steps)} loss spike(s) at step(s) {_fmt_steps(spike_steps)}{lr_text}", v
-        )
-
-    # plateau: least-squares slope over the tail; its standard error says whether noise allows a verdict
-    tail_from = steps[0] + (1 - PLATEAU_TAIL) * (steps[-1] - steps[0])
-    tx, ty = zip(*[(x, y) for x, y in zip(steps, ys) if x >= tail_from])
-    recent, noise = _tail_improvement(tx, ty)
-    v.update(recent_improvement=recent, recent_improvement_se=noise)
-    if recent < PLATEAU_REL and noise < PLATEAU_REL:
-        first = next(b for b in range(nb) if meds[b] <= end + PLATEAU_REL * abs(end))
-        plateau_step = steps[bounds[first][0]]
-        lr = _lr_at(pts, train[bounds[first][0]][0])
-        v.update(plateau_start_step=plateau_step, lr_at_plateau_start=lr)
-        return _result(
-            "plateau",
-            f"plateau: train loss has stayed near {end:.3f} since step {plateau_step} "
-            f"({100 * recent:+.1f}% over the last {PLATEAU_TAIL:.0%} of the run)",
-            v,
-        )
-
-    gap = "" if last_val is None else f", val {last_val:.3f} (gap {last_val - end:+.3f})"
-    trend = (
-        f"still improving ({100 * recent:.1f}% over the last {PLATEAU_TAIL:.0%})"
-        if noise < PLATEAU_REL or recent > 2 * noise
-        else "too few points to tell whether it still improves"
-        if not math.isfinite(noise)
-        else f"too noisy to tell whether it still improves ({100 * recent:+.1f}% +- {100 * noise:.1f}%)"
-    )
-    return _result("healthy", f"healthy: train loss {start:.3f} -> {end:.3f} over {span}{gap}; {trend}", v)
+    `values` holds every key of VALUE_KEYS, None where a rule did not get that far; losses are over
+    finite values, start/end_train_loss are medians of the first/last `edge_points` train losses,
+    `*_perplexity` = e**loss of the end train and last val loss, generalisation_gap = last val - end train."""
+    c = derive(points, baseline)
+    for name, rule in RULES:
+        d = rule(c)
+        if d is not None:
+            c.values["rule"] = name
+            if d.shape not in ("diverged", "too_short") and c.notes:
+                d.summary += "; " + "; ".join(c.notes)
+            return d
+    raise AssertionError("the healthy rule always matches")
