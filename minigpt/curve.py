@@ -645,7 +645,7 @@ def _rule_overfitting(c: Curve) -> CurveDiagnosis | None:
     return _result(
         "overfitting",
         f"overfitting: val loss rose from {_f(best_val)} (best, step {best_step}) to {_f(last_val)} (last) "
-        f"while train fell to {_last(c)}; gap val - train {last_val - c.end:.3f}",
+        f"while train kept falling, to {_last(c)}; gap val - train {last_val - c.end:.3f}",
         c,
     )
 
