@@ -346,10 +346,13 @@ class GradientsPane(Vertical):
     def _render_header(self) -> None:
         src = self.current
         other = "check" if self.view == "training" else "training"
-        switch = f"s: {SOURCES[other]}" + ("" if self.sources[other] else " (none yet)")
-        line1 = Text.assemble(
-            ("source: ", "bold"), Text(self.source), f"  ·  {switch}", no_wrap=True, overflow="ellipsis"
-        )
+        switch = Text(f"  ·  s: {SOURCES[other]}")
+        verdict = self.sources[other].verdict if self.sources[other] else None
+        if verdict is not None:  # the check's verdict stays in sight while the training log is shown
+            switch.append(" ").append_text(status_text(verdict.status))
+        elif self.sources[other] is None:
+            switch.append(" (none yet)")
+        line1 = Text.assemble(("source: ", "bold"), Text(self.source), switch, no_wrap=True, overflow="ellipsis")
         lines = [line1]
         if src is None:
             hint = "waiting for the gradients check" if self.view == "check" else "no logs/grads.jsonl record yet"

@@ -171,7 +171,7 @@ async def test_training_and_check_gradients_are_two_labelled_sources_and_s_switc
         await pilot.pause()
         # THEN the training gradients stay on screen and the check's table waits behind `s`
         assert _table_names(table) == ["d.big"]
-        assert "training step 200" in _header(pane) and "s: gradients check" in _header(pane)
+        assert "training step 200" in _header(pane) and "s: gradients check ✗ fail" in _header(pane)
         table.focus()
         await pilot.press("s")
         header = _header(pane)
