@@ -6,6 +6,9 @@ The library never knows a UI exists: progress goes out through callbacks
 One workspace, one writer: `run` holds the workspace lock (`minigpt.lock`) from before it
 archives anything until it returns, and checks the data, vocabulary, config and memory
 estimate before a fresh run moves the previous one aside.
+
+Under `torchrun` (`minigpt.distributed`) every rank trains its own batches through
+DistributedDataParallel and rank 0 alone takes the lock, archives, logs and saves.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Any
 
 import torch
 
-from . import lock
+from . import distributed, lock
 from .checkpoint import (
     load_checkpoint,
     read_checkpoint,
@@ -38,7 +41,6 @@ from .data import get_batch, load_ids
 from .device import resolve_device
 from .errors import CheckpointError, ConfigError, DataError, TrainingDiverged
 from .fileio import atomic_write_text
-from .gradstats import grad_table
 from .model import MiniGPT, MiniGPTConfig
 from .presets import PRESETS  # noqa: F401  (re-exported)
 from .tokenizer import CharTokenizer
@@ -61,6 +63,8 @@ INT_FIELDS = (
     "seed",
 )
 FLOAT_FIELDS = ("dropout", "learning_rate", "min_lr_ratio", "weight_decay", "beta2", "grad_clip")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+EVAL_TOKENS = 8192  # tokens per evaluation forward pass (at least one training batch)
 
 
 @dataclass
@@ -85,6 +89,8 @@ class TrainConfig:
     log_interval: int = 10  # metrics.jsonl line every N steps (eval steps always logged)
     seed: int = 1337
     device: str = "auto"
+    dtype: str = "float32"  # autocast dtype of forward/backward (float16 adds loss scaling); weights stay float32
+    compile: bool = False  # torch.compile the model for the training steps (checkpoints keep plain keys)
 
     def __post_init__(self) -> None:
         # types first: a str or float from a hand-edited checkpoint must not reach a comparison
@@ -98,6 +104,10 @@ class TrainConfig:
                 raise ConfigError(f"{name.replace('_', '-')} must be a finite number; found {value!r}")
         if not isinstance(self.device, str):
             raise ConfigError(f"device must be a string; found {self.device!r}")
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"dtype must be one of {', '.join(DTYPES)}; found {self.dtype!r}")
+        if not isinstance(self.compile, bool):
+            raise ConfigError(f"compile must be true or false; found {self.compile!r}")
         positive = ("batch_size", "grad_accum", "max_steps", "eval_interval", "eval_batches", "log_interval")
         for name in positive:
             value = getattr(self, name)
@@ -216,6 +226,8 @@ class RunState:
     last_good_step: int | None = None
     val_loss: float | None = None
     run_start: float = 0.0
+    step_model: torch.nn.Module | None = None  # what the steps call: `model`, compiled and/or wrapped in DDP
+    scaler: torch.amp.GradScaler | None = None  # float16 only: loss scaling against gradient underflow
 
 
 class Trainer:
@@ -240,7 +252,9 @@ class Trainer:
         self.stop_requested = False
         self.archived: Path | None = None  # where a fresh run moved the previous run's files
         self.state: RunState | None = None  # the run in progress (read it after an interrupt)
-        self.device = resolve_device(cfg.device)
+        self.world = distributed.current()  # a world of one unless torchrun started us and the group is up
+        self.device = distributed.device_for(resolve_device(cfg.device), self.world)
+        self._stop_agreed = False  # in a distributed run: some rank asked to stop (agreed at each step)
 
     def register_callback(self, event: str, fn: Callable) -> None:
         if event not in self.EVENTS:
@@ -257,41 +271,57 @@ class Trainer:
 
     @torch.no_grad()
     def evaluate(self, model, splits: dict[str, torch.Tensor]) -> dict[str, float]:
+        """Mean loss over `eval_batches * batch_size` windows per split, a few large forward passes
+        instead of one per batch (the same windows at every evaluation)."""
         model.eval()
         out = {}
+        rows = self.cfg.batch_size * self.cfg.eval_batches
+        chunk = max(self.cfg.batch_size, EVAL_TOKENS // self.cfg.block_size)
         for name, data in splits.items():
-            # a fixed generator: every evaluation sees the same batches, and the training RNG is untouched
+            # a fixed generator: every evaluation sees the same windows, and the training RNG is untouched
             gen = torch.Generator().manual_seed(self.cfg.seed + 1)
-            losses = torch.zeros(self.cfg.eval_batches)
-            for i in range(self.cfg.eval_batches):
-                x, y = get_batch(data, self.cfg.batch_size, self.cfg.block_size, self.device, gen)
-                losses[i] = model(x, y)[1].item()
-            out[name] = losses.mean().item()
+            x, y = get_batch(data, rows, self.cfg.block_size, self.device, gen)
+            total = torch.zeros((), device=self.device)
+            for i in range(0, rows, chunk):
+                with self._autocast():
+                    loss = model(x[i : i + chunk], y[i : i + chunk])[1]
+                total += loss.float() * x[i : i + chunk].shape[0]
+            out[name] = (total / rows).item()  # a host sync per split
         model.train()
         return out
 
     def run(self) -> dict:
         """Train to `max_steps` (or a stop request) under the workspace lock; return a summary."""
         tokenizer = CharTokenizer.from_file(self.ws.tokenizer)  # read-only, and names a missing workspace
-        with lock.acquire(self.ws.root, "train") as held:
-            for notice in held.notices:
+        with self._workspace_lock() as notices, _tf32(self.device):
+            for notice in notices:
                 self._fire("on_notice", notice)
-            self._remove_orphan_temp_files()
+            if self.world.is_main:
+                self._remove_orphan_temp_files()
             st = self._resume(tokenizer) if self.resume else self._start_fresh(tokenizer)
             self.state = st
             summary = {"steps": st.step, "best_val_loss": st.best_val, "val_loss": None, "stopped_early": False}
             if self.resume and st.step >= self.cfg.max_steps:
                 return {**summary, "nothing_to_do": True, "seconds": 0.0}
-            if self.resume:
+            if self.resume and self.world.is_main:
                 with interrupts_deferred():
                     self._truncate_logs(st.step)
+            self._prepare_steps(st)
             self._fire(
                 "on_start",
-                {"resumed": self.resume, "step": st.step, "max_steps": self.cfg.max_steps, "device": str(self.device)},
+                {
+                    "resumed": self.resume,
+                    "step": st.step,
+                    "max_steps": self.cfg.max_steps,
+                    "device": str(self.device),
+                    "world_size": self.world.size,
+                },
             )
             st.run_start = time.perf_counter()
-            with open(self.ws.metrics, "a", encoding="utf-8") as log:
-                while st.step < self.cfg.max_steps and not self.stop_requested:
+            # only rank 0 writes the log; the other ranks' lines go nowhere
+            log_path = self.ws.metrics if self.world.is_main else os.devnull
+            with open(log_path, "a", encoding="utf-8") as log:
+                while st.step < self.cfg.max_steps and not self._stopping():
                     record = self._train_step(st, log)
                     if self._is_eval_step(st.step):
                         self._evaluate_and_save(st, record, log)
@@ -307,8 +337,39 @@ class Trainer:
         )
         return summary
 
+    @contextlib.contextmanager
+    def _workspace_lock(self) -> Iterator[list[str]]:
+        """Rank 0 holds the workspace lock for the whole run; the other ranks write nothing and never take it."""
+        if not self.world.is_main:
+            yield []
+            return
+        with lock.acquire(self.ws.root, "train") as held:
+            yield list(held.notices)
+
+    def _stopping(self) -> bool:
+        # every rank must stop at the same step: a distributed run uses the flag agreed in the last step
+        return self._stop_agreed if self.world.distributed else self.stop_requested
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if self.cfg.dtype == "float32":
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=DTYPES[self.cfg.dtype])
+
+    def _prepare_steps(self, st: RunState) -> None:
+        """The module the steps call: compiled and/or wrapped in DDP. `st.model` stays the plain
+        model, so checkpoints never carry `_orig_mod.` or `module.` prefixes."""
+        step_model: torch.nn.Module = st.model
+        if self.cfg.compile:
+            step_model = torch.compile(step_model)  # type: ignore[assignment]
+        if self.world.distributed:
+            from torch.nn.parallel import DistributedDataParallel
+
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            step_model = DistributedDataParallel(step_model, device_ids=ids)  # broadcasts rank 0's weights
+        st.step_model = step_model
+
     def _is_eval_step(self, step: int) -> bool:
-        return step % self.cfg.eval_interval == 0 or step == self.cfg.max_steps or self.stop_requested
+        return step % self.cfg.eval_interval == 0 or step == self.cfg.max_steps or self._stopping()
 
     # --- starting: fresh or resumed, everything checked before anything moves ---
 
@@ -325,17 +386,18 @@ class Trainer:
         cfg, ws = self.cfg, self.ws
         train_data, val_data = self._load_data(tokenizer.vocab_size)
         self._require_fits(tokenizer.vocab_size, "this training config")
-        batch_gen = torch.Generator().manual_seed(cfg.seed)
+        batch_gen = torch.Generator().manual_seed(cfg.seed + self.world.rank)  # each rank draws its own batches
         torch.manual_seed(cfg.seed)
         model = MiniGPT(cfg.model_config(tokenizer.vocab_size)).to(self.device)
         optimizer = make_optimizer(model, cfg)
-        with interrupts_deferred():  # a half-moved run would be split between two folders
-            self.archived = self._archive_previous_run()  # only now: every input above was good
-        ws.metrics.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text("", ws.metrics)
-        atomic_write_text("", ws.grads)
+        if self.world.is_main:
+            with interrupts_deferred():  # a half-moved run would be split between two folders
+                self.archived = self._archive_previous_run()  # only now: every input above was good
+            ws.metrics.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text("", ws.metrics)
+            atomic_write_text("", ws.grads)
         model.train()
-        return RunState(model, optimizer, batch_gen, tokenizer, train_data, val_data)
+        return RunState(model, optimizer, batch_gen, tokenizer, train_data, val_data, scaler=self._make_scaler())
 
     def _resume(self, tokenizer: CharTokenizer) -> RunState:
         path = self.ws.latest_checkpoint
@@ -370,8 +432,9 @@ class Trainer:
                 causes=["the file was edited, or written by another optimizer setup"],
             ) from None
         try:
-            _set_rng_state(raw["rng_state"], batch_gen)
-        except (RuntimeError, TypeError, ValueError) as exc:
+            _set_rng_state(self._saved_rng_state(raw), batch_gen)
+            scaler = self._make_scaler(raw.get("scaler_state_dict"))
+        except (RuntimeError, TypeError, ValueError, KeyError, AttributeError) as exc:
             raise CheckpointError(
                 f"cannot resume from {path}: rng_state is not a saved generator state: {str(exc)[:200]}",
                 path=path,
@@ -389,7 +452,36 @@ class Trainer:
             best_val=best_val,
             last_good=str(path),
             last_good_step=raw["step"],
+            scaler=scaler,
         )
+
+    def _saved_rng_state(self, raw: dict) -> dict:
+        """This rank's generator states; another world size gets rank 0's (batches then differ from an
+        uninterrupted run, which only the same world size reproduces exactly)."""
+        saved_world = raw.get("world_size", 1)
+        states = raw.get("rng_states")
+        if saved_world == self.world.size and self.world.distributed:
+            if not (isinstance(states, list) and len(states) == self.world.size and isinstance(states[0], dict)):
+                raise ValueError(f"rng_states should hold {self.world.size} generator states")
+            return states[self.world.rank]
+        if saved_world != self.world.size and self.world.is_main:
+            self._fire(
+                "on_notice",
+                f"the checkpoint was written by {saved_world} process(es) and this run has {self.world.size}: "
+                "training continues, but on other batches than the original run would have drawn",
+            )
+        state = dict(raw["rng_state"])
+        if self.world.rank:  # a distinct batch stream per rank
+            state["batch"] = torch.Generator().manual_seed(self.cfg.seed + raw["step"] + self.world.rank).get_state()
+        return state
+
+    def _make_scaler(self, saved: dict | None = None) -> torch.amp.GradScaler | None:
+        if self.cfg.dtype != "float16":
+            return None
+        scaler = torch.amp.GradScaler(self.device.type)
+        if saved:
+            scaler.load_state_dict(saved)
+        return scaler
 
     def _resumed_config(self, raw: dict, path: Path) -> TrainConfig:
         """The saved run's settings, then the flags given now; the model shape is the checkpoint's."""
@@ -423,58 +515,102 @@ class Trainer:
     def _train_step(self, st: RunState, log) -> dict:
         """Forward/backward over `grad_accum` micro-batches, clip, update; the step's log record.
         Raises TrainingDiverged (after logging the step) on a non-finite loss or gradient norm."""
-        cfg, model = self.cfg, st.model
+        cfg, model, world = self.cfg, st.step_model or st.model, self.world
         t0 = time.perf_counter()
         lr = lr_at(st.step, cfg)
         for group in st.optimizer.param_groups:
             group["lr"] = lr
         loss_sum = torch.zeros((), device=self.device)
-        for _ in range(cfg.grad_accum):
+        for i in range(cfg.grad_accum):
             x, y = get_batch(st.train_data, cfg.batch_size, cfg.block_size, self.device, st.batch_gen)
-            _, loss = model(x, y)
-            (loss / cfg.grad_accum).backward()
+            # DDP averages the gradients across ranks on the last micro-batch only
+            defer = world.distributed and i < cfg.grad_accum - 1
+            with model.no_sync() if defer else contextlib.nullcontext():  # type: ignore[operator]
+                with self._autocast():
+                    _, loss = model(x, y)
+                scaled = loss / cfg.grad_accum
+                (st.scaler.scale(scaled) if st.scaler is not None else scaled).backward()
             loss_sum += loss.detach()
-        params = [p for p in model.parameters() if p.grad is not None]
-        if cfg.grad_clip > 0:
-            grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
-        else:
-            grad_norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
-        # one host sync per step for both numbers (a CPU-GPU sync point)
-        train_loss, norm = torch.stack([loss_sum / cfg.grad_accum, grad_norm.float()]).tolist()
-        st.step += 1
-        step = st.step
+        if st.scaler is not None:
+            st.scaler.unscale_(st.optimizer)  # clip and log the true gradients
+        named = [(name, p) for name, p in st.model.named_parameters() if p.grad is not None]
+        grads = [p.grad for _, p in named]
+        # per-parameter norms once: the clip needs them anyway, and the gradients log reuses them
+        grad_norms = _norms(grads)  # type: ignore[arg-type]
+        grad_norm = torch.linalg.vector_norm(torch.stack(grad_norms)) if grads else torch.zeros((), device=self.device)
+        if cfg.grad_clip > 0 and grads:
+            torch.nn.utils.clip_grads_with_norm_([p for _, p in named], cfg.grad_clip, grad_norm)
+        parts = [loss_sum / cfg.grad_accum, grad_norm.float()]
+        if world.distributed:
+            # one all-reduce: the loss over all ranks, and whether any rank was asked to stop
+            stop = torch.tensor(float(self.stop_requested), device=self.device)
+            shared = distributed.all_sum(torch.stack([parts[0], stop]), world)
+            parts = [shared[0] / world.size, parts[1], shared[1]]
+        step = st.step + 1
+        log_grads = (
+            world.is_main
+            and (step % cfg.eval_interval == 0 or step == cfg.max_steps)
+            and self.ws.metrics.parent.is_dir()
+        )
+        weights = [p.detach() for _, p in st.model.named_parameters()] if log_grads else []
+        # one host sync per step for every number (a CPU-GPU sync point)
+        host = torch.cat(
+            [
+                torch.stack(parts),
+                *([torch.stack(grad_norms).float(), torch.stack(_norms(weights)).float()] if log_grads else []),
+            ]
+        ).tolist()
+        train_loss, norm = host[0], host[1]
+        if world.distributed:
+            self._stop_agreed = host[2] > 0
+        st.step = step
+        skipped = False
         if not (math.isfinite(train_loss) and math.isfinite(norm)):
-            record = {
-                "step": step,
-                "train_loss": _json_float(train_loss),
-                "lr": lr,
-                "grad_norm": _json_float(norm),
-                "nonfinite": True,
-                "time": time.time(),
-            }
-            log.write(json.dumps(record) + "\n")
-            log.flush()
-            where = f"last good checkpoint: {st.last_good}" if st.last_good else "no checkpoint was written yet"
-            raise TrainingDiverged(
-                f"training diverged at step {step}: loss={train_loss}, gradient norm={norm} "
-                f"(learning rate {lr:.3g}); nothing was saved from this step; {where}",
-                step=step,
-                last_good=st.last_good,
-            )
-        if (step % cfg.eval_interval == 0 or step == cfg.max_steps) and self.ws.metrics.parent.is_dir():
-            self._log_grads(model, step, norm)  # the gradients pane follows this file
-        st.optimizer.step()
+            if st.scaler is not None and math.isfinite(train_loss):
+                skipped = True  # a float16 overflow: the scaler skips this update and lowers its scale
+            else:
+                record = {
+                    "step": step,
+                    "train_loss": _json_float(train_loss),
+                    "lr": lr,
+                    "grad_norm": _json_float(norm),
+                    "nonfinite": True,
+                    "time": time.time(),
+                }
+                log.write(json.dumps(record) + "\n")
+                log.flush()
+                where = f"last good checkpoint: {st.last_good}" if st.last_good else "no checkpoint was written yet"
+                raise TrainingDiverged(
+                    f"training diverged at step {step}: loss={train_loss}, gradient norm={norm} "
+                    f"(learning rate {lr:.3g}); nothing was saved from this step; {where}",
+                    step=step,
+                    last_good=st.last_good,
+                )
+        if log_grads:
+            offset = len(parts)
+            by_param = {id(p): host[offset + i] for i, (_, p) in enumerate(named)}
+            weight_norms = host[offset + len(named) :]
+            self._log_grads(step, norm, grad_rows(st.model, by_param, weight_norms))  # the gradients pane follows it
+        if st.scaler is not None:
+            st.scaler.step(st.optimizer)
+            st.scaler.update()
+        else:
+            st.optimizer.step()
         st.optimizer.zero_grad(set_to_none=True)
         dt = time.perf_counter() - t0
-        return {
+        record = {
             "step": step,
             "train_loss": train_loss,
             "lr": lr,
-            "grad_norm": norm,
-            "tokens_per_s": cfg.batch_size * cfg.block_size * cfg.grad_accum / dt,
+            "grad_norm": _json_float(norm) if skipped else norm,
+            "tokens_per_s": cfg.batch_size * cfg.block_size * cfg.grad_accum * world.size / dt,  # all ranks
             "elapsed_s": time.perf_counter() - st.run_start,
             "time": time.time(),
+            "world_size": world.size,
         }
+        if skipped:
+            record["skipped"] = True
+        return record
 
     # --- evaluation, the log line and the checkpoints, which land together ---
 
@@ -488,12 +624,16 @@ class Trainer:
                 step=step,
                 last_good=st.last_good,
             )
+        # every rank's generator states reach rank 0's checkpoint (exact resume at the same world size)
+        rng_states = distributed.gather(_rng_state(st.batch_gen), self.world)
+        if not self.world.is_main:
+            return  # rank 0 evaluates and saves; the others wait for it at the next step's all-reduce
         losses = self.evaluate(st.model, {"train": st.train_data, "val": st.val_data})
         record["val_loss"] = losses["val"]
         record["eval_train_loss"] = losses["train"]
         improved = losses["val"] < st.best_val
         st.best_val = min(st.best_val, losses["val"])
-        payload = self._payload(st)
+        payload = self._payload(st, rng_states)
         # the log line first (fsynced), then the checkpoint: a crash between them leaves a line
         # after the checkpoint's step, which --resume drops and rewrites; SIGINT waits for both
         with interrupts_deferred():
@@ -516,8 +656,8 @@ class Trainer:
         if fire:
             self._fire("on_log", record)
 
-    def _payload(self, st: RunState) -> dict:
-        return {
+    def _payload(self, st: RunState, rng_states: list[dict]) -> dict:
+        payload = {
             "model_state_dict": st.model.state_dict(),
             "config": st.model.config.to_dict(),  # type: ignore[union-attr,operator]
             "optimizer_state_dict": st.optimizer.state_dict(),
@@ -525,8 +665,14 @@ class Trainer:
             "best_val_loss": float(st.best_val),
             "tokenizer_fingerprint": st.tokenizer.fingerprint,
             "train_config": asdict(self.cfg),
-            "rng_state": _rng_state(st.batch_gen),
+            "rng_state": rng_states[0],
+            "world_size": self.world.size,
         }
+        if self.world.distributed:
+            payload["rng_states"] = rng_states  # one per rank, in rank order
+        if st.scaler is not None:
+            payload["scaler_state_dict"] = st.scaler.state_dict()
+        return payload
 
     def _archive_previous_run(self) -> Path | None:
         """A fresh run never overwrites an earlier one: its checkpoints and logs move to
@@ -550,14 +696,8 @@ class Trainer:
         self._fire("on_archive", str(dest))
         return dest
 
-    def _log_grads(self, model, step: int, norm_before_clip: float) -> None:
-        rows, _ = grad_table(model)
-        record = {
-            "step": step,
-            "global_norm": norm_before_clip,
-            "clip": self.cfg.grad_clip,
-            "rows": [{k: r[k] for k in ("name", "shape", "numel", "grad_norm", "weight_norm", "flags")} for r in rows],
-        }
+    def _log_grads(self, step: int, norm_before_clip: float, rows: list[dict]) -> None:
+        record = {"step": step, "global_norm": norm_before_clip, "clip": self.cfg.grad_clip, "rows": rows}
         with open(self.ws.grads, "a", encoding="utf-8") as fh:
             fh.write(json.dumps(record) + "\n")
 
@@ -621,9 +761,58 @@ def _check_optimizer_state(optimizer: torch.optim.Optimizer) -> None:
                     raise ValueError(f"state {name} is {shape} for a parameter of shape {list(p.shape)}")
 
 
+def _norms(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The L2 norm of each tensor, in one batched kernel. torch has no public per-tensor form;
+    `clip_grad_norm_` uses this same op, so the norms match the clip's bit for bit."""
+    return list(torch._foreach_norm(tensors)) if tensors else []
+
+
+def grad_rows(model: torch.nn.Module, grad_norms: dict[int, float], weight_norms: list[float]) -> list[dict]:
+    """grads.jsonl rows from norms already on the host (`grad_norms` by `id(param)`, before the clip;
+    `weight_norms` in `named_parameters()` order), flagged as `minigpt.gradstats.grad_table` flags them."""
+    rows = []
+    for (name, p), w_norm in zip(model.named_parameters(), weight_norms, strict=True):
+        g_norm = grad_norms.get(id(p))
+        flags = []
+        if not p.requires_grad:
+            flags.append("frozen")
+        elif g_norm is None:
+            flags.append("no_grad")
+        elif not math.isfinite(g_norm):
+            flags.append("nonfinite")
+        elif g_norm == 0.0:
+            flags.append("zero")
+        grad = None if g_norm is None else _json_float(g_norm)
+        rows.append(
+            {
+                "name": name,
+                "shape": list(p.shape),
+                "numel": p.numel(),
+                "grad_norm": grad,
+                "weight_norm": w_norm,
+                "flags": flags,
+            }
+        )
+    return rows
+
+
 def _weights_finite(model: torch.nn.Module) -> bool:
-    norms = torch._foreach_norm([p.detach() for p in model.parameters()])
-    return bool(torch.isfinite(torch.stack(norms)).all())
+    return bool(torch.isfinite(torch.stack(_norms([p.detach() for p in model.parameters()]))).all())
+
+
+@contextlib.contextmanager
+def _tf32(device: torch.device) -> Iterator[None]:
+    """TensorFloat-32 matmuls on CUDA for the run (Ampere and later: several times the float32 rate at
+    a precision training does not notice); the process's setting comes back afterwards."""
+    if device.type != "cuda":
+        yield
+        return
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(previous)
 
 
 def _json_float(x: float) -> float | str:

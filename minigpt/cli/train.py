@@ -2,14 +2,24 @@
 
 Exit codes: 0 done (or nothing left to do), 1 training diverged, 2 bad input, a workspace locked
 by another run or an OS error, 130 interrupted (Ctrl-C; the last checkpoint is intact).
+
+Under torchrun (`torchrun --standalone --nproc_per_node N -m minigpt train ...`) every rank trains
+with DistributedDataParallel and only rank 0 prints, logs and saves.
 """
 
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from ..device import DEVICE_CHOICES
 from ..presets import PRESETS
+
+if TYPE_CHECKING:
+    from ..distributed import World
+    from ..train import TrainConfig
+
+DTYPE_CHOICES = ("float32", "bfloat16", "float16")  # minigpt.train.DTYPES, without importing torch
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -24,6 +34,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dropout", type=float)
     p.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
     p.add_argument("--seed", type=int)
+    p.add_argument(
+        "--dtype",
+        choices=DTYPE_CHOICES,
+        help="autocast dtype of the training steps (default float32; float16 adds loss scaling)",
+    )
+    p.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        help="torch.compile the model for the training steps (pays off on a GPU; slow to start)",
+    )
     p.add_argument("--resume", action="store_true", help="continue from checkpoints/mini_gpt_latest.pt")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument(
@@ -32,12 +52,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    from ..errors import TrainingDiverged
-    from ..fileio import os_error
-    from ..train import TrainConfig, Trainer
+    from ..train import TrainConfig
 
     overrides = {
         k: getattr(args, k)
@@ -51,14 +66,33 @@ def run(args: argparse.Namespace) -> int:
             "grad_clip",
             "dropout",
             "seed",
+            "dtype",
+            "compile",
         )
     }
     cfg = TrainConfig.from_preset(args.preset, device=args.device, **overrides)
+    from .. import distributed
     from ..threads import apply as apply_thread_policy
 
     apply_thread_policy("train")
+    world = distributed.init(args.device)  # a world of one without torchrun
+    try:
+        return _train(args, cfg, overrides, world)
+    finally:
+        distributed.shutdown()
+
+
+def _train(args: argparse.Namespace, cfg: TrainConfig, overrides: dict, world: World) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from ..errors import TrainingDiverged
+    from ..fileio import os_error
+    from ..train import Trainer
+
     trainer = Trainer(args.workspace, cfg, resume=args.resume, overrides=overrides, allow_large=args.allow_large)
-    console = Console(stderr=True, soft_wrap=True)  # paths are never broken across lines
+    # only rank 0 speaks: N ranks printing the same lines would interleave
+    console = Console(stderr=True, soft_wrap=True, quiet=not world.is_main)  # paths are never broken across lines
     progress = Progress(
         TextColumn("step"),
         MofNCompleteColumn(),
@@ -66,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         TextColumn("{task.fields[info]}"),
         TimeRemainingColumn(),
         console=console,
-        disable=args.quiet,
+        disable=args.quiet or not world.is_main,
     )
     task = progress.add_task("train", total=cfg.max_steps, info="")
     state = {"val": "-"}
@@ -91,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
             what = f"resuming at step {info['step']} of {info['max_steps']}"
         else:
             what = f"preset {args.preset}, fresh, {info['max_steps']} steps"
-        console.print(f"training on {info['device']} ({what})", highlight=False, markup=False)
+        ranks = f" x {info['world_size']} processes" if info["world_size"] > 1 else ""
+        console.print(f"training on {info['device']}{ranks} ({what})", highlight=False, markup=False)
         progress.update(task, total=info["max_steps"], completed=info["step"])
 
     trainer.register_callback("on_start", on_start)
