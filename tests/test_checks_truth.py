@@ -3,13 +3,16 @@ on real text in both directions."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
 
 from minigpt.checks import CheckContext, CheckOptions, Status, run_checks
+from minigpt.curve import SHAPE_SEVERITY
 from minigpt.fileio import atomic_torch_save
 from minigpt.prepare import prepare_workspace
 
@@ -120,3 +123,29 @@ def test_a_checkpoint_moved_away_between_runs_means_a_fresh_model_not_the_cached
     again = run_checks(ctx, only=["checkpoint_load"])
     assert again.by_id()["checkpoint_load"].status is Status.SKIP
     assert again.judged_file("checkpoint") is None
+
+
+# -- training_curve on the real curves of tests/fixtures/curves --------------------------------
+
+CURVES = Path(__file__).parent / "fixtures" / "curves"
+EXPECTED = json.loads((CURVES / "expected.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def demo_workspace(tmp_path_factory):
+    root = tmp_path_factory.mktemp("curves") / "ws"  # the corpus the fixtures were trained on (vocab 103)
+    prepare_workspace("demo", root)
+    return root
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_training_curve_check_gives_each_real_run_its_shape_and_status(demo_workspace, name):
+    expected = EXPECTED[name]
+    (demo_workspace / "logs").mkdir(exist_ok=True)
+    shutil.copy(CURVES / f"{name}.jsonl", demo_workspace / "logs" / "metrics.jsonl")
+    result = run(demo_workspace, only=["training_curve"]).by_id()["training_curve"]
+    assert result.values["shape"] == expected["shape"], result.summary
+    assert result.status.value == SHAPE_SEVERITY[expected["shape"]], result.summary
+    assert result.summary.startswith(expected["shape"] + ":")
+    if result.values["shape"] in ("unstable", "diverged"):  # the loss rose: never advise raising the rate
+        assert not any("raise the learning rate" in f for f in result.fixes), result.fixes

@@ -5,7 +5,14 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from ..modelio import ModelContractError, call, config_value, unpack  # noqa: F401  (re-exported)
+from ..modelio import (  # noqa: F401  (re-exported)
+    ModelContractError,
+    accepts_targets,
+    call,
+    config_lookup,
+    config_value,
+    unpack,
+)
 
 
 def full_logits(model: nn.Module, idx: torch.Tensor) -> tuple[torch.Tensor, str | None]:

@@ -37,7 +37,7 @@ __all__ = ["CheckContext", "CheckOptions", "InspectedModel"]
 DEBUG_SHAPE = {k: v for k, v in PRESETS["debug"].items() if k in MODEL_FIELDS}
 # the debug shape under the names common model configs use (recipe, nanoGPT, GPT-2/HF)
 _DEBUG_ALIASES = [
-    (("block_size", "n_positions", "n_ctx"), DEBUG_SHAPE["block_size"]),
+    (("block_size", "n_positions", "n_ctx", "max_position_embeddings", "max_seq_len"), DEBUG_SHAPE["block_size"]),
     (("embedding_dim", "n_embd", "d_model", "hidden_size"), DEBUG_SHAPE["embedding_dim"]),
     (("num_heads", "n_head", "n_heads"), DEBUG_SHAPE["num_heads"]),
     (("num_layers", "n_layer", "n_layers"), DEBUG_SHAPE["num_layers"]),

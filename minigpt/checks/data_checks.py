@@ -18,7 +18,10 @@ DEBUG_BATCH_SIZE = 8  # rows per batch in the batch and model checks
 
 
 def _block(ctx) -> int:
-    return int(ctx.base_config().get("block_size", 32))
+    from ..modelio import config_lookup
+
+    value = config_lookup(ctx.base_config(), "block_size")
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 32
 
 
 def _torch_version_tuple() -> tuple[int, int]:

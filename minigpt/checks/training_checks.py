@@ -37,7 +37,7 @@ def single_batch_overfit(ctx, run):
     cfg = ctx.debug_config()
     model = ctx.build_model(cfg).train()
     V = ctx.tokenizer.vocab_size
-    T = int(cfg.get("block_size", 32))
+    T = int(adapter.config_lookup(cfg, "block_size") or 32)  # type: ignore[call-overload]
     x, y = ctx.batch(DEBUG_BATCH_SIZE, T, seed=ctx.options.seed + 11)
     lr = ctx.fault.learning_rate(OVERFIT_LR) if ctx.fault else OVERFIT_LR
     opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
@@ -122,20 +122,12 @@ def single_batch_overfit(ctx, run):
     )
 
 
-CURVE_STATUS = {
-    "healthy": Status.PASS,
-    "too_short": Status.SKIP,
-    "flat": Status.FAIL,
-    "diverged": Status.FAIL,
-    "spikes": Status.WARN,
-    "plateau": Status.WARN,
-    "overfitting": Status.WARN,
-}
+SEVERITY = {"pass": Status.PASS, "warn": Status.WARN, "fail": Status.FAIL, "skip": Status.SKIP}
 
 
 @check("training_curve", "training", "The logged loss curve has a healthy shape")
 def training_curve(ctx, run):
-    from ..curve import diagnose, read_metrics
+    from ..curve import SHAPE_SEVERITY, diagnose, read_metrics
 
     path = ctx.ws.metrics
     if not path.is_file():
@@ -148,7 +140,7 @@ def training_curve(ctx, run):
         pass
     diagnosis = diagnose(list(log.points), baseline=baseline)
     values = {"shape": diagnosis.shape, "points": len(log.points), "bad_lines": log.bad_lines, **diagnosis.values}
-    status = CURVE_STATUS.get(diagnosis.shape, Status.WARN)
+    status = SEVERITY[SHAPE_SEVERITY.get(diagnosis.shape, "warn")]
     if status is Status.PASS:
         return _curve_summary(diagnosis), values
     raise Outcome(status, _curve_summary(diagnosis), values=values, causes=diagnosis.causes, fixes=diagnosis.fixes)
