@@ -3,6 +3,10 @@
 A checkpoint is a dict of plain types and tensors (so `torch.load(weights_only=True)` reads it):
 `model_state_dict`, `config`, `optimizer_state_dict`, `step`, `best_val_loss`,
 `tokenizer_fingerprint`, plus `train_config` and `rng_state` for exact resume.
+
+The model is MiniGPT unless the config names another built-in class under `model_class`
+(`minigpt.nanogpt.GPT` for an imported nanoGPT run); only the classes in `builtin_model_classes()`
+can be named, so a file never chooses what code is imported.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -24,10 +29,42 @@ from .model import MiniGPT, MiniGPTConfig
 
 KEY_PREFIXES = ("_orig_mod.", "module.")  # written by torch.compile and DistributedDataParallel
 ModelFactory = Callable[[dict], nn.Module]
+MODEL_CLASS_KEY = "model_class"  # config entry naming a built-in model class other than MiniGPT
+MINIGPT_CLASS = "minigpt.model.MiniGPT"
+
+
+def builtin_model_classes() -> dict[str, tuple[type[nn.Module], Any]]:
+    """Name -> (model class, config class with `from_dict`) of the classes a config may name."""
+    from .nanogpt import GPT, GPTConfig  # here: nanogpt reaches back into this module
+
+    return {MINIGPT_CLASS: (MiniGPT, MiniGPTConfig), "minigpt.nanogpt.GPT": (GPT, GPTConfig)}
+
+
+def _split_class(config: dict) -> tuple[str, type[nn.Module], Any, dict]:
+    """The config's model class (name, class, config class) and the config without the entry."""
+    config = dict(config)
+    name = config.pop(MODEL_CLASS_KEY, MINIGPT_CLASS)
+    classes = builtin_model_classes()
+    if not isinstance(name, str) or name not in classes:
+        raise ConfigError(
+            f"{MODEL_CLASS_KEY} {str(name)[:100]!r} is not a model class of minigpt (known: {', '.join(classes)})",
+            causes=["the checkpoint was written by another tool or edited", "pass your model with --model"],
+        )
+    model_cls, config_cls = classes[name]
+    return name, model_cls, config_cls, config
 
 
 def default_model_factory(config: dict) -> nn.Module:
-    return MiniGPT(MiniGPTConfig.from_dict(config))
+    """MiniGPT, or the built-in class the config names under `model_class`."""
+    _, model_cls, config_cls, config = _split_class(config)
+    return model_cls(config_cls.from_dict(config))
+
+
+def sizing_config(config: dict) -> MiniGPTConfig:
+    """The MiniGPT shape the memory estimate uses for the config's model class."""
+    name, _, config_cls, config = _split_class(config)
+    cfg = config_cls.from_dict(config)
+    return cfg if name == MINIGPT_CLASS else cfg.sizing()
 
 
 def save_checkpoint(path: str | os.PathLike, payload: dict) -> None:
@@ -293,7 +330,7 @@ def require_fits(
 def _size_before_building(config: dict, data: dict, device: str | torch.device, path: object) -> None:
     """A 1 KB file whose config says num_layers=10000 must not allocate gigabytes first."""
     try:
-        cfg = MiniGPTConfig.from_dict(dict(config))
+        cfg = sizing_config(config)
     except ConfigError as exc:
         raise CheckpointError(f"Invalid model config in {path}: {exc.message}", path=path) from None
     expected = minigpt_numel(cfg)
@@ -383,6 +420,24 @@ def load_checkpoint(
     return result
 
 
+def require_minigpt(data: dict, path: object) -> None:
+    """`minigpt train` trains MiniGPT: a checkpoint of another class (an imported nanoGPT run) cannot be resumed."""
+    config = data.get("config")
+    name = config.get(MODEL_CLASS_KEY, MINIGPT_CLASS) if isinstance(config, dict) else MINIGPT_CLASS
+    if name != MINIGPT_CLASS:
+        imported = data.get("imported_from")
+        origin = f" (imported from {imported.get('format')})" if isinstance(imported, dict) else ""
+        raise CheckpointError(
+            f"cannot resume from {path}: it holds a {str(name)[:100]}{origin}, and `minigpt train` trains MiniGPT only",
+            path=path,
+            causes=[
+                "continue training it with the tool that wrote it (nanoGPT's train.py)",
+                "or start a fresh MiniGPT run on the same data: minigpt train (the imported checkpoint moves to "
+                "previous/)",
+            ],
+        )
+
+
 def validate_resume_fields(data: dict, path: object) -> None:
     """Types of what `--resume` restores, checked before any of it is used (a hand-edited or
     foreign file must give a typed error naming the field, not a TypeError mid-setup)."""
@@ -395,6 +450,7 @@ def validate_resume_fields(data: dict, path: object) -> None:
             causes=["the file was edited or written by another training script"],
         )
 
+    require_minigpt(data, path)
     step = data.get("step")
     if isinstance(step, bool) or not isinstance(step, int) or step < 0:
         raise bad("step", "a non-negative integer", step)

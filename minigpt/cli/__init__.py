@@ -21,6 +21,7 @@ COMMANDS = {
     "sample": ("minigpt.cli.sample", "generate text from a checkpoint"),
     "check": ("minigpt.cli.check", "run the diagnostic checks (JSON report, CI exit codes)"),
     "report": ("minigpt.cli.report", "work with JSON check reports (diff)"),
+    "import": ("minigpt.cli.importer", "open a nanoGPT run (ckpt.pt, meta.pkl, train/val.bin) as a workspace"),
 }
 
 

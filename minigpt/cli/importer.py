@@ -1,0 +1,43 @@
+"""`minigpt import nanogpt`: open a nanoGPT character-level run as a workspace."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+FORMATS = ("nanogpt",)
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("format", choices=FORMATS, help="what wrote the run (nanogpt: Karpathy's nanoGPT)")
+    p.add_argument("--out-dir", required=True, help="nanoGPT's out_dir, holding ckpt.pt")
+    p.add_argument("--data-dir", required=True, help="nanoGPT's data/<dataset> folder: meta.pkl, train.bin, val.bin")
+    p.add_argument("--json", dest="json_path", metavar="PATH", help="also write the import summary as JSON here")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..fileio import atomic_write_text
+    from ..nanogpt import MODEL_CLASS, import_nanogpt
+
+    summary = import_nanogpt(args.out_dir, args.data_dir, args.workspace)
+    cfg = summary.config
+    best = f"{summary.best_val_loss:.4f}" if summary.best_val_loss is not None else "unknown"
+    print(f"imported {summary.checkpoint} (iter {summary.step}, best val loss {best}) into {summary.workspace}")
+    print(
+        f"  model       {MODEL_CLASS}: {cfg['n_layer']} layers, {cfg['n_head']} heads, n_embd {cfg['n_embd']}, "
+        f"block {cfg['block_size']}, bias {'on' if cfg['bias'] else 'off'}, {summary.parameters:,} parameters"
+    )
+    print(f"  tokenizer   {summary.vocab_size} characters, fingerprint {summary.fingerprint[:12]}")
+    print(
+        "  data        "
+        + ", ".join(f"{split} {n:,} tokens" for split, n in summary.tokens.items())
+        + f" as {summary.ids_dtype}"
+    )
+    for path in summary.written.values():
+        print(f"  wrote       {path}")
+    for notice in summary.notices:
+        print(f"  note        {notice}")
+    print(f"in {summary.seconds:.1f}s; next: minigpt check --workspace {summary.workspace}")
+    if args.json_path:
+        atomic_write_text(json.dumps(summary.to_dict(), indent=1) + "\n", args.json_path)
+    return 0

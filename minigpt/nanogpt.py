@@ -1,0 +1,602 @@
+"""Open a nanoGPT character-level run (`out_dir/ckpt.pt` + `data/<dataset>/`) as a minigpt workspace.
+
+`GPT` is nanoGPT's model under nanoGPT's own parameter names, so its checkpoint loads strictly,
+with no renaming. `import_nanogpt` reads the run without ever unpickling code and writes the
+workspace files the rest of minigpt reads:
+
+    nanoGPT                                  workspace
+    ckpt.pt  model (state dict)          ->  checkpoints/mini_gpt_best.pt  model_state_dict, same names:
+             (`_orig_mod.` / `module.` prefixes stripped; the `*.attn.bias` causal-mask buffers
+             that torch < 2.0 runs save are dropped: this GPT builds its mask in SDPA)
+             model_args                  ->  config (+ "model_class": "minigpt.nanogpt.GPT")
+             iter_num                    ->  step
+             best_val_loss (0-d tensor)  ->  best_val_loss (float)
+             config (train.py settings)  ->  imported_from["config"]
+             optimizer                   ->  not carried (nanoGPT's AdamW groups; minigpt trains MiniGPT)
+    meta.pkl itos {id: char}             ->  tokenizer/char_tokenizer.json chars[id]; its fingerprint
+                                             is the checkpoint's tokenizer_fingerprint
+    train.bin / val.bin (uint16)         ->  data/encoded/{train,val}_ids.pt (smallest integer dtype;
+                                             nanoGPT has no test split)
+
+`ckpt.pt` is read with `torch.load(weights_only=True)`; `meta.pkl` with an unpickler that refuses
+every global, so a payload that would run code is refused before it runs. The `.bin` files are
+memory-mapped and converted in chunks: an import never holds a split in RAM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+import os
+import pickle
+import shutil
+import tempfile
+import time
+import zipfile
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import cast
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from .errors import CheckpointError, ConfigError, DataError
+from .fileio import StagedWrite, stage_text, stage_torch_save, stat_input
+from .model import MiniGPTConfig
+from .workspace import SPLITS, Workspace
+
+MODEL_CLASS = "minigpt.nanogpt.GPT"  # what an imported checkpoint's config names (see checkpoint.py)
+META_MAX_BYTES = 64 * 2**20  # a char-level meta.pkl is a few KB
+CHUNK_TOKENS = 1 << 22  # tokens converted per step (8 MiB of uint16)
+
+
+# --- nanoGPT's model, parameter for parameter --------------------------------------------------
+
+
+@dataclass
+class GPTConfig:
+    block_size: int = 1024  # longest context
+    vocab_size: int = 50304  # nanoGPT's default: GPT-2's 50257 padded to a multiple of 64
+    n_layer: int = 12  # transformer blocks
+    n_head: int = 12  # attention heads; must divide n_embd
+    n_embd: int = 768  # width of the residual stream
+    dropout: float = 0.0  # on embeddings, attention weights and residual branches
+    bias: bool = True  # biases in Linears and LayerNorms, like GPT-2
+
+    def __post_init__(self) -> None:
+        for name in ("block_size", "vocab_size", "n_layer", "n_head", "n_embd"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"GPTConfig.{name} must be a positive integer; found {value!r}")
+        if self.n_embd % self.n_head:
+            raise ConfigError(f"n_embd ({self.n_embd}) must be divisible by n_head ({self.n_head})")
+        if not isinstance(self.bias, bool):
+            raise ConfigError(f"GPTConfig.bias must be true or false; found {self.bias!r}")
+        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) or not 0 <= self.dropout < 1:
+            raise ConfigError(f"GPTConfig.dropout must be in [0, 1); found {self.dropout!r}")
+
+    @classmethod
+    def from_dict(cls, data: dict) -> GPTConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(
+                f"unknown nanoGPT model_args field(s): {unknown}; nanoGPT's GPTConfig has {sorted(known)}",
+                causes=["the run used a modified model.py: pass it with --model FILE.py:GPT instead"],
+            )
+        return cls(**data)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def sizing(self) -> MiniGPTConfig:
+        """The MiniGPT of the same shape, for minigpt's memory estimate (same blocks, 4x MLP)."""
+        return MiniGPTConfig(self.vocab_size, self.block_size, self.n_embd, self.n_head, self.n_layer, 4, 0.0)
+
+
+class LayerNorm(nn.Module):
+    """LayerNorm with an optional bias (nanoGPT's: `bias=False` leaves no `.bias` in the state dict)."""
+
+    def __init__(self, ndim: int, bias: bool):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(ndim))
+        self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.layer_norm(x, self.weight.shape, self.weight, self.bias, 1e-5)
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd, bias=config.bias)  # q, k, v in one matmul
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd, bias=config.bias)
+        self.attn_dropout = nn.Dropout(config.dropout)  # kept for nanoGPT's module tree; SDPA applies dropout_p
+        self.resid_dropout = nn.Dropout(config.dropout)
+        self.n_head, self.n_embd, self.dropout = config.n_head, config.n_embd, config.dropout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(self.n_embd, dim=2)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, nh, T, hs)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0, is_causal=True)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C): heads side by side again
+        return self.resid_dropout(self.c_proj(y))
+
+
+class MLP(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd, bias=config.bias)
+        self.gelu = nn.GELU()
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd, bias=config.bias)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.c_proj(self.gelu(self.c_fc(x))))
+
+
+class Block(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.ln_1 = LayerNorm(config.n_embd, bias=config.bias)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = LayerNorm(config.n_embd, bias=config.bias)
+        self.mlp = MLP(config)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    """nanoGPT's GPT: tied `transformer.wte` / `lm_head`, pre-LN blocks, GELU MLP, learned positions.
+
+    Without targets `forward` returns only the last position's logits, `(B, 1, V)`, as nanoGPT does."""
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.config = config
+        self.transformer = nn.ModuleDict(
+            dict(
+                wte=nn.Embedding(config.vocab_size, config.n_embd),
+                wpe=nn.Embedding(config.block_size, config.n_embd),
+                drop=nn.Dropout(config.dropout),
+                h=nn.ModuleList([Block(config) for _ in range(config.n_layer)]),
+                ln_f=LayerNorm(config.n_embd, bias=config.bias),
+            )
+        )
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        cast(nn.Embedding, self.transformer["wte"]).weight = self.lm_head.weight  # weight tying
+        self.apply(self._init_weights)
+        for name, p in self.named_parameters():  # GPT-2's scaled init of the residual projections
+            if name.endswith("c_proj.weight"):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+        b, t = idx.size()
+        if t > self.config.block_size:
+            raise ValueError(f"Cannot forward sequence of length {t}, block size is only {self.config.block_size}")
+        pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
+        tr = self.transformer
+        x = tr["drop"](tr["wte"](idx) + tr["wpe"](pos))  # (B, T, C)
+        for block in cast(nn.ModuleList, tr["h"]):
+            x = block(x)
+        x = tr["ln_f"](x)
+        if targets is not None:
+            logits = self.lm_head(x)  # (B, T, V)
+            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
+            return logits, loss
+        return self.lm_head(x[:, [-1], :]), None  # (B, 1, V): nanoGPT's inference shortcut
+
+
+# --- meta.pkl without running code ------------------------------------------------------------
+
+
+class UnsafePickleError(DataError):
+    """A pickle asked for a Python global (class or function): unpickling it could run code."""
+
+    def __init__(self, path: object, global_name: str):
+        self.global_name = global_name
+        super().__init__(
+            f"Refused to load {path}: the pickle asks for the Python global {global_name!r}, and unpickling "
+            "it could run code. A nanoGPT meta.pkl holds only a dict of strings and integers, so nothing "
+            "in it was run.",
+            path=path,
+            causes=[
+                "the file was replaced by a malicious or foreign pickle",
+                "it was written by a modified prepare.py that pickles objects",
+            ],
+        )
+
+
+class _PlainDataUnpickler(pickle.Unpickler):
+    """Dicts, lists, tuples, str, bytes, numbers, bool and None need no globals; every global is refused."""
+
+    def __init__(self, file: io.BytesIO, path: Path):
+        super().__init__(file)
+        self._path = path
+
+    def find_class(self, module: str, name: str):
+        raise UnsafePickleError(self._path, f"{module}.{name}")
+
+
+def load_plain_pickle(path: str | os.PathLike) -> object:
+    """Unpickle a file that must hold plain data only; never calls `pickle.load`."""
+    path = Path(path)
+    st = stat_input(path, "meta.pkl", error=DataError, missing=["--data-dir is nanoGPT's data/<dataset> folder"])
+    if st.st_size > META_MAX_BYTES:
+        raise DataError(f"Not a char-level meta.pkl: {path} is {st.st_size:,} bytes (expected a few KB)", path=path)
+    try:
+        return _PlainDataUnpickler(io.BytesIO(path.read_bytes()), path).load()
+    except UnsafePickleError:
+        raise
+    except (pickle.UnpicklingError, EOFError, ValueError, IndexError, KeyError, TypeError, AttributeError) as exc:
+        raise DataError(
+            f"Not a readable meta.pkl: {path} ({type(exc).__name__}: {str(exc)[:200]})",
+            path=path,
+            causes=["the file is truncated or corrupt", "it is not a pickle"],
+        ) from None
+
+
+def read_meta(path: str | os.PathLike) -> list[str]:
+    """The characters of a nanoGPT char-level `meta.pkl`, in ID order (`itos[0]`, `itos[1]`, ...)."""
+    meta = load_plain_pickle(path)
+
+    def bad(what: str) -> DataError:
+        return DataError(
+            f"Not a char-level nanoGPT meta.pkl: {path} {what}",
+            path=path,
+            causes=["written by another prepare.py (BPE runs have no meta.pkl)", "a hand-edited file"],
+        )
+
+    if not isinstance(meta, dict) or not isinstance(meta.get("itos"), dict):
+        found = f"keys {sorted(map(str, meta))[:8]}" if isinstance(meta, dict) else type(meta).__name__
+        raise bad(f"should be a dict with an 'itos' dict; found {found}")
+    itos = meta["itos"]
+    if set(itos) != set(range(len(itos))):
+        raise bad(f"'itos' keys should be the IDs 0..{len(itos) - 1}; found {sorted(map(repr, itos))[:6]}")
+    chars = [itos[i] for i in range(len(itos))]
+    if not all(isinstance(c, str) and len(c) == 1 for c in chars):
+        raise bad(f"'itos' should map IDs to single characters; found {[c for c in chars if len(str(c)) != 1][:5]!r}")
+    if meta.get("vocab_size", len(chars)) != len(chars):
+        raise bad(f"says vocab_size {meta.get('vocab_size')!r} but 'itos' has {len(chars)} characters")
+    stoi = meta.get("stoi")
+    if stoi is not None and stoi != {c: i for i, c in enumerate(chars)}:
+        raise bad("has 'stoi' and 'itos' that are not inverses of each other")
+    return chars
+
+
+# --- ckpt.pt ----------------------------------------------------------------------------------
+
+
+class _Stub:
+    """Stands in for any global while locating refused ones: its methods only record, never run code."""
+
+    name, refused = "", False
+    parts: list
+
+    def __new__(cls, *args, **kwargs):
+        obj = object.__new__(cls)
+        obj.parts = [args, kwargs]
+        return obj
+
+    def __setstate__(self, state):
+        self.parts.append(state)
+
+    def __setitem__(self, key, value):
+        self.parts.append({key: value})
+
+    def append(self, value):
+        self.parts.append(value)
+
+    def extend(self, values):
+        self.parts.extend(values)
+
+
+class _LocatingUnpickler(pickle.Unpickler):
+    def __init__(self, file, refused: set[str]):
+        super().__init__(file)
+        self.refused = refused
+
+    def find_class(self, module: str, name: str):
+        full = f"{module}.{name}"
+        return type("Stub", (_Stub,), {"name": full, "refused": full in self.refused})
+
+    def persistent_load(self, pid):  # tensor storages: not needed to find the keys
+        return None
+
+
+def refused_entries(path: Path, refused: list[str]) -> list[str]:
+    """Where in the checkpoint the refused globals sit, e.g. `config['out_dir'] (pathlib.PosixPath)`.
+    Reads the pickle with stubs for every global, so nothing in it runs."""
+    found: list[str] = []
+
+    def walk(obj, where: str, depth: int = 0) -> None:
+        if depth > 50 or len(found) >= 10:
+            return
+        if isinstance(obj, _Stub):
+            if obj.refused:
+                found.append(f"{where or 'the top level'} ({obj.name})")
+                return
+            for part in obj.parts:
+                walk(part, where, depth + 1)
+        elif isinstance(obj, dict):
+            for key, value in obj.items():
+                walk(value, f"{where}[{key!r}]" if where else repr(key), depth + 1)
+        elif isinstance(obj, (list, tuple)):
+            for i, value in enumerate(obj):
+                walk(value, f"{where}[{i}]", depth + 1)
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            name = next(n for n in zf.namelist() if n.endswith("/data.pkl") or n == "data.pkl")
+            walk(_LocatingUnpickler(io.BytesIO(zf.read(name)), set(refused)).load(), "")
+    except (zipfile.BadZipFile, StopIteration, pickle.UnpicklingError, EOFError, ValueError, TypeError) as exc:
+        return [f"(could not locate them: {type(exc).__name__})"]
+    return found
+
+
+def read_nanogpt_checkpoint(path: str | os.PathLike) -> dict:
+    """nanoGPT's `ckpt.pt` via `torch.load(weights_only=True)`; a refused object names its key."""
+    from .checkpoint import read_checkpoint
+    from .data import unsafe_globals
+
+    path = Path(path)
+    stat_input(
+        path, "nanoGPT checkpoint", error=CheckpointError, missing=["--out-dir is the out_dir train.py saved to"]
+    )
+    try:
+        data = read_checkpoint(path)
+    except CheckpointError:
+        refused = [g for g in unsafe_globals(path) if not g.startswith("<")]
+        if not refused:
+            raise
+        where = refused_entries(path, refused)
+        raise CheckpointError(
+            f"Refused to load {path}: {', '.join(where) or ', '.join(refused)} is outside torch's weights-only "
+            "allow-list (nanoGPT's own checkpoint holds only tensors, numbers, strings and dicts)",
+            path=path,
+            causes=[
+                "a modified train.py saved an object there (e.g. argparse args instead of a dict)",
+                "save it as plain values: torch.save({..., 'config': vars(args)}, path)",
+            ],
+        ) from None
+    if not isinstance(data.get("model"), dict) or not isinstance(data.get("model_args"), dict):
+        raise CheckpointError(
+            f"Not a nanoGPT checkpoint: {path} has no 'model' and 'model_args' (keys: {sorted(map(str, data))[:8]})",
+            path=path,
+            causes=["a minigpt checkpoint needs no import: use it with --checkpoint", "another training script"],
+        )
+    return data
+
+
+def _load_weights(model: GPT, state_dict: dict, path: Path) -> list[str]:
+    from .checkpoint import compare_state_dict, require_finite, strip_prefixes
+
+    state_dict, notices = strip_prefixes(dict(state_dict))
+    masks = [k for k in state_dict if k.endswith(".attn.bias") and getattr(state_dict[k], "dim", lambda: 0)() == 4]
+    if masks:
+        state_dict = {k: v for k, v in state_dict.items() if k not in masks}
+        notices.append(f"dropped {len(masks)} causal-mask buffers (*.attn.bias) saved by nanoGPT without flash")
+    head, wte = state_dict.get("lm_head.weight"), state_dict.get("transformer.wte.weight")
+    if isinstance(head, torch.Tensor) and isinstance(wte, torch.Tensor) and not torch.equal(head, wte):
+        raise CheckpointError(
+            f"{path}: lm_head.weight differs from transformer.wte.weight, but nanoGPT ties them",
+            path=path,
+            causes=["the run used a modified model.py without weight tying: pass it with --model"],
+        )
+    mismatch = compare_state_dict(model, state_dict)
+    if mismatch:
+        raise CheckpointError(
+            f"{path} does not fit nanoGPT's GPT built from its model_args: {mismatch.describe()}",
+            path=path,
+            causes=["the run used a modified model.py: pass it with --model FILE.py:GPT", "model_args was edited"],
+        )
+    require_finite(state_dict, path, use="import")
+    model.load_state_dict(state_dict, strict=True)
+    return notices
+
+
+# --- train.bin / val.bin ----------------------------------------------------------------------
+
+
+def open_bin(path: Path) -> np.memmap:
+    """A nanoGPT token file as a read-only uint16 memory map (nothing is read yet)."""
+    st = stat_input(path, "nanoGPT token file", error=DataError, missing=["--data-dir is nanoGPT's data/<dataset>"])
+    if st.st_size == 0 or st.st_size % 2:
+        raise DataError(
+            f"Not a nanoGPT token file: {path} is {st.st_size} bytes; expected a non-zero even size (uint16 IDs)",
+            path=path,
+            causes=["an interrupted prepare.py", "another kind of file"],
+        )
+    return np.memmap(path, dtype=np.uint16, mode="r")
+
+
+def stage_ids(src: np.memmap, dest: Path, dtype: torch.dtype, vocab_size: int, source: Path) -> StagedWrite:
+    """Convert `src` chunk by chunk into a disk-backed scratch array of `dtype`, then stage it as
+    `torch.save` of a 1-D tensor (what `data.load_ids` reads). An ID >= vocab_size is refused."""
+    np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, scratch = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".scratch", dir=dest.parent)
+    os.close(fd)
+    try:
+        out = np.memmap(scratch, dtype=np_dtype, mode="w+", shape=(len(src),))
+        for start in range(0, len(src), CHUNK_TOKENS):
+            chunk = src[start : start + CHUNK_TOKENS]
+            top = int(chunk.max())
+            if top >= vocab_size:
+                at = start + int(np.argmax(chunk >= vocab_size))
+                raise DataError(
+                    f"{source} holds ID {top} at token {at:,}, outside the vocabulary of meta.pkl ({vocab_size})",
+                    path=source,
+                    causes=["train.bin/val.bin and meta.pkl come from different prepare.py runs"],
+                )
+            out[start : start + len(chunk)] = chunk
+        out.flush()
+        return stage_torch_save(torch.from_numpy(out), dest)  # pages stream from the scratch file
+    finally:
+        os.unlink(scratch)
+
+
+# --- the import ---------------------------------------------------------------------------------
+
+
+@dataclass
+class ImportSummary:
+    """What `import_nanogpt` read and wrote; `to_dict()` is JSON-ready."""
+
+    checkpoint: str  # nanoGPT's ckpt.pt
+    workspace: str
+    written: dict[str, str]  # role -> path
+    step: int | None  # nanoGPT's iter_num
+    best_val_loss: float | None
+    config: dict  # model_args
+    parameters: int  # distinct parameters (the tied head counted once)
+    vocab_size: int
+    fingerprint: str
+    tokens: dict[str, int]  # split -> tokens
+    ids_dtype: str
+    seconds: float
+    notices: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _refuse_existing_run(ws) -> None:
+    run_files = (ws.tokenizer, *(ws.ids(s) for s in SPLITS), ws.best_checkpoint, ws.latest_checkpoint, ws.metrics)
+    present = [p for p in run_files if p.exists()]
+    if present:
+        raise DataError(
+            f"Refusing to import into {ws.root}: it already holds a run "
+            f"({', '.join(str(p.relative_to(ws.root)) for p in present[:4])})",
+            path=ws.root,
+            causes=["import into a new or empty --workspace: its tokenizer and checkpoints would be replaced"],
+        )
+
+
+def _share(src: Path, dest: Path) -> None:
+    """`dest` becomes the same file as `src`: a hard link, or a copy where links are refused."""
+    tmp = dest.with_name(f".{dest.name}.link.tmp")  # the trainer's orphan clean-up knows `.*.tmp`
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+    try:
+        os.link(src, tmp)
+    except OSError:
+        shutil.copyfile(src, tmp)
+    os.replace(tmp, dest)
+
+
+def _number(value: object, name: str, path: Path) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise CheckpointError(f"{path}: '{name}' should be a number; found {type(value).__name__}", path=path)
+    return float(value) if math.isfinite(value) else None
+
+
+def import_nanogpt(
+    out_dir: str | os.PathLike, data_dir: str | os.PathLike, workspace: str | os.PathLike
+) -> ImportSummary:
+    """Read nanoGPT's `out_dir/ckpt.pt` and `data_dir/{meta.pkl,train.bin,val.bin}` and write them
+    into `workspace` as a minigpt run. Everything is validated and staged first, then replaced
+    together (the checkpoint last) while holding the workspace lock; a failure writes nothing.
+    Raises CheckpointError / DataError / ConfigError on bad input."""
+    from .checkpoint import MODEL_CLASS_KEY, require_fits
+    from .data import id_dtype
+    from .lock import acquire
+    from .tokenizer import CharTokenizer
+
+    started = time.perf_counter()
+    ws, out_dir, data_dir = Workspace(Path(workspace)), Path(out_dir).expanduser(), Path(data_dir).expanduser()
+    _refuse_existing_run(ws)
+    ckpt_path = out_dir / "ckpt.pt"
+    raw = read_nanogpt_checkpoint(ckpt_path)
+    try:
+        cfg = GPTConfig.from_dict(dict(raw["model_args"]))
+    except (ConfigError, TypeError) as exc:
+        raise CheckpointError(
+            f"{ckpt_path}: model_args does not describe nanoGPT's GPT: {getattr(exc, 'message', exc)}",
+            path=ckpt_path,
+            causes=getattr(exc, "causes", []),
+        ) from None
+    tokenizer = CharTokenizer(read_meta(data_dir / "meta.pkl"), path=str(data_dir / "meta.pkl"))
+    if tokenizer.vocab_size != cfg.vocab_size:
+        raise DataError(
+            f"meta.pkl in {data_dir} has {tokenizer.vocab_size} characters but the checkpoint's vocab_size is "
+            f"{cfg.vocab_size}",
+            path=data_dir / "meta.pkl",
+            causes=["--data-dir is another dataset than the one this run trained on"],
+        )
+    bins = {split: open_bin(data_dir / f"{split}.bin") for split in ("train", "val")}
+    require_fits(cfg.sizing(), "cpu", batch_size=1, training=False, what=ckpt_path)
+    model = GPT(cfg)
+    notices = _load_weights(model, raw["model"], ckpt_path)
+    iter_num = raw.get("iter_num")
+    if iter_num is not None and (isinstance(iter_num, bool) or not isinstance(iter_num, int) or iter_num < 0):
+        raise CheckpointError(f"{ckpt_path}: 'iter_num' should be a non-negative integer; found {iter_num!r}")
+    best = _number(raw.get("best_val_loss"), "best_val_loss", ckpt_path)
+    train_config = raw.get("config") if isinstance(raw.get("config"), dict) else {}
+    payload = {
+        "model_state_dict": model.state_dict(),
+        "config": {**cfg.to_dict(), MODEL_CLASS_KEY: MODEL_CLASS},
+        "step": iter_num,
+        "best_val_loss": best,
+        "tokenizer_fingerprint": tokenizer.fingerprint,
+        "imported_from": {
+            "format": "nanoGPT",
+            "checkpoint": str(ckpt_path),
+            "data_dir": str(data_dir),
+            "config": train_config,
+        },  # fmt: skip
+    }
+    dtype = id_dtype(tokenizer.vocab_size)
+    staged: list[StagedWrite] = []
+    with acquire(ws.root, "import") as lock:
+        notices += lock.notices
+        _refuse_existing_run(ws)  # again under the lock: a run may have started meanwhile
+        try:
+            for split, src in bins.items():
+                staged.append(stage_ids(src, ws.ids(split), dtype, tokenizer.vocab_size, data_dir / f"{split}.bin"))
+            staged.append(stage_text(tokenizer.to_json(), ws.tokenizer))
+            staged.append(stage_torch_save(payload, ws.best_checkpoint))
+            for write in staged:  # the checkpoint last: a run is only judged once its data is there
+                write.commit()
+            # the same file as the latest checkpoint too: `minigpt train --resume` then finds it and
+            # refuses it by name (it is no MiniGPT run) instead of reporting no checkpoint at all
+            _share(ws.best_checkpoint, ws.latest_checkpoint)
+        finally:
+            for write in staged:
+                write.discard()  # a no-op for the committed ones
+    return ImportSummary(
+        checkpoint=str(ckpt_path),
+        workspace=str(ws.root),
+        written={**{w.path.name: str(w.path) for w in staged}, ws.latest_checkpoint.name: str(ws.latest_checkpoint)},
+        step=iter_num,
+        best_val_loss=best,
+        config=cfg.to_dict(),
+        parameters=sum(p.numel() for p in model.parameters()),
+        vocab_size=tokenizer.vocab_size,
+        fingerprint=tokenizer.fingerprint,
+        tokens={split: len(src) for split, src in bins.items()},
+        ids_dtype=str(dtype),
+        seconds=time.perf_counter() - started,
+        notices=notices,
+    )
