@@ -317,7 +317,7 @@ def _plain_columns(lines: list[bytes]) -> tuple[list[int], list[list]] | None:
         return None
     if not set().union(*records) <= _PLAIN_KEYS:  # every key of every record, in one C call
         return None
-    steps = list(map(dict.get, records, repeat("step")))
+    steps: list = list(map(dict.get, records, repeat("step")))
     if set(map(type, steps)) != {int} or min(steps) not in _STEP_RANGE or max(steps) not in _STEP_RANGE:
         return None
     return steps, [list(map(dict.get, records, repeat(name))) for name in _FIELDS]
