@@ -44,8 +44,12 @@ def run_checks(
     skip: list[str] | None = None,
     listener: Listener | None = None,
     cancel: threading.Event | None = None,
+    done: list[CheckResult] | None = None,
 ) -> Report:
+    """Run the selection in pipeline order. `done`: results from an earlier part of this same run
+    (the sandbox restarts a run after a check killed its process); they are kept, not re-run."""
     ids, skipped = resolve_selection(only, skip)
+    finished = {r.id: r for r in done or []}
     specs = implementations()
     listener = listener or (lambda kind, payload: None)
     cancel = cancel or threading.Event()
@@ -58,6 +62,10 @@ def run_checks(
             report.cancelled = True
             break
         spec = specs[cid]
+        if cid in finished:
+            statuses[cid] = Status.PASS if cid in skipped else finished[cid].status
+            report.results.append(finished[cid])
+            continue
         listener("started", (cid, index, len(ids)))
         blocked = [d for d in spec.depends if d in statuses and statuses[d].blocks_dependents]
         t0 = time.perf_counter()
@@ -90,6 +98,15 @@ def _run_one(spec: Check, ctx: CheckContext, run: CheckRun) -> CheckResult:
         return CheckResult(spec.id, spec.stage, Status.PASS, summary, values=values)
     except Cancelled:
         raise
+    except SystemExit as exc:  # sys.exit() in the user's model code must not end `minigpt check`
+        return CheckResult(
+            spec.id,
+            spec.stage,
+            Status.ERROR,
+            f"the model code called sys.exit({exc.code!r}) during {spec.id} ({spec.title})",
+            causes=["a sys.exit()/exit()/quit() in the model file or in code it calls"],
+            fixes=["raise an exception instead of exiting; the checks report it with its line"],
+        )
     except Outcome as out:
         return CheckResult(
             spec.id, spec.stage, out.status, out.summary, values=out.values, causes=out.causes, fixes=out.fixes
@@ -100,6 +117,7 @@ def _run_one(spec: Check, ctx: CheckContext, run: CheckRun) -> CheckResult:
             spec.stage,
             Status.ERROR,
             exc.message,
+            values={"bad_usage": True},  # the CLI exits 2: the arguments are wrong, not the model
             causes=exc.causes,
             fixes=["fix the --model/--config/--device argument"],
         )
