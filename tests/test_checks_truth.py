@@ -149,3 +149,52 @@ def test_training_curve_check_gives_each_real_run_its_shape_and_status(demo_work
     assert result.summary.startswith(expected["shape"] + ":")
     if result.values["shape"] in ("unstable", "diverged"):  # the loss rose: never advise raising the rate
         assert not any("raise the learning rate" in f for f in result.fixes), result.fixes
+
+
+# -- training_curve on a TensorBoard log ------------------------------------------------------
+
+
+def test_training_curve_reads_a_tensorboard_run_written_by_summarywriter(demo_workspace, tmp_path):
+    pytest.importorskip("tensorboard", reason="the optional extra minigpt-tui[tensorboard]")
+    from torch.utils.tensorboard import SummaryWriter
+
+    # GIVEN the real lr=3 run (a blow-up), logged the way a SummaryWriter user logs it
+    rows = [json.loads(line) for line in (CURVES / "lr_3_noclip.jsonl").read_text().splitlines() if line.strip()]
+    writer = SummaryWriter(str(tmp_path / "tb"))
+    for r in rows:
+        if isinstance(r.get("train_loss"), (int, float)):
+            writer.add_scalar("train/loss", r["train_loss"], r["step"])
+        if isinstance(r.get("val_loss"), (int, float)):
+            writer.add_scalar("val/loss", r["val_loss"], r["step"])
+        if isinstance(r.get("lr"), (int, float)):
+            writer.add_scalar("train/lr", r["lr"], r["step"])
+    writer.close()
+    # WHEN training_curve reads the event folder
+    report = run(demo_workspace, only=["training_curve"], metrics=tmp_path / "tb")
+    result = report.by_id()["training_curve"]
+    # THEN it gives the same verdict as on the JSONL, and the report names the folder it judged
+    assert result.values["shape"] == EXPECTED["lr_3_noclip"]["shape"] and result.status is Status.FAIL
+    assert report.judged_file("metrics").path == str(tmp_path / "tb")
+
+
+def test_a_tensorboard_folder_without_loss_scalars_is_a_clear_failure(demo_workspace, tmp_path):
+    pytest.importorskip("tensorboard", reason="the optional extra minigpt-tui[tensorboard]")
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(tmp_path / "tb"))
+    writer.add_scalar("accuracy", 0.5, 1)
+    writer.close()
+    result = run(demo_workspace, only=["training_curve"], metrics=tmp_path / "tb").by_id()["training_curve"]
+    assert result.status is Status.FAIL and "No loss scalars" in result.summary
+
+
+def test_without_the_extra_a_tensorboard_log_names_the_install_command(tmp_path, monkeypatch):
+    import sys as _sys
+
+    from minigpt.errors import DataError
+    from minigpt.tensorboard_log import read_tensorboard
+
+    (tmp_path / "events.out.tfevents.1.host").write_bytes(b"")
+    monkeypatch.setitem(_sys.modules, "tensorboard.backend.event_processing.event_file_loader", None)
+    with pytest.raises(DataError, match=r"minigpt-tui\[tensorboard\]"):
+        read_tensorboard(tmp_path)

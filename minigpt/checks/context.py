@@ -135,12 +135,12 @@ class CheckContext:
         out = []
         roles = [
             ("checkpoint", self.inputs.checkpoint),
-            ("metrics", self.ws.metrics),
+            ("metrics", self.inputs.metrics),
             ("tokenizer", self.inputs.tokenizer),
             ("train_ids", self.inputs.train_data),
         ]
         for role, path in roles:
-            if path is None or not path.is_file():
+            if path is None or not path.exists():
                 continue
             st = path.stat()
             step = None

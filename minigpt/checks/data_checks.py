@@ -76,7 +76,7 @@ def files(ctx, run):
         "val_ids": ctx.ws.ids("val"),
         "test_ids": ctx.ws.ids("test"),
         "checkpoint": inputs.checkpoint or inputs.checkpoint_default,
-        "metrics": ctx.ws.metrics,
+        "metrics": ctx.inputs.metrics,
     }
     rows, missing, small, absent_optional = [], [], [], []
     for role, path in {**required, **optional}.items():

@@ -25,6 +25,7 @@ class CheckOptions:
     train_data: Path | str | None = None  # None: <workspace>/data/encoded/train_ids.pt
     model_spec: str | None = None  # FILE.py:CLASS[:CONFIG]
     config_path: Path | str | None = None  # JSON model config when there is no checkpoint
+    metrics: Path | str | None = None  # None: <workspace>/logs/metrics.jsonl; or a TensorBoard event file/folder
     device: str = "auto"
     expect_gpu: bool = False
     overfit_steps: int = 300
@@ -44,8 +45,13 @@ class CheckOptions:
             raise ConfigError(f"--overfit-steps must be at least 1; found {self.overfit_steps}")
         ws = Workspace(self.workspace)
         fresh = isinstance(self.checkpoint, str) and self.checkpoint.strip().lower() == FRESH_MODEL
-        explicit = {"--checkpoint": None if fresh else self.checkpoint, "--tokenizer": self.tokenizer,
-                    "--train-data": self.train_data, "--config": self.config_path}  # fmt: skip
+        explicit = {
+            "--checkpoint": None if fresh else self.checkpoint,
+            "--tokenizer": self.tokenizer,
+            "--train-data": self.train_data,
+            "--config": self.config_path,
+            "--metrics": self.metrics,
+        }
         for flag, named in explicit.items():
             if named is not None and not Path(named).expanduser().exists():
                 raise ConfigError(
@@ -67,6 +73,7 @@ class CheckOptions:
             tokenizer=Path(self.tokenizer).expanduser() if self.tokenizer else ws.tokenizer,
             train_data=Path(self.train_data).expanduser() if self.train_data else ws.ids("train"),
             config_path=Path(self.config_path).expanduser() if self.config_path else None,
+            metrics=Path(self.metrics).expanduser() if self.metrics else ws.metrics,
         )
 
 
@@ -79,3 +86,4 @@ class ResolvedInputs:
     tokenizer: Path
     train_data: Path
     config_path: Path | None
+    metrics: Path  # a metrics.jsonl, or a TensorBoard event file or folder

@@ -6,6 +6,7 @@ import math
 
 import torch
 
+from ..errors import MiniGPTError
 from . import adapter
 from .context import weights_finite
 from .data_checks import DEBUG_BATCH_SIZE
@@ -128,16 +129,20 @@ SEVERITY = {"pass": Status.PASS, "warn": Status.WARN, "fail": Status.FAIL, "skip
 @check("training_curve", "training", "The logged loss curve has a healthy shape")
 def training_curve(ctx, run):
     from ..curve import SHAPE_SEVERITY, diagnose, read_metrics
+    from ..tensorboard_log import is_tensorboard_path, read_tensorboard
 
-    path = ctx.ws.metrics
-    if not path.is_file():
-        raise Outcome(Status.SKIP, f"no metrics log at {path} (train first, or pass --workspace)")
-    log = read_metrics(path)
+    path = ctx.inputs.metrics
+    if is_tensorboard_path(path):
+        log = read_tensorboard(path)
+    elif path.is_file():
+        log = read_metrics(path)
+    else:
+        raise Outcome(Status.SKIP, f"no metrics log at {path} (train first, or pass --workspace/--metrics)")
     baseline = None
     try:
         baseline = math.log(ctx.tokenizer.vocab_size)
-    except Exception:
-        pass
+    except MiniGPTError:
+        pass  # tokenizer_roundtrip reports it; the curve is judged without the uniform-guess line
     diagnosis = diagnose(list(log.points), baseline=baseline)
     values = {"shape": diagnosis.shape, "points": len(log.points), "bad_lines": log.bad_lines, **diagnosis.values}
     status = SEVERITY[SHAPE_SEVERITY.get(diagnosis.shape, "warn")]

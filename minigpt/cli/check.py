@@ -23,6 +23,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="your model: FILE.py:CLASS[:CONFIG] or package.module:CLASS[:CONFIG]",
     )
     p.add_argument("--config", dest="config_path", help="model config JSON, used when there is no checkpoint")
+    p.add_argument(
+        "--metrics",
+        metavar="PATH",
+        help="training log to judge: a metrics JSONL (default: logs/metrics.jsonl) or a TensorBoard event file/folder",
+    )
     p.add_argument("--only", help="comma-separated check ids (their dependencies run too)")
     p.add_argument("--skip", help="comma-separated check ids to skip")
     p.add_argument("--skip-overfit", action="store_true", help="skip the single-batch overfit check")
@@ -78,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
         train_data=args.train_data,
         model_spec=args.model_spec,
         config_path=args.config_path,
+        metrics=args.metrics,
         device=args.device,
         expect_gpu=args.expect_gpu,
         overfit_steps=args.overfit_steps,
