@@ -15,6 +15,7 @@ from textual.message import Message
 from textual.widgets import Static
 
 from ..messages import CheckFinished, ChecksFinished, FaultChanged
+from ..widgets.deferred import RenderWhenShown
 from ..widgets.status import status_text, visible_char
 
 MISMATCH_STYLE = "bold white on red"
@@ -26,7 +27,7 @@ def mismatches(inputs: list[int], targets: list[int]) -> list[int]:
     return [t for t in range(len(targets) - 1) if targets[t] != inputs[t + 1]]
 
 
-class BatchesPane(VerticalScroll, can_focus=True):
+class BatchesPane(VerticalScroll, RenderWhenShown, can_focus=True):
     BINDINGS = [
         Binding("up,k", "row(-1)", "Prev row"),
         Binding("down,j", "row(1)", "Next row"),
@@ -116,7 +117,7 @@ class BatchesPane(VerticalScroll, can_focus=True):
     def note_shift_check(self, message: CheckFinished) -> None:
         if message.result.id == "batch_shift":
             self.shift_check = message.result
-            self.render_batch()
+            self.render_when_shown("batch", self.render_batch)
 
     @on(ChecksFinished)
     def redraw_after_checks(self, message: ChecksFinished) -> None:

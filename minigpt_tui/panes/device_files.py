@@ -18,6 +18,7 @@ from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from ..messages import CheckFinished
+from ..widgets.deferred import RenderWhenShown
 from ..widgets.device_stats import DeviceSample, DeviceSampler
 from ..widgets.humanize import human_bytes, human_scalar, shorten_left
 from ..widgets.status import status_text
@@ -94,7 +95,7 @@ def live_table(s: DeviceSample) -> Table:
     return table
 
 
-class DeviceFilesPane(VerticalScroll):
+class DeviceFilesPane(VerticalScroll, RenderWhenShown):
     make_sampler = DeviceSampler  # (workspace) -> an object with .sample(); tests pass a fake
 
     def __init__(self, **kwargs) -> None:
@@ -154,10 +155,12 @@ class DeviceFilesPane(VerticalScroll):
         r = message.result
         if r.id == "environment":
             self.environment = r
-            self.query_one("#device-env", Static).update(self._env_table(r))
+            self.render_when_shown("env", lambda: self.query_one("#device-env", Static).update(self._env_table(r)))
         elif r.id == "files":
             self.files = r
-            self.query_one("#device-files", Static).update(self._files_table(r))
+            self.render_when_shown(
+                "files", lambda: self.query_one("#device-files", Static).update(self._files_table(r))
+            )
 
     @staticmethod
     def _env_table(r) -> Table:

@@ -25,6 +25,7 @@ from textual.widgets import DataTable, Static
 from textual.worker import get_current_worker
 
 from ..messages import ChecksFinished, GradientsMeasured
+from ..widgets.deferred import RenderWhenShown
 from ..widgets.humanize import human_float
 from ..widgets.jsonl_follow import JsonlFollower
 from ..widgets.status import status_text
@@ -71,7 +72,7 @@ def _flags(row: dict) -> list[str]:
     return flags
 
 
-class GradientsPane(Vertical):
+class GradientsPane(Vertical, RenderWhenShown):
     """Per-parameter gradient and weight norms, update ratios and problem flags."""
 
     DEFAULT_CSS = """
@@ -344,6 +345,9 @@ class GradientsPane(Vertical):
         self._render_header()
 
     def _render_header(self) -> None:
+        self.render_when_shown("header", self._draw_header)
+
+    def _draw_header(self) -> None:
         src = self.current
         other = "check" if self.view == "training" else "training"
         switch = Text(f"  ·  s: {SOURCES[other]}")

@@ -15,12 +15,13 @@ from textual.message import Message
 from textual.widgets import Input, Static
 
 from ..messages import CheckFinished
+from ..widgets.deferred import RenderWhenShown
 from ..widgets.status import status_text, visible_char
 
 UNKNOWN_STYLE = "bold white on red"
 
 
-class TokenizerPane(VerticalScroll):
+class TokenizerPane(VerticalScroll, RenderWhenShown):
     @dataclass
     class TokenizerLoaded(Message):
         tokenizer: Any  # minigpt.tokenizer.CharTokenizer (pure Python, no tensors)
@@ -126,11 +127,11 @@ class TokenizerPane(VerticalScroll):
         elif r.id == "tokenizer_fingerprint":
             self.fingerprint = r
         elif r.id == "decoded_sample":
-            self._show_sample(r)
+            self.render_when_shown("sample", lambda: self._show_sample(r))
             return
         else:
             return
-        self._show_info()
+        self.render_when_shown("info", self._show_info)
 
     def _show_info(self) -> None:
         grid = Table.grid(padding=(0, 2))

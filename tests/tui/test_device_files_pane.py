@@ -31,6 +31,8 @@ async def test_device_pane_flags_a_missing_file(workspace, make_app):
     app = make_app(workspace)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for_report(pilot, app)
+        await pilot.press("2")  # a hidden pane renders when shown
+        await pilot.pause()
         files = rendered(app.query_one(DeviceFilesPane).query_one("#device-files"))
     assert "✗ missing" in files
     assert "✗ fail" in files

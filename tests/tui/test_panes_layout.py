@@ -103,3 +103,25 @@ def test_numbers_for_people():
     assert human_seconds(0.21) == "210 ms" and human_seconds(75) == "1 min 15 s"
     assert human_float(2.61643705900835) == "2.616" and human_float(1e-5) == "1.000e-05"
     assert human_float(float("nan")) == "NaN" and human_float(0.0) == "0"
+
+
+async def test_a_hidden_pane_renders_check_results_only_once_it_is_shown():
+    from textual.widgets import TabbedContent
+
+    from minigpt_tui.panes.tokenizer import TokenizerPane
+
+    from .test_panes_snapshots import PaneHost, _feed
+
+    app = PaneHost("tokenizer", TokenizerPane, active="checks")  # the tokenizer's tab is not the one shown
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = app.pane
+        _feed(pane)
+        await pilot.pause()
+        assert pane.roundtrip is not None  # the result is kept...
+        assert sorted(pane.pending_renders) == ["info", "sample"]  # ...but not drawn while hidden
+        assert "waiting" in rendered(pane.query_one("#tok-info"))
+        app.query_one(TabbedContent).active = "tokenizer"
+        await pilot.pause()
+        await pilot.pause()
+        assert pane.pending_renders == []
+        assert "vocab size" in rendered(pane.query_one("#tok-info"))

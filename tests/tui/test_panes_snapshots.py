@@ -61,16 +61,16 @@ class PaneHost(App):
 
     CSS_PATH = CSS
 
-    def __init__(self, pane_id: str, make_pane, workspace=None) -> None:
+    def __init__(self, pane_id: str, make_pane, workspace=None, active: str | None = None) -> None:
         super().__init__()
-        self.pane_id, self.pane = pane_id, make_pane()
+        self.pane_id, self.pane, self.active = pane_id, make_pane(), active or pane_id
         self.workspace, self.session, self.device_name = workspace, FakeSession(), "cpu"
 
     def compose(self) -> ComposeResult:
         yield Workbench({pid: self.pane if pid == self.pane_id else Static(pid) for pid, _ in PANES})
 
     def on_mount(self) -> None:
-        self.query_one(TabbedContent).active = self.pane_id
+        self.query_one(TabbedContent).active = self.active
 
 
 def _results():
