@@ -195,6 +195,57 @@ def metrics_read(size_mb: int) -> dict:
     }
 
 
+def _p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def tui_latency(root: Path, reps: int) -> dict:
+    """Key-to-frame latency of minigpt-tui in-process (ms): from a key event posted to the app to
+    the first frame drawn after its effect (call_after_refresh), not Pilot's press (which waits
+    for the whole process to go idle, background threads included). The first training confirm
+    dialog opens while the checks still run (torch busy in a worker: what a user meets on
+    opening); pane switches are the p95 over cycles through the seven panes, checks done."""
+    import asyncio
+
+    from textual import events
+    from textual.widgets import TabbedContent
+
+    from minigpt_tui.app import MiniGPTApp
+    from minigpt_tui.screens.confirm import ConfirmScreen
+    from minigpt_tui.widgets.workbench import PANES
+
+    async def key_to_frame(app, key: str, done) -> float:
+        loop = asyncio.get_running_loop()
+        t0 = time.perf_counter()
+        app.post_message(events.Key(key, key))
+        while not done():
+            await asyncio.sleep(0.001)
+        drawn = loop.create_future()
+        app.call_after_refresh(lambda: drawn.set_result(time.perf_counter()))
+        return 1000 * (await drawn - t0)
+
+    async def measure() -> dict:
+        app = MiniGPTApp(root, device="cpu", skip_overfit=True)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("6")
+            await pilot.pause()
+            # the workspace holds a run: `s` asks before starting (answered no)
+            confirm_ms = await key_to_frame(app, "s", lambda: isinstance(app.screen, ConfirmScreen))
+            await pilot.press("n")
+            while app.session.last_report is None:
+                await pilot.pause(0.05)
+            tabs = app.query_one(TabbedContent)
+            switches = []
+            for _ in range(reps):
+                for key, (pane_id, _) in zip("1234567", PANES):
+                    switches.append(await key_to_frame(app, key, lambda p=pane_id: tabs.active == p))
+            await pilot.press("q")
+        return {"first_confirm_dialog_ms": confirm_ms, "pane_switch_ms_p95": _p95(switches)}
+
+    return asyncio.run(measure())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--json", action="store_true")
@@ -236,6 +287,7 @@ def main() -> None:
             out["check_suite_seconds"] - report.by_id()["single_batch_overfit"].duration_s
         )
         out["check_suite_failures"] = [r.id for r in report.failed]
+        out.update(tui_latency(ws.root, reps))  # the UI on the same trained workspace
     # memory bounds, each in its own interpreter (--quick: smaller inputs, keys name the size)
     out.update(prepare_memory(100 if args.quick else 500))
     out.update(metrics_read(40 if args.quick else 200))

@@ -179,6 +179,7 @@ class LossPane(Vertical):
         self._finished: list[threading.Event] = []  # one per thread worker, set when it returns
         self._plot = LossPlot(id="loss-plot")
         self._last_message: CurveUpdated | None = None
+        self._shown: dict[str, tuple] = {}  # widget id -> what it shows now
 
     def compose(self) -> ComposeResult:
         yield Static("waiting for the metrics log...", id="loss-status", markup=False)
@@ -192,7 +193,7 @@ class LossPane(Vertical):
         if getattr(self.app, "workspace", None) is not None:
             self.load_initial()
         else:
-            self.query_one("#loss-status", Static).update("no workspace: nothing to follow")
+            self._show_text("loss-status", "no workspace: nothing to follow")
 
     def on_unmount(self) -> None:
         self._stop.set()
@@ -209,6 +210,14 @@ class LossPane(Vertical):
             self.view = dataclasses.replace(self.view, width=width)
         if self._last_message is not None:
             self._render_status(self._last_message)  # the path is cut to the new width
+
+    def _show_text(self, widget_id: str, text: Text | str) -> None:
+        """Update a line only when its text changed: an update re-lays the screen out, and the
+        follower's heartbeat would otherwise do that every second (pane switches got 2x slower)."""
+        key = (str(text), getattr(text, "style", ""))
+        if self._shown.get(widget_id) != key:
+            self._shown[widget_id] = key
+            self.query_one(f"#{widget_id}", Static).update(text)
 
     # -- following the log -------------------------------------------------------------------
     def load_initial(self, path: Path | None = None) -> None:
@@ -312,7 +321,7 @@ class LossPane(Vertical):
         if message.changed or self._plot.stale:
             self._plot.show(snap, message.baseline, stale=False)
         self._render_status(message)
-        self.query_one("#loss-diagnosis", Static).update(self._diagnosis_text(self.diagnosis, snap))
+        self._show_text("loss-diagnosis", self._diagnosis_text(self.diagnosis, snap))
 
     @on(DiagnosisDue)
     def _queue_diagnosis(self, message: DiagnosisDue) -> None:
@@ -338,7 +347,7 @@ class LossPane(Vertical):
         self.diagnosis_cost_s = message.seconds
         if message.generation == self._generation:
             self.diagnosis = message.diagnosis
-            self.query_one("#loss-diagnosis", Static).update(self._diagnosis_text(self.diagnosis, self.snapshot))
+            self._show_text("loss-diagnosis", self._diagnosis_text(self.diagnosis, self.snapshot))
         self._next_diagnosis()
 
     def _state_words(self, message: CurveUpdated) -> str:
@@ -383,7 +392,7 @@ class LossPane(Vertical):
             fields.append(view)
         line2 = " · ".join(fields)
         stale = bool(self.follower_error) or head.startswith("NOT")
-        self.query_one("#loss-status", Static).update(Text(f"{line1}\n{line2}", style="bold red" if stale else ""))
+        self._show_text("loss-status", Text(f"{line1}\n{line2}", style="bold red" if stale else ""))
 
     @staticmethod
     def _diagnosis_text(d: CurveDiagnosis | None, snap: CurveSnapshot) -> Text:
@@ -423,10 +432,10 @@ class LossPane(Vertical):
             if self._last_message is not None:
                 self._render_status(self._last_message)
             else:
-                self.query_one("#loss-status", Static).update(Text(f"NOT FOLLOWING: {text}", style="bold red"))
+                self._show_text("loss-status", Text(f"NOT FOLLOWING: {text}", style="bold red"))
             self.set_timer(delay, self._restart_after_error)
         elif event.worker.group == "loss-diagnose":
-            self.query_one("#loss-diagnosis", Static).update(Text(f"curve: diagnosis failed: {text}", style="bold red"))
+            self._show_text("loss-diagnosis", Text(f"curve: diagnosis failed: {text}", style="bold red"))
             self._next_diagnosis()
         elif event.worker.group == "loss-train":
             log = str(self.run.log_path) if self.run is not None else "-"
@@ -551,4 +560,4 @@ class LossPane(Vertical):
                 text.append("\n" + "\n".join("  " + line for line in tail), style="dim")
         else:
             text = Text(f"training: not started here · s start ({' '.join(self.train_args)})")
-        self.query_one("#train-status", Static).update(text)
+        self._show_text("train-status", text)
