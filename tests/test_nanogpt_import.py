@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from minigpt.checkpoint import default_model_factory, load_checkpoint, read_checkpoint, validate_resume_fields
+from minigpt.checks import CheckContext, CheckOptions, Status, run_checks
 from minigpt.cli import main
 from minigpt.corpus import demo_text
 from minigpt.data import load_ids
@@ -162,6 +163,15 @@ def test_run_from_torch_before_2_drops_the_mask_buffers(tmp_path):
     assert any(k.endswith(".attn.bias") for k in torch.load(out_dir / "ckpt.pt", weights_only=True)["model"])
     summary = import_nanogpt(out_dir, data_dir, tmp_path / "ws")
     assert any("causal-mask buffers" in n for n in summary.notices)
+
+
+@pytest.mark.parametrize(("fault", "expected"), [(None, Status.PASS), ("no_causal_mask", Status.FAIL)])
+def test_the_causal_mask_fault_reaches_nanogpts_attention(tiny_run, tmp_path, fault, expected):
+    out_dir, data_dir = tiny_run
+    import_nanogpt(out_dir, data_dir, tmp_path / "ws")
+    ctx = CheckContext(CheckOptions(workspace=tmp_path / "ws", fault=fault, device="cpu"))
+    report = run_checks(ctx, only=["causal_independence"])
+    assert report.by_id()["causal_independence"].status is expected
 
 
 def test_sample_uses_nanogpts_class_without_model_flag(tiny_run, tmp_path, capsys):
