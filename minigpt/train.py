@@ -22,7 +22,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -228,6 +228,7 @@ class RunState:
     run_start: float = 0.0
     step_model: torch.nn.Module | None = None  # what the steps call: `model`, compiled and/or wrapped in DDP
     scaler: torch.amp.GradScaler | None = None  # float16 only: loss scaling against gradient underflow
+    named_params: list[tuple[str, torch.nn.Parameter]] = field(default_factory=list)  # once, not per step
 
 
 class Trainer:
@@ -367,6 +368,7 @@ class Trainer:
             ids = [self.device.index] if self.device.type == "cuda" else None
             step_model = DistributedDataParallel(step_model, device_ids=ids)  # broadcasts rank 0's weights
         st.step_model = step_model
+        st.named_params = list(st.model.named_parameters())
 
     def _is_eval_step(self, step: int) -> bool:
         return step % self.cfg.eval_interval == 0 or step == self.cfg.max_steps or self._stopping()
@@ -515,12 +517,13 @@ class Trainer:
     def _train_step(self, st: RunState, log) -> dict:
         """Forward/backward over `grad_accum` micro-batches, clip, update; the step's log record.
         Raises TrainingDiverged (after logging the step) on a non-finite loss or gradient norm."""
-        cfg, model, world = self.cfg, st.step_model or st.model, self.world
+        model = st.step_model if st.step_model is not None else st.model
+        cfg, world = self.cfg, self.world
         t0 = time.perf_counter()
         lr = lr_at(st.step, cfg)
         for group in st.optimizer.param_groups:
             group["lr"] = lr
-        loss_sum = torch.zeros((), device=self.device)
+        losses = []
         for i in range(cfg.grad_accum):
             x, y = get_batch(st.train_data, cfg.batch_size, cfg.block_size, self.device, st.batch_gen)
             # DDP averages the gradients across ranks on the last micro-batch only
@@ -530,17 +533,18 @@ class Trainer:
                     _, loss = model(x, y)
                 scaled = loss / cfg.grad_accum
                 (st.scaler.scale(scaled) if st.scaler is not None else scaled).backward()
-            loss_sum += loss.detach()
+            losses.append(loss.detach())
         if st.scaler is not None:
             st.scaler.unscale_(st.optimizer)  # clip and log the true gradients
-        named = [(name, p) for name, p in st.model.named_parameters() if p.grad is not None]
+        named = [(name, p) for name, p in st.named_params if p.grad is not None]
         grads = [p.grad for _, p in named]
         # per-parameter norms once: the clip needs them anyway, and the gradients log reuses them
-        grad_norms = _norms(grads)  # type: ignore[arg-type]
+        grad_norms = tensor_norms(grads)  # type: ignore[arg-type]
         grad_norm = torch.linalg.vector_norm(torch.stack(grad_norms)) if grads else torch.zeros((), device=self.device)
         if cfg.grad_clip > 0 and grads:
             torch.nn.utils.clip_grads_with_norm_([p for _, p in named], cfg.grad_clip, grad_norm)
-        parts = [loss_sum / cfg.grad_accum, grad_norm.float()]
+        mean_loss = losses[0] if len(losses) == 1 else torch.stack(losses).mean()
+        parts = [mean_loss, grad_norm.float()]
         if world.distributed:
             # one all-reduce: the loss over all ranks, and whether any rank was asked to stop
             stop = torch.tensor(float(self.stop_requested), device=self.device)
@@ -552,12 +556,12 @@ class Trainer:
             and (step % cfg.eval_interval == 0 or step == cfg.max_steps)
             and self.ws.metrics.parent.is_dir()
         )
-        weights = [p.detach() for _, p in st.model.named_parameters()] if log_grads else []
+        weights = [p.detach() for _, p in st.named_params] if log_grads else []
         # one host sync per step for every number (a CPU-GPU sync point)
         host = torch.cat(
             [
                 torch.stack(parts),
-                *([torch.stack(grad_norms).float(), torch.stack(_norms(weights)).float()] if log_grads else []),
+                *([torch.stack(grad_norms).float(), torch.stack(tensor_norms(weights)).float()] if log_grads else []),
             ]
         ).tolist()
         train_loss, norm = host[0], host[1]
@@ -590,7 +594,9 @@ class Trainer:
             offset = len(parts)
             by_param = {id(p): host[offset + i] for i, (_, p) in enumerate(named)}
             weight_norms = host[offset + len(named) :]
-            self._log_grads(step, norm, grad_rows(st.model, by_param, weight_norms))  # the gradients pane follows it
+            self._log_grads(
+                step, norm, grad_rows(st.named_params, by_param, weight_norms)
+            )  # the gradients pane follows it
         if st.scaler is not None:
             st.scaler.step(st.optimizer)
             st.scaler.update()
@@ -761,17 +767,19 @@ def _check_optimizer_state(optimizer: torch.optim.Optimizer) -> None:
                     raise ValueError(f"state {name} is {shape} for a parameter of shape {list(p.shape)}")
 
 
-def _norms(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+def tensor_norms(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     """The L2 norm of each tensor, in one batched kernel. torch has no public per-tensor form;
     `clip_grad_norm_` uses this same op, so the norms match the clip's bit for bit."""
     return list(torch._foreach_norm(tensors)) if tensors else []
 
 
-def grad_rows(model: torch.nn.Module, grad_norms: dict[int, float], weight_norms: list[float]) -> list[dict]:
+def grad_rows(
+    named_params: list[tuple[str, torch.nn.Parameter]], grad_norms: dict[int, float], weight_norms: list[float]
+) -> list[dict]:
     """grads.jsonl rows from norms already on the host (`grad_norms` by `id(param)`, before the clip;
-    `weight_norms` in `named_parameters()` order), flagged as `minigpt.gradstats.grad_table` flags them."""
+    `weight_norms` in `named_params` order), flagged as `minigpt.gradstats.grad_table` flags them."""
     rows = []
-    for (name, p), w_norm in zip(model.named_parameters(), weight_norms, strict=True):
+    for (name, p), w_norm in zip(named_params, weight_norms, strict=True):
         g_norm = grad_norms.get(id(p))
         flags = []
         if not p.requires_grad:
@@ -797,7 +805,7 @@ def grad_rows(model: torch.nn.Module, grad_norms: dict[int, float], weight_norms
 
 
 def _weights_finite(model: torch.nn.Module) -> bool:
-    return bool(torch.isfinite(torch.stack(_norms([p.detach() for p in model.parameters()]))).all())
+    return bool(torch.isfinite(torch.stack(tensor_norms([p.detach() for p in model.parameters()]))).all())
 
 
 @contextlib.contextmanager

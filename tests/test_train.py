@@ -11,6 +11,7 @@ import torch
 
 from minigpt.checkpoint import load_checkpoint, read_checkpoint
 from minigpt.errors import ConfigError, TrainingDiverged
+from minigpt.model import MiniGPT
 from minigpt.tokenizer import CharTokenizer
 from minigpt.train import TrainConfig, Trainer, lr_at
 
@@ -222,3 +223,36 @@ def test_resume_from_a_foreign_checkpoint_is_a_typed_error(tiny_workspace):
     atomic_torch_save(payload, tiny_workspace.latest_checkpoint)
     with pytest.raises(CheckpointError, match="rng_state"):
         Trainer(tiny_workspace, TrainConfig.from_preset("debug", device="cpu"), resume=True).run()
+
+
+def test_gradient_log_rows_are_the_norms_before_the_clip_and_add_up_to_the_global_norm(tiny_workspace):
+    # GIVEN a clip so tight that every step is clipped
+    Trainer(tiny_workspace, debug_config(max_steps=20, eval_interval=10, grad_clip=0.05)).run()
+    lines = [json.loads(line) for line in tiny_workspace.grads.read_text(encoding="utf-8").splitlines()]
+    assert [r["step"] for r in lines] == [10, 20]
+    model = MiniGPT(
+        TrainConfig.from_preset("debug").model_config(CharTokenizer.from_file(tiny_workspace.tokenizer).vocab_size)
+    )
+    for record in lines:
+        assert record["global_norm"] > record["clip"]  # clipped
+        assert [r["name"] for r in record["rows"]] == [n for n, _ in model.named_parameters()]
+        total = math.sqrt(sum(r["grad_norm"] ** 2 for r in record["rows"]))
+        assert total == pytest.approx(record["global_norm"], rel=1e-4)
+        assert all(r["flags"] == [] and r["weight_norm"] > 0 for r in record["rows"])
+
+
+def test_evaluation_is_the_mean_loss_over_fixed_windows(tiny_workspace):
+    from minigpt.data import get_batch, load_ids
+
+    cfg = debug_config(eval_batches=3)
+    trainer = Trainer(tiny_workspace, cfg)
+    torch.manual_seed(0)
+    model = MiniGPT(cfg.model_config(CharTokenizer.from_file(tiny_workspace.tokenizer).vocab_size))
+    data = load_ids(tiny_workspace.ids("val"))
+    got = trainer.evaluate(model, {"val": data})["val"]
+    assert trainer.evaluate(model, {"val": data})["val"] == got  # the same windows every time
+    x, y = get_batch(data, cfg.batch_size * 3, cfg.block_size, "cpu", torch.Generator().manual_seed(cfg.seed + 1))
+    with torch.no_grad():
+        per_window = [model(x[i : i + 1], y[i : i + 1])[1].item() for i in range(len(x))]
+    assert got == pytest.approx(sum(per_window) / len(per_window), rel=1e-5)
+    assert model.training  # put back in training mode
