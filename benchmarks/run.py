@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -27,7 +29,16 @@ from minigpt.gradstats import grad_table  # noqa: E402
 from minigpt.model import MiniGPT, MiniGPTConfig  # noqa: E402
 from minigpt.prepare import prepare_workspace  # noqa: E402
 from minigpt.sampling import SamplerSettings, generate  # noqa: E402
-from minigpt.train import MODEL_FIELDS, PRESETS, TrainConfig, Trainer, make_optimizer  # noqa: E402
+from minigpt.train import (  # noqa: E402
+    MODEL_FIELDS,
+    PRESETS,
+    TrainConfig,
+    Trainer,
+    grad_rows,
+    lr_at,
+    make_optimizer,
+    tensor_norms,
+)
 from minigpt.workspace import Workspace  # noqa: E402
 
 WIKITEXT = ROOT.parent / "shared" / "data" / "wikitext-2"
@@ -83,24 +94,173 @@ def kv_cache_speedup(reps: int) -> dict:
     }
 
 
-def grad_stats_overhead(data, vocab: int, reps: int) -> float:
+def grad_stats_overhead(data, vocab: int, reps: int) -> dict:
+    """What a step logged to grads.jsonl adds to `Trainer`'s step, as a share of a debug-preset step:
+    the weight norms, the per-parameter norms in the step's one host transfer, the rows. (The
+    gradient norms come from the clip, which every step computes.) `grad_table_share_of_step`: the
+    checks' `grad_table`, which measures everything itself, for comparison."""
     shape = {k: v for k, v in PRESETS["debug"].items() if k in MODEL_FIELDS}
     torch.manual_seed(0)
     model = MiniGPT(MiniGPTConfig(vocab_size=vocab, **shape))
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    opt = make_optimizer(model, TrainConfig(**shape))
     gen = torch.Generator().manual_seed(0)
+    named = list(model.named_parameters())
+    held: dict = {}
 
-    def step():
+    def step():  # the trainer's step: norms once, clip with them, one host transfer
         x, y = get_batch(data, 8, shape["block_size"], "cpu", gen)
         _, loss = model(x, y)
         loss.backward()
+        held["norms"] = tensor_norms([p.grad for _, p in named])
+        total = torch.linalg.vector_norm(torch.stack(held["norms"]))
+        torch.nn.utils.clip_grads_with_norm_([p for _, p in named], 1.0, total)
+        torch.stack([loss.detach(), total]).tolist()
         opt.step()
 
     def stats():
-        grad_table(model)
+        weights = tensor_norms([p.detach() for _, p in named])
+        host = torch.cat([torch.stack(held["norms"]), torch.stack(weights)]).tolist()
+        grad_rows(named, {id(p): host[i] for i, (_, p) in enumerate(named)}, host[len(named) :])
 
     step()
-    return median_time(stats, reps * 10) / median_time(step, reps * 10)
+    step_s = median_time(step, reps * 10)
+    return {
+        "grad_stats_overhead": median_time(stats, reps * 10) / step_s,
+        "grad_table_share_of_step": median_time(lambda: grad_table(model), reps * 10) / step_s,
+    }
+
+
+class RecipeGPT(torch.nn.Module):
+    """nanoGPT's model, written plainly (the recipe side of `train_ratio_vs_recipe`)."""
+
+    def __init__(self, vocab: int, block: int, width: int, heads: int, layers: int):
+        super().__init__()
+        nn = torch.nn
+        self.heads = heads
+        self.wte, self.wpe = nn.Embedding(vocab, width), nn.Embedding(block, width)
+        self.h = nn.ModuleList(
+            nn.ModuleDict(
+                dict(
+                    ln_1=nn.LayerNorm(width),
+                    c_attn=nn.Linear(width, 3 * width),
+                    c_proj=nn.Linear(width, width),
+                    ln_2=nn.LayerNorm(width),
+                    c_fc=nn.Linear(width, 4 * width),
+                    gelu=nn.GELU(),
+                    mlp_proj=nn.Linear(4 * width, width),
+                )
+            )
+            for _ in range(layers)
+        )
+        self.ln_f = nn.LayerNorm(width)
+        self.lm_head = nn.Linear(width, vocab, bias=False)
+        self.wte.weight = self.lm_head.weight
+        for p in self.parameters():
+            if p.dim() >= 2:
+                torch.nn.init.normal_(p, std=0.02)
+
+    def forward(self, idx, targets):
+        B, T = idx.shape
+        x = self.wte(idx) + self.wpe(torch.arange(T))
+        for b in self.h:
+            C = x.size(-1)
+            q, k, v = b.c_attn(b.ln_1(x)).split(C, dim=2)
+            q, k, v = (t.view(B, T, self.heads, C // self.heads).transpose(1, 2) for t in (q, k, v))
+            y = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + b.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+            x = x + b.mlp_proj(b.gelu(b.c_fc(b.ln_2(x))))
+        logits = self.lm_head(self.ln_f(x))
+        return logits, torch.nn.functional.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+
+
+def recipe_run(data, vocab: int, cfg: TrainConfig, out_dir: Path, evaluate: bool) -> float:
+    """The nanoGPT training loop written plainly: random-offset batches, AdamW with decay groups,
+    grad clipping, `loss.item()` at each log step, `estimate_loss` and `torch.save` at each eval.
+    Returns tokens per second over `cfg.max_steps` steps."""
+    B, T = cfg.batch_size, cfg.block_size
+    torch.manual_seed(cfg.seed)
+    model = RecipeGPT(vocab, T, cfg.embedding_dim, cfg.num_heads, cfg.num_layers)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=(0.9, cfg.beta2))  # fused only on CUDA in nanoGPT
+    data = data.long()
+
+    def batch():
+        ix = torch.randint(len(data) - T, (B,))
+        return torch.stack([data[i : i + T] for i in ix]), torch.stack([data[i + 1 : i + 1 + T] for i in ix])
+
+    @torch.no_grad()
+    def estimate_loss():
+        model.eval()
+        losses = torch.zeros(cfg.eval_batches)
+        for k in range(cfg.eval_batches):
+            losses[k] = model(*batch())[1].item()
+        model.train()
+        return losses.mean().item()
+
+    best, log = float("inf"), []
+    t0 = time.perf_counter()
+    for it in range(cfg.max_steps):
+        lr = lr_at(it, cfg)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        x, y = batch()
+        _, loss = model(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        step = it + 1
+        if step % cfg.log_interval == 0:
+            log.append((step, loss.item()))
+        if evaluate and (step % cfg.eval_interval == 0 or step == cfg.max_steps):
+            val = (estimate_loss(), estimate_loss())[1]  # train and val, as nanoGPT
+            if val < best:
+                best = val
+                torch.save(
+                    {"model": model.state_dict(), "optimizer": opt.state_dict(), "iter_num": step}, out_dir / "ckpt.pt"
+                )
+    return cfg.max_steps * B * T / (time.perf_counter() - t0)
+
+
+def ours_run(ws: Workspace, cfg: TrainConfig, evaluate: bool) -> float:
+    """`Trainer.run` as `minigpt train` runs it. evaluate=False: a run with no evaluation before its last
+    step, timed from the end of step 10 to the end of the step before the last (steps only)."""
+    if evaluate:
+        t0 = time.perf_counter()
+        Trainer(ws, cfg).run()
+        return cfg.max_steps * cfg.batch_size * cfg.block_size / (time.perf_counter() - t0)
+    cfg = replace(cfg, eval_interval=10**6)
+    marks: dict[int, float] = {}
+    first, last = 10, cfg.max_steps - 1
+    trainer = Trainer(ws, cfg)
+    trainer.register_callback(
+        "on_step_end", lambda r: r["step"] in (first, last) and marks.setdefault(r["step"], time.perf_counter())
+    )
+    trainer.run()
+    return (last - first) * cfg.batch_size * cfg.block_size / (marks[last] - marks[first])
+
+
+def train_vs_recipe(ws: Workspace, data, vocab: int, pairs: int = 3) -> dict:
+    """Ours / recipe tokens per second on the debug preset, median over `pairs` interleaved pairs
+    (ours then recipe, so a neighbour's load hits both alike). `train_ratio_vs_recipe_debug`: whole
+    200-step runs, evaluation and checkpoints included; `train_step_ratio_vs_recipe_debug`: steps only."""
+    cfg = TrainConfig.from_preset("debug", device="cpu")
+    torch.optim.AdamW([torch.zeros(1, requires_grad=True)])  # the first optimizer imports torch._dynamo (seconds)
+    out: dict = {}
+    for key, evaluate in (("train_ratio_vs_recipe_debug", True), ("train_step_ratio_vs_recipe_debug", False)):
+        ratios, ours, recipe = [], [], []
+        for _ in range(pairs):
+            with tempfile.TemporaryDirectory() as tmp:
+                ours.append(ours_run(ws, cfg, evaluate))
+                recipe.append(recipe_run(data, vocab, cfg, Path(tmp), evaluate))
+            ratios.append(ours[-1] / recipe[-1])
+        out[key] = statistics.median(ratios)
+        out[key.replace("ratio_vs_recipe", "tokens_per_s_ours")] = statistics.median(ours)
+        out[key.replace("ratio_vs_recipe", "tokens_per_s_recipe")] = statistics.median(recipe)
+    out["train_vs_recipe_load_average"] = os.getloadavg()[0]
+    return out
 
 
 def _measure_in_subprocess(code: str) -> dict:
@@ -276,7 +436,8 @@ def main() -> None:
         out["train_tokens_per_s_4x128_block64_batch12"] = train_tokens_per_s(data, vocab, ref, 12, 20, reps)
 
         out.update(kv_cache_speedup(max(2, reps // 2)))
-        out["grad_stats_overhead"] = grad_stats_overhead(data, vocab, reps)
+        out.update(grad_stats_overhead(data, vocab, reps))
+        out.update(train_vs_recipe(ws, data, vocab))
 
         # the whole check suite on the debug shape with a short trained checkpoint, 300 overfit steps
         Trainer(ws, TrainConfig.from_preset("debug", max_steps=100, eval_interval=50, device="cpu")).run()
