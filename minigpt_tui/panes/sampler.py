@@ -102,7 +102,9 @@ class SamplerPane(VerticalScroll):
     SamplerPane { height: 1fr; }
     SamplerPane #prompt-row { height: auto; }
     SamplerPane #prompt { width: 1fr; }
-    SamplerPane #prompt-check, SamplerPane #sampler-status { height: auto; padding: 0 1; }
+    SamplerPane #prompt-check, SamplerPane #sampler-status, SamplerPane #settings-notes {
+        height: auto; padding: 0 1;
+    }
     SamplerPane #settings { grid-size: 3; grid-columns: 14 1fr 1fr; grid-rows: auto; height: auto; padding: 0 1; }
     SamplerPane .field { height: auto; }
     SamplerPane .field-error { display: none; height: auto; }
@@ -175,6 +177,7 @@ class SamplerPane(VerticalScroll):
         yield StageBars(id="stages-B")
 
     def on_mount(self) -> None:
+        self.query_one("#stages-B", StageBars).clear()  # B's bars appear with an A/B run
         for col in COLUMNS:
             self._parse_column(col)
         # after the first frame: building the options imports torch, which holds the GIL for a while
@@ -292,9 +295,9 @@ class SamplerPane(VerticalScroll):
     def _show_notes(self) -> None:
         """Warnings for the settings as they are now: a fixed value takes its warning with it."""
         lines = [f"{col}: {note}" for col in COLUMNS for note in self.notes[col]]
-        self.query_one("#settings-notes", Static).update(
-            Text("\n".join(f"! {line}" for line in lines), style="yellow") if lines else ""
-        )
+        notes = self.query_one("#settings-notes", Static)
+        notes.update(Text("\n".join(f"! {line}" for line in lines), style="yellow") if lines else "")
+        notes.display = bool(lines)  # no blank line when all is well
 
     def _show_errors(self, col: str) -> None:
         for field, _, _ in FIELDS:

@@ -57,10 +57,13 @@ class StageBars(Static):
             table.add_row(*cells)
         self._table = table
         self.update(table)
+        self.display = True
 
     def clear(self) -> None:
+        """Nothing to show (takes no room until the next `show`)."""
         self.stages, self._table = [], None
         self.update("")
+        self.display = False
 
     def plain(self, width: int = 100) -> str:
         """The table as plain text (for tests and logs)."""
