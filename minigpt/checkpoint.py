@@ -11,9 +11,9 @@ can be named, so a file never chooses what code is imported.
 
 from __future__ import annotations
 
+import errno
 import os
 import pickle
-import stat
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,8 +23,9 @@ from typing import Any
 import torch
 import torch.nn as nn
 
+from .data import unsafe_globals
 from .errors import CheckpointError, ConfigError, ModelSpecError, ResourceError
-from .fileio import atomic_torch_save, describe_size
+from .fileio import atomic_torch_save, describe_size, lfs_pointer_message, os_error, read_head, stat_input
 from .model import MiniGPT, MiniGPTConfig
 
 KEY_PREFIXES = ("_orig_mod.", "module.")  # written by torch.compile and DistributedDataParallel
@@ -72,27 +73,46 @@ def save_checkpoint(path: str | os.PathLike, payload: dict) -> None:
     atomic_torch_save(payload, path)
 
 
+_ACCESS_ERRNOS = {errno.EACCES, errno.EPERM, errno.EIO, errno.ENOENT, errno.EISDIR, errno.ENOTDIR, errno.ELOOP}
+
+
+def _unreadable(path: Path, size: int, exc: BaseException) -> CheckpointError:
+    msg = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+    truncated = (
+        "central directory" in msg
+        or isinstance(exc, EOFError)
+        or "unexpected EOF" in msg
+        or _zip_lacks_end_record(path, size)
+    )
+    return CheckpointError(
+        f"Not a readable checkpoint: {path} ({size} bytes) {'looks truncated' if truncated else 'is corrupt'}: {msg}",
+        path=path,
+        causes=["an interrupted save or copy", "the file is not a torch.save file"],
+    )
+
+
 def read_checkpoint(path: str | os.PathLike) -> dict:
     """Read the checkpoint dict with `weights_only=True` (never a fallback), or raise CheckpointError."""
     path = Path(path)
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise CheckpointError(
-            f"Checkpoint not found: {path}",
-            path=path,
-            causes=["no training run has saved here yet", "pass --checkpoint or --workspace"],
-        ) from None
-    # refuse before opening: a FIFO or device would make torch.load block forever
-    if not stat.S_ISREG(st.st_mode):
-        kind = (
-            "a folder" if stat.S_ISDIR(st.st_mode) else "a FIFO" if stat.S_ISFIFO(st.st_mode) else "not a regular file"
-        )
-        raise CheckpointError(f"Not a checkpoint: {path} is {kind}", path=path)
+    # refuse before opening: a FIFO or device would make torch.load block forever; loops, dangling
+    # links and permission problems each get their own message
+    st = stat_input(
+        path,
+        "Checkpoint",
+        error=CheckpointError,
+        missing=["no training run has saved here yet", "pass --checkpoint or --workspace"],
+    )
     if st.st_size == 0:
         raise CheckpointError(f"Not a checkpoint: {path} is 0 bytes (an interrupted save?)", path=path)
+    lfs = lfs_pointer_message(path, read_head(path), st.st_size)
+    if lfs:
+        raise CheckpointError(f"Not a checkpoint: {lfs}", path=path)
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
+    except OSError as exc:
+        if exc.errno in _ACCESS_ERRNOS:  # permission denied, an I/O error: not a corrupt file
+            raise os_error(exc, path, action="read") from None
+        raise _unreadable(path, st.st_size, exc) from None  # torch says EINVAL for a cut zip
     except pickle.UnpicklingError as exc:
         # torch's first line is boilerplate; the line naming the refused global comes later
         lines = [line.strip() for line in str(exc).splitlines()[1:] if line.strip()]
@@ -106,28 +126,20 @@ def read_checkpoint(path: str | os.PathLike) -> dict:
                 path=path,
                 causes=["the file is not a torch.save file", "an interrupted save or copy"],
             ) from None
+        unsafe = unsafe_globals(path)
+        what = ", ".join(unsafe[:5]) if unsafe else detail[:200]
         raise CheckpointError(
-            f"Refused to load {path}: it holds objects outside the weights-only allow-list ({detail[:200]})",
+            f"Refused to load {path}: it holds pickled Python objects ({what}), not just tensors and numbers. "
+            "Unpickling them could run arbitrary code, so minigpt never loads such a file, even though torch "
+            "could be told to.",
             path=path,
             causes=[
                 "it pickles custom classes or code (an unsafe or non-standard checkpoint)",
                 "save plain dicts of tensors and numbers instead",
             ],
         ) from None
-    except (RuntimeError, EOFError, zipfile.BadZipFile, OSError, ValueError) as exc:
-        msg = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-        truncated = (
-            "central directory" in msg
-            or isinstance(exc, EOFError)
-            or "unexpected EOF" in msg
-            or _zip_lacks_end_record(path, st.st_size)
-        )
-        raise CheckpointError(
-            f"Not a readable checkpoint: {path} ({st.st_size} bytes) "
-            f"{'looks truncated' if truncated else 'is corrupt'}: {msg}",
-            path=path,
-            causes=["an interrupted save or copy", "the file is not a torch.save file"],
-        ) from None
+    except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError) as exc:
+        raise _unreadable(path, st.st_size, exc) from None
     if not isinstance(data, dict):
         raise CheckpointError(
             f"Not a checkpoint dict: {path} holds a {type(data).__name__}, expected a dict with "

@@ -284,3 +284,31 @@ def test_a_nanogpt_layout_checkpoint_loads_with_a_notice(tmp_path):
     assert "nanoGPT" in loaded.notices[0]
     x = torch.randint(20, (1, 8))
     assert torch.equal(loaded.model(x)[0], model.eval()(x)[0])
+
+
+def test_a_symlink_loop_is_named_as_one_not_as_missing(tmp_path):
+    (tmp_path / "a.pt").symlink_to(tmp_path / "b.pt")
+    (tmp_path / "b.pt").symlink_to(tmp_path / "a.pt")
+    with pytest.raises(CheckpointError, match="symlink loop"):
+        read_checkpoint(tmp_path / "a.pt")
+
+
+def test_a_git_lfs_pointer_says_how_to_fetch_the_file(tmp_path):
+    path = tmp_path / "ckpt.pt"
+    path.write_text(
+        "version https://git-lfs.github.com/spec/v1\noid sha256:" + "ab" * 32 + "\nsize 123456\n", encoding="utf-8"
+    )
+    with pytest.raises(CheckpointError, match="git lfs pull"):
+        read_checkpoint(path)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their mode")
+def test_permission_denied_is_said_as_such_not_as_corrupt(ckpt_path):
+    from minigpt.errors import FileSystemError
+
+    ckpt_path.chmod(0)
+    try:
+        with pytest.raises(FileSystemError, match="Permission denied"):
+            read_checkpoint(ckpt_path)
+    finally:
+        ckpt_path.chmod(0o644)
