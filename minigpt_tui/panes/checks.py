@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.coordinate import Coordinate
 from textual.widgets import DataTable, Label, ProgressBar, Static
 
 from ..messages import CheckFinished, CheckProgressed, ChecksFinished, ChecksStarted, CheckStarted
@@ -29,8 +30,8 @@ class ChecksTable(DataTable):
 
     def action_rerun_highlighted(self) -> None:
         if self.row_count and self.cursor_row >= 0:
-            check_id = self.coordinate_to_cell_key((self.cursor_row, 0)).row_key.value
-            self.app.run_checks(only=[check_id])
+            check_id = self.coordinate_to_cell_key(Coordinate(self.cursor_row, 0)).row_key.value
+            self.app.run_checks(only=[check_id])  # type: ignore[attr-defined]  # MiniGPTApp
 
 
 class ChecksPane(Vertical):
@@ -134,7 +135,7 @@ class ChecksPane(Vertical):
         for cid in self.order:
             if self._visible(cid):
                 table.add_row(*self._cells(cid), key=cid)
-        if keep in table.rows:
+        if keep is not None and keep in table.rows:
             table.move_cursor(row=table.get_row_index(keep))
 
     @property
@@ -142,7 +143,7 @@ class ChecksPane(Vertical):
         table = self.table
         if not table.row_count or table.cursor_row < 0:
             return None
-        return table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
+        return table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key.value
 
     # -- filter -----------------------------------------------------------------------------
     def action_open_filter(self) -> None:
@@ -220,8 +221,9 @@ class ChecksPane(Vertical):
         visible_failed = [cid for cid in failed if cid in table.rows]
         if visible_failed and table.cursor_row <= 0:  # the user has not moved: show the first failure's causes
             table.move_cursor(row=table.get_row_index(visible_failed[0]))
-        if self.selected_id is not None:
-            self.show_detail(self.selected_id)  # the judged files arrived with the report
+        selected = self.selected_id
+        if selected is not None:
+            self.show_detail(selected)  # the judged files arrived with the report
 
     def _set_progress(self, fraction: float, text: str) -> None:
         self.query_one("#checks-progress", ProgressBar).update(progress=round(100 * min(1.0, fraction)))
@@ -230,7 +232,7 @@ class ChecksPane(Vertical):
     # -- details ----------------------------------------------------------------------------
     @on(DataTable.RowHighlighted, "#checks-table")
     def follow_cursor(self, event: DataTable.RowHighlighted) -> None:
-        if event.row_key is not None:
+        if event.row_key is not None and event.row_key.value is not None:
             self.show_detail(event.row_key.value)
 
     def show_detail(self, check_id: str) -> None:
@@ -245,7 +247,7 @@ class ChecksPane(Vertical):
 def detail_view(r, judged=()) -> Group:
     """One check result for people: verdict, causes, fixes, notes, its values as a grid and the
     files the run judged (where its numbers come from)."""
-    parts = [
+    parts: list[RenderableType] = [
         Text.assemble(status_text(r.status), " ", (r.id, "bold"), f"  stage {r.stage}  {r.duration_s:.2f}s"),
         Text(r.summary),
     ]

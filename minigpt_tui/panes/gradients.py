@@ -13,6 +13,7 @@ import math
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Group
 from rich.text import Text
@@ -30,6 +31,9 @@ from ..widgets.humanize import human_float
 from ..widgets.jsonl_follow import JsonlFollower
 from ..widgets.status import status_text
 from ..widgets.table_filter import TableFilter, matches
+
+if TYPE_CHECKING:
+    from minigpt.checks import CheckResult
 
 FLAG_TEXT = {"no_grad": "MISSING", "nonfinite": "NON-FINITE", "zero": "ZERO", "frozen": "frozen"}
 PROBLEM_FLAGS = {"no_grad", "nonfinite", "zero"}  # frozen may be on purpose: marked, not alarmed
@@ -50,7 +54,7 @@ class GradSource:
     clip: float | None
     label: str  # where the numbers come from, in words
     ratios: dict[str, float | None] = field(default_factory=dict)  # optimizer_update, same model
-    verdict: object = None  # the gradients check's CheckResult (check source only)
+    verdict: CheckResult | None = None  # the gradients check's result (check source only)
 
 
 @dataclass
@@ -351,7 +355,8 @@ class GradientsPane(Vertical, RenderWhenShown):
         src = self.current
         other = "check" if self.view == "training" else "training"
         switch = Text(f"  ·  s: {SOURCES[other]}")
-        verdict = self.sources[other].verdict if self.sources[other] else None
+        other_source = self.sources[other]
+        verdict = other_source.verdict if other_source is not None else None
         if verdict is not None:  # the check's verdict stays in sight while the training log is shown
             switch.append(" ").append_text(status_text(verdict.status))
         elif self.sources[other] is None:

@@ -89,7 +89,8 @@ def stream_samples(
     from minigpt.sampling import generate
 
     for col, s in settings.items():
-        pending, last = [], time.monotonic()
+        pending: list[str] = []
+        last = time.monotonic()
 
         def on_token(token: int, pending: list[str] = pending, col: str = col) -> bool:
             nonlocal last

@@ -11,6 +11,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class DeviceSampler:
         self.workspace = Path(workspace) if workspace is not None else None
         self.proc = Path(proc)
         self._cpu_prev: tuple[int, int] | None = None
-        self._nvml = None  # the pynvml module once initialised, False when unavailable
+        self._nvml: Any = None  # the pynvml module once initialised, False when unavailable
 
     def _read(self, *parts: str) -> str | None:
         try:
