@@ -198,3 +198,23 @@ def test_without_the_extra_a_tensorboard_log_names_the_install_command(tmp_path,
     monkeypatch.setitem(_sys.modules, "tensorboard.backend.event_processing.event_file_loader", None)
     with pytest.raises(DataError, match=r"minigpt-tui\[tensorboard\]"):
         read_tensorboard(tmp_path)
+
+
+# -- the files check names what is wrong with a file ----------------------------------------
+
+
+def test_files_check_names_a_symlink_loop_instead_of_calling_it_missing(tiny_workspace):
+    tok = tiny_workspace.tokenizer
+    tok.unlink()
+    tok.symlink_to(tok.with_name("loop.json"))
+    tok.with_name("loop.json").symlink_to(tok)
+    result = run(tiny_workspace.root, only=["files"]).by_id()["files"]
+    assert result.status is Status.FAIL and "symlink loop" in result.summary
+
+
+def test_a_tiny_tokenizer_with_a_repeated_character_is_named_by_its_loader_not_called_too_small(tiny_workspace):
+    tiny_workspace.tokenizer.write_text('{"chars": ["a", "a"]}', encoding="utf-8")
+    report = run(tiny_workspace.root, only=["tokenizer_roundtrip"])
+    assert report.by_id()["files"].status is Status.PASS
+    roundtrip = report.by_id()["tokenizer_roundtrip"]
+    assert roundtrip.status is Status.FAIL and "repeats" in roundtrip.summary

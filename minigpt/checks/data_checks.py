@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import platform
 import sys
+from pathlib import Path
 
 import torch
 
 from ..device import mps_available
-from ..fileio import describe_size
+from ..errors import DataError, FileSystemError
+from ..fileio import describe_size, stat_input
 from .registry import check
 from .result import Outcome, Status
 
@@ -78,15 +80,20 @@ def files(ctx, run):
         "checkpoint": inputs.checkpoint or inputs.checkpoint_default,
         "metrics": ctx.inputs.metrics,
     }
-    rows, missing, small, absent_optional = [], [], [], []
+    rows, missing, small, unreadable, absent_optional = [], [], [], [], []
     for role, path in {**required, **optional}.items():
-        exists = path.is_file()
-        size = path.stat().st_size if exists else None
+        size, problem = _input_size(path, role)
+        exists = size is not None
         status = "ok" if exists else ("missing" if role in required else "absent")
-        if size is not None and size < SMALL_FILE_BYTES and role != "metrics":
+        if problem and (path.exists() or path.is_symlink()):  # a loop, a FIFO, a folder, no permission
+            status = "unreadable"
+            unreadable.append(problem)
+        # a torch.save file is never under 64 bytes; a JSON tokenizer of a few characters can be
+        # (its own loader names what is wrong with it, in tokenizer_roundtrip)
+        elif size is not None and (size == 0 or (size < SMALL_FILE_BYTES and role not in ("metrics", "tokenizer"))):
             status = "empty" if size == 0 else "suspiciously small"
             small.append(f"{role} {path} ({size} B)")
-        if not exists and role in required:
+        if not exists and status != "unreadable" and role in required:
             missing.append(f"{role} {path}")
         if not exists and role not in required:
             absent_optional.append(role)
@@ -102,12 +109,13 @@ def files(ctx, run):
             }
         )
     values = {"files": rows}
-    if missing or small:
+    if missing or small or unreadable:
         raise Outcome(
             Status.FAIL,
             "; ".join(
                 ([f"missing: {', '.join(missing)}"] if missing else [])
                 + ([f"too small: {', '.join(small)}"] if small else [])
+                + unreadable
             ),
             causes=[
                 "`minigpt prepare` was not run in this workspace",
@@ -118,7 +126,18 @@ def files(ctx, run):
             values=values,
         )
     note = f" (not present: {', '.join(absent_optional)})" if absent_optional else ""
-    return f"{sum(r['exists'] for r in rows)} files found{note}", values
+    return f"{sum(1 for r in rows if r['exists'])} files found{note}", values
+
+
+def _input_size(path: Path, role: str) -> tuple[int | None, str | None]:
+    """(size, None) for a readable regular file (or a folder, for a TensorBoard metrics log);
+    (None, why) otherwise, with the reason in the words `stat_input` uses."""
+    if role == "metrics" and path.is_dir():
+        return sum(f.stat().st_size for f in path.iterdir() if f.is_file()), None
+    try:
+        return stat_input(path, role.replace("_", " "), error=DataError).st_size, None
+    except (DataError, FileSystemError) as exc:
+        return None, exc.message
 
 
 @check("tokenizer_roundtrip", "tokenizer", "decode(encode(text)) == text", depends=("files",))
