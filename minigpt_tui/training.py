@@ -114,11 +114,12 @@ class TrainingRun:
 
     async def stop_and_wait(self, timeout: float = sum(STOP_GRACE_S) + 2) -> int | None:
         """Stop and wait for the exit code (None if it outlived `timeout`)."""
-        if not self.stop():
-            return None if self.process is None else self.process.returncode
+        process = self.process
+        if process is None or not self.stop():
+            return None if process is None else process.returncode
         try:
-            return await asyncio.wait_for(asyncio.shield(self.process.wait()), timeout)
-        except TimeoutError:
+            return await asyncio.wait_for(asyncio.shield(process.wait()), timeout)
+        except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
             return None
 
     async def _escalate(self) -> None:
@@ -129,6 +130,8 @@ class TrainingRun:
             self._signal(sig)
 
     def _signal(self, sig: int) -> None:
+        if self.process is None:
+            return
         try:
             self.process.send_signal(sig)
         except ProcessLookupError:  # exited between the check and the signal

@@ -32,6 +32,7 @@ from minigpt.curve import CurveDiagnosis, MetricsFollower, diagnose, downsample,
 
 from ..messages import TrainingEnded, TrainingStarted
 from ..training import OtherTrainer, TrainingRun, other_trainer
+from ..widgets.deferred import RenderWhenShown
 from ..widgets.loss_plot import (
     EMA_CHOICES,
     ZOOM_CHOICES,
@@ -131,7 +132,7 @@ def shorten_left(text: str, width: int) -> str:
     return text if len(text) <= width else "…" + text[-max(1, width - 1) :]
 
 
-class LossPane(Vertical):
+class LossPane(Vertical, RenderWhenShown):
     """Train/val loss against the log(V) baseline, learning rate, perplexity and the diagnosis."""
 
     DEFAULT_CSS = """
@@ -217,7 +218,8 @@ class LossPane(Vertical):
         key = (str(text), getattr(text, "style", ""))
         if self._shown.get(widget_id) != key:
             self._shown[widget_id] = key
-            self.query_one(f"#{widget_id}", Static).update(text)
+            # in a hidden tab, kept until the pane is shown (the newest text per line)
+            self.render_when_shown(widget_id, lambda: self.query_one(f"#{widget_id}", Static).update(text))
 
     # -- following the log -------------------------------------------------------------------
     def load_initial(self, path: Path | None = None) -> None:

@@ -14,6 +14,7 @@ from array import array
 from bisect import bisect_left
 from dataclasses import dataclass, field
 
+from rich.text import Text
 from textual_plotext import PlotextPlot
 
 from minigpt.curve import MetricPoint, downsample
@@ -219,6 +220,7 @@ class LossPlot(PlotextPlot):
         self.snapshot = CurveSnapshot()
         self.baseline: float | None = None
         self.stale = False  # the data stopped updating: the title says so
+        self.render_error: str | None = None  # the last drawing failure (plotext's), shown in its place
         self.replots = 0  # how many times the plot was rebuilt (tests and the redraw-rate figure)
         self._dirty = False
 
@@ -236,11 +238,20 @@ class LossPlot(PlotextPlot):
         self._dirty = self._dirty or snapshot is not None or stale != self.stale
         self.stale = stale
 
+    def render(self):
+        try:
+            return super().render()
+        except (ValueError, IndexError, ZeroDivisionError) as exc:
+            # plotext fails on some data at some sizes (the legend of a series it clipped away, a
+            # log axis whose margin falls below zero): say so where the plot goes, never crash the UI
+            self.render_error = f"{type(exc).__name__}: {exc}"
+            return Text(f"cannot draw the plot here ({self.render_error}); l toggles the log scale", style="yellow")
+
     def plotted(self, name: str) -> tuple[list, list]:
         return self.snapshot.series.get(name, ([], []))
 
     def _redraw_if_dirty(self) -> None:
-        if self._dirty:
+        if self._dirty and self.region.area > 0:  # in a hidden tab: drawn once shown
             self.replot()
 
     def replot(self) -> None:
@@ -249,7 +260,8 @@ class LossPlot(PlotextPlot):
         plt, snap = self.plt, self.snapshot
         log_y = snap.view.log_y
         plt.clear_data()
-        plt.yscale("log" if log_y else "linear")
+        plt.yscale("log" if log_y else "linear", yside="left")
+        plt.yscale("linear", yside="right")  # the LR keeps its own linear axis
 
         def positive(xs: list, ys: list) -> tuple[list, list]:  # a log axis cannot place y <= 0
             if not log_y:

@@ -143,3 +143,46 @@ async def test_a_crashing_training_run_shows_its_exit_code_and_log_tail(tmp_path
         assert pane.last_exit.returncode != 0
         status = str(pane.query_one("#train-status", Static).render())
         assert "FAILED (exit code" in status and pane.last_exit.log_tail
+
+
+def test_ema_is_debiased_and_zoom_keeps_only_the_last_steps():
+    from minigpt.curve import MetricPoint
+    from minigpt_tui.widgets.loss_plot import CurveStore, LossView
+
+    store = CurveStore()
+    store.extend([MetricPoint(s, train_loss=2.0 if s < 50 else 1.0) for s in range(1, 101)])
+    snap = store.snapshot(LossView(width=200, ema=0.9))
+    xs, ys = snap.smooth
+    assert ys[0] == pytest.approx(2.0)  # not pulled towards 0 at the start
+    assert ys[60] < 2.0 and ys[60] > 1.0  # lags behind the step down
+    assert snap.series["train_loss"][1][60] == 1.0  # the raw series is kept too
+    zoomed = store.snapshot(LossView(width=200, last_steps=10))
+    assert zoomed.series["train_loss"][0] == list(range(90, 101))
+    assert store.snapshot(LossView(width=200)).series["train_loss"][0][0] == 1
+
+
+async def test_view_keys_zoom_smooth_log_scale_and_overlay_earlier_runs(tmp_path):
+    ws = _workspace_with_metrics(tmp_path, _lines(1, 301))
+    old = ws.root / "previous" / "20260101-120000" / "logs" / "metrics.jsonl"
+    old.parent.mkdir(parents=True)
+    old.write_text(_lines(1, 501))
+    app = PaneHarness(LossPane, ws)
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = app.query_one(LossPane)
+        plot = pane.query_one(LossPlot)
+        assert await _until(pilot, lambda: pane.points_count == 300)
+        pane.focus()
+        await pilot.press("z", "z", "z")  # all -> last 2000 -> last 500 -> last 100
+        assert await _until(pilot, lambda: plot.plotted("train_loss")[0][:1] == [200])
+        await pilot.press("m")
+        assert await _until(pilot, lambda: len(plot.snapshot.smooth[0]) > 0)
+        await pilot.press("l")
+        assert await _until(pilot, lambda: plot.snapshot.view.log_y)
+        await pilot.press("p")
+        assert await _until(pilot, lambda: [name for name, _, _ in plot.snapshot.previous] == ["20260101-120000"])
+        assert plot.snapshot.previous[0][1][-1] == 500
+        status = str(pane.query_one("#loss-status", Static).render())
+        assert "log · EMA 0.6 · last 100 · +prev" in status
+        assert plot.render_error is None, plot.render_error
+        await pilot.press("p", "l", "z")  # back: no overlay, linear, all steps
+        assert await _until(pilot, lambda: plot.plotted("train_loss")[0][:1] == [1] and not plot.snapshot.previous)
