@@ -25,6 +25,7 @@ from .result import CheckResult, Report, Status
 
 DEFAULT_CHECK_TIMEOUT_S = 600.0  # generous: the overfit on a large user model on a slow CPU
 POLL_S = 0.2
+STARTUP_S = 180.0  # a spawned interpreter importing torch on a loaded machine, before any check
 
 
 def _child(options: CheckOptions, only, skip, done, events) -> None:  # runs in the spawned process
@@ -61,7 +62,7 @@ def run_checks_isolated(
         proc = ctx.Process(target=_child, args=(options, only, skip, list(done), events), daemon=True)
         proc.start()
         current: tuple[str, int, int] | None = None
-        deadline = time.monotonic() + timeout_s
+        deadline = time.monotonic() + max(timeout_s, STARTUP_S)  # the child imports torch first
         failure: str | None = None
         try:
             while True:
@@ -75,7 +76,8 @@ def run_checks_isolated(
                         failure = f"the check process exited with code {proc.exitcode}"
                         break
                     if time.monotonic() > deadline:
-                        failure = f"no result after {timeout_s:g} s (a forward pass that never returns?)"
+                        waited = timeout_s if current is not None else max(timeout_s, STARTUP_S)
+                        failure = f"no result after {waited:g} s (a forward pass that never returns?)"
                         break
                     continue
                 if kind == "report":
