@@ -186,3 +186,20 @@ async def test_view_keys_zoom_smooth_log_scale_and_overlay_earlier_runs(tmp_path
         assert plot.render_error is None, plot.render_error
         await pilot.press("p", "l", "z")  # back: no overlay, linear, all steps
         assert await _until(pilot, lambda: plot.plotted("train_loss")[0][:1] == [1] and not plot.snapshot.previous)
+
+
+async def test_a_plot_that_plotext_cannot_draw_is_named_and_the_app_keeps_running(tmp_path, monkeypatch):
+    from textual_plotext import PlotextPlot
+
+    def broken_build(self):
+        raise ValueError("math domain error")
+
+    monkeypatch.setattr(PlotextPlot, "render", broken_build)
+    ws = _workspace_with_metrics(tmp_path, _lines(1, 101))
+    app = PaneHarness(LossPane, ws)
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = app.query_one(LossPane)
+        plot = pane.query_one(LossPlot)
+        assert await _until(pilot, lambda: plot.render_error is not None and pane.points_count == 100)
+        assert "math domain error" in plot.render_error
+        assert app.is_running
