@@ -90,3 +90,16 @@ async def test_leave_it_running_keeps_the_run_and_the_next_ui_names_it(demo_ws, 
     finally:
         if pid is not None and _alive(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_the_path_to_the_training_confirm_and_quit_dialogs_imports_no_torch():
+    import subprocess
+
+    code = (
+        "import sys, minigpt_tui.app, minigpt_tui.panes.loss, minigpt_tui.training, minigpt_tui.screens.quit, "
+        "minigpt_tui.screens.confirm, minigpt.lock, minigpt.checks; "
+        "from minigpt.checks import FAULTS, catalog; catalog(); "
+        "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
