@@ -190,6 +190,7 @@ def staged_open(path: str | os.PathLike, mode: str = "wb", encoding: str | None 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes 0600; a shared workspace needs the umask's mode
     except OSError as exc:
         raise os_error(exc, path, kept=True) from exc
     fh = os.fdopen(fd, mode, encoding=encoding)
@@ -276,3 +277,17 @@ def describe_size(n: int) -> str:
             return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{n} B"
+
+
+def current_umask() -> int:
+    """The process umask, read without changing it where /proc says it (Linux >= 4.7); else the
+    classic set-and-restore (a tiny race with other threads creating files, acceptable here)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass  # no /proc: fall back below
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

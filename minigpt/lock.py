@@ -126,7 +126,16 @@ def acquire(workspace: str | os.PathLike, command: str = "train", *, retries: in
     descriptor) is broken by replacing the file, also with a notice.
     """
     path = lock_path(workspace)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:  # the workspace (or a folder above it) is a file
+        from .fileio import os_error
+
+        raise os_error(OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path.parent)), path) from None
+    except OSError as exc:
+        from .fileio import os_error
+
+        raise os_error(exc, path) from None
     notices: list[str] = []
     for attempt in range(retries + 1):
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from . import lock
 from .corpus import (
     DECODING_POLICY,
     SPLIT_FRACTIONS,
@@ -275,33 +276,36 @@ def prepare_workspace(
         notices += [notice] if notice else []
 
     # pass 3: encode, staging each split's file; replace the workspace's files only at the end
-    staged: dict[str, StagedWrite] = {}
-    committed = False
-    total_chars, done = sum(sizes.values()), 0
-    try:
-        in_train: set[int] = set()
-        for key, src in texts.items():
-            in_train |= _encode(
-                src,
-                sizes[key],
-                ranges[key],
-                tokenizer,
-                ws,
-                staged,
-                _stage(report, "encoding", 0.4, 0.95, done, total_chars),
-            )
-            done += sizes[key]
-        report("writing", 0.95)
-        if not unchanged:
-            staged["tokenizer"] = stage_text(tokenizer.to_json(), ws.tokenizer)
-        for split in (*SPLITS, "tokenizer"):  # the tokenizer last: it is what a rerun compares with
-            if split in staged:
-                staged[split].commit()
-        committed = True
-    finally:
-        if not committed:
-            for write in staged.values():
-                write.discard()
+    # one writer per workspace: a training run (or another prepare) must not read half-replaced files
+    with lock.acquire(ws.root, "prepare") as held:
+        notices += held.notices
+        staged: dict[str, StagedWrite] = {}
+        committed = False
+        total_chars, done = sum(sizes.values()), 0
+        try:
+            in_train: set[int] = set()
+            for key, src in texts.items():
+                in_train |= _encode(
+                    src,
+                    sizes[key],
+                    ranges[key],
+                    tokenizer,
+                    ws,
+                    staged,
+                    _stage(report, "encoding", 0.4, 0.95, done, total_chars),
+                )
+                done += sizes[key]
+            report("writing", 0.95)
+            if not unchanged:
+                staged["tokenizer"] = stage_text(tokenizer.to_json(), ws.tokenizer)
+            for split in (*SPLITS, "tokenizer"):  # the tokenizer last: it is what a rerun compares with
+                if split in staged:
+                    staged[split].commit()
+            committed = True
+        finally:
+            if not committed:
+                for write in staged.values():
+                    write.discard()
     report("done", 1.0)
 
     tokens = {split: hi - lo for r in ranges.values() for split, (lo, hi) in r.items()}

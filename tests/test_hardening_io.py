@@ -196,7 +196,7 @@ def test_an_oserror_the_library_did_not_type_is_classified_by_the_cli(monkeypatc
     def refused(*args, **kwargs):
         raise OSError(errno.EROFS, "whatever the OS says", "/mnt/runs/tokenizer.json")
 
-    monkeypatch.setattr("minigpt.cli.prepare.prepare_workspace", refused)
+    monkeypatch.setattr("minigpt.prepare.prepare_workspace", refused)
     code, err = run_cli(capsys, "prepare", "--source", "demo")
     assert code == 2
     assert err.startswith("error: Read-only file system: cannot access /mnt/runs/tokenizer.json")
@@ -207,7 +207,7 @@ def test_keyboard_interrupt_exits_130(monkeypatch, capsys):
         raise KeyboardInterrupt
 
     monkeypatch.setattr("minigpt.prepare.prepare_workspace", interrupted)
-    monkeypatch.setattr("minigpt.cli.prepare.prepare_workspace", interrupted)
+    monkeypatch.setattr("minigpt.prepare.prepare_workspace", interrupted)
     code, err = run_cli(capsys, "prepare", "--source", "demo")
     assert code == 130 and "interrupted" in err
 
@@ -355,3 +355,31 @@ def test_prepare_cuts_an_article_on_two_lines_inside_a_line_with_a_notice(tmp_pa
     tok = CharTokenizer.from_file(ws.tokenizer)
     text = "".join(tok.decode(load_ids(ws.ids(s))) for s in SPLITS)
     assert text == article.read_text(encoding="utf-8")
+
+
+def test_prepare_waits_for_no_one_it_refuses_while_a_training_run_holds_the_workspace(tmp_path):
+    from minigpt import lock
+    from minigpt.errors import WorkspaceLockedError
+    from minigpt.prepare import prepare_workspace
+
+    with lock.acquire(tmp_path / "ws", "train"):
+        with pytest.raises(WorkspaceLockedError, match="train"):
+            prepare_workspace("demo", tmp_path / "ws")
+    assert not (tmp_path / "ws" / "tokenizer").exists()  # nothing written
+    prepare_workspace("demo", tmp_path / "ws")  # free again
+
+
+def test_files_are_written_with_the_umask_mode_not_0600(tmp_path):
+    import os
+
+    from minigpt.fileio import atomic_write_text
+
+    old = os.umask(0o022)
+    try:
+        atomic_write_text("x", tmp_path / "a.txt")
+        os.umask(0o077)
+        atomic_write_text("x", tmp_path / "b.txt")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "a.txt").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "b.txt").stat().st_mode & 0o777 == 0o600

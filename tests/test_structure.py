@@ -75,3 +75,14 @@ def test_a_path_named_explicitly_that_does_not_exist_is_bad_usage(tmp_path, flag
 
 def test_checkpoint_none_does_not_need_a_file(tmp_path):
     assert CheckOptions(workspace=tmp_path, checkpoint="none").resolve().fresh_model_requested
+
+
+def test_minigpt_help_builds_every_parser_without_importing_torch():
+    loaded = _modules_after("from minigpt.cli import build_parser; build_parser().format_help()")
+    assert "torch" not in loaded
+
+
+def test_minigpt_help_runs_and_lists_every_command():
+    out = subprocess.run([sys.executable, "-m", "minigpt", "--help"], capture_output=True, text=True, check=True)
+    for command in ("prepare", "train", "sample", "check", "report", "import"):
+        assert command in out.stdout

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from ..prepare import prepare_workspace
-
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -27,6 +25,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ..prepare import prepare_workspace  # imports torch: not for --help
 
     console = Console()
     with Progress(
