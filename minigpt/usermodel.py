@@ -29,6 +29,8 @@ class ModelSpec:
     module_name: str
 
     def factory(self, config: dict):
+        # the built-in class a checkpoint names for itself (an imported nanoGPT run) is not a field
+        config = {k: v for k, v in config.items() if k != "model_class"}
         try:
             cfg = self.config_cls(**config)
         except TypeError as exc:
