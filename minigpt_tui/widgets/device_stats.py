@@ -106,7 +106,8 @@ class DeviceSampler:
     @staticmethod
     def _gpu_torch() -> dict:
         torch = sys.modules.get("torch")  # only if the checks already imported it
-        if torch is None or not torch.cuda.is_available():
+        # only where this process already uses CUDA: a first call would create a context (hundreds of MB)
+        if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
             return {}
         free, total = torch.cuda.mem_get_info()
         return {

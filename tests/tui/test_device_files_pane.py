@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from minigpt_tui.panes.device_files import DeviceFilesPane
 
 from .conftest import SIZE, rendered, wait_for_report
@@ -130,3 +132,49 @@ def test_sampler_reads_cpu_memory_and_the_lock_holders_rss_from_proc(tmp_path):
     assert first.gpu_name is None and first.sources == [str(proc)]
     _fake_proc(proc, idle=150, total_busy=250, rss_kib=1024)  # 150 busy ticks of 200
     assert sampler.sample().cpu_percent == 75.0
+
+
+def test_sampler_reads_gpu_numbers_from_nvml_and_torch_cuda_when_present(tmp_path, monkeypatch):
+    import types
+
+    gib = 2**30
+    nvml = types.SimpleNamespace(
+        NVML_TEMPERATURE_GPU=0,
+        nvmlInit=lambda: None,
+        nvmlDeviceGetHandleByIndex=lambda i: "h0",
+        nvmlDeviceGetMemoryInfo=lambda h: types.SimpleNamespace(used=40 * gib, total=140 * gib),
+        nvmlDeviceGetName=lambda h: b"NVIDIA H200",
+        nvmlDeviceGetUtilizationRates=lambda h: types.SimpleNamespace(gpu=87),
+        nvmlDeviceGetTemperature=lambda h, sensor: 61,
+    )
+    cuda = types.SimpleNamespace(
+        is_available=lambda: True,
+        is_initialized=lambda: True,
+        mem_get_info=lambda: (100 * gib, 140 * gib),
+        get_device_name=lambda: "NVIDIA H200 (torch)",
+        memory_allocated=lambda: 3 * gib,
+        memory_reserved=lambda: 4 * gib,
+    )
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+    sample = DeviceSampler(None, proc=tmp_path).sample()
+    assert sample.sources == ["NVML", "torch.cuda"]
+    assert sample.gpu_name == "NVIDIA H200"  # NVML first: it sees every process
+    assert (sample.gpu_used_bytes, sample.gpu_total_bytes) == (40 * gib, 140 * gib)
+    assert (sample.allocated_bytes, sample.reserved_bytes) == (3 * gib, 4 * gib)  # only torch knows these
+    assert (sample.gpu_util_percent, sample.temperature_c) == (87.0, 61.0)
+
+    monkeypatch.delitem(sys.modules, "pynvml")
+    monkeypatch.setattr("builtins.__import__", _no_pynvml(__import__))
+    sample = DeviceSampler(None, proc=tmp_path).sample()
+    assert sample.sources == ["torch.cuda"] and sample.gpu_used_bytes == 40 * gib
+    assert sample.gpu_util_percent is None
+
+
+def _no_pynvml(real_import):
+    def fake(name, *args, **kwargs):
+        if name == "pynvml":
+            raise ImportError("No module named 'pynvml'")
+        return real_import(name, *args, **kwargs)
+
+    return fake
