@@ -111,15 +111,18 @@ def grad_stats_overhead(data, vocab: int, reps: int) -> dict:
         x, y = get_batch(data, 8, shape["block_size"], "cpu", gen)
         _, loss = model(x, y)
         loss.backward()
-        held["norms"] = tensor_norms([p.grad for _, p in named])
-        total = torch.linalg.vector_norm(torch.stack(held["norms"]))
-        torch.nn.utils.clip_grads_with_norm_([p for _, p in named], 1.0, total)
-        torch.stack([loss.detach(), total]).tolist()
+        with torch.no_grad():
+            held["norms"] = torch.stack(tensor_norms([p.grad for _, p in named]))
+            total = torch.linalg.vector_norm(held["norms"])
+            torch.nn.utils.clip_grads_with_norm_([p for _, p in named], 1.0, total)
+            held["head"] = torch.stack([loss.detach(), total])
+            held["head"].tolist()
         opt.step()
 
-    def stats():
-        weights = tensor_norms([p.detach() for _, p in named])
-        host = torch.cat([torch.stack(held["norms"]), torch.stack(weights)]).tolist()
+    @torch.no_grad()
+    def stats():  # what Trainer._clip_and_sync and _train_step add at a logged step
+        weights = torch.stack(tensor_norms([p for _, p in named]))
+        host = torch.cat([held["head"], held["norms"], weights]).tolist()[2:]
         grad_rows(named, {id(p): host[i] for i, (_, p) in enumerate(named)}, host[len(named) :])
 
     step()
@@ -406,6 +409,36 @@ def tui_latency(root: Path, reps: int) -> dict:
     return asyncio.run(measure())
 
 
+def check_suite_with_a_busy_neighbour(root: Path) -> dict:
+    """The check suite (300 overfit steps allowed, early stop on) while other processes keep every
+    core busy, with the threads the policy picks on a busy machine (1) and with torch's default.
+    Each run is timed once: the neighbour makes repeats meaningless; compare with the quiet run."""
+    import subprocess
+    import sys
+
+    from minigpt.threads import usable_cpus
+
+    def suite(threads: int) -> float:
+        torch.set_num_threads(threads)
+        t0 = time.perf_counter()
+        run_checks(CheckContext(CheckOptions(workspace=root, device="cpu", overfit_steps=300)))
+        return time.perf_counter() - t0
+
+    default = torch.get_num_threads()
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in usable_cpus()]
+    try:
+        time.sleep(1.0)
+        out = {
+            "check_suite_seconds_busy_neighbour_policy_1_thread": suite(1),
+            f"check_suite_seconds_busy_neighbour_{default}_threads": suite(default),
+        }
+    finally:
+        for proc in busy:
+            proc.kill()
+        torch.set_num_threads(default)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--json", action="store_true")
@@ -448,6 +481,7 @@ def main() -> None:
             out["check_suite_seconds"] - report.by_id()["single_batch_overfit"].duration_s
         )
         out["check_suite_failures"] = [r.id for r in report.failed]
+        out.update(check_suite_with_a_busy_neighbour(ws.root))
         out.update(tui_latency(ws.root, reps))  # the UI on the same trained workspace
     # memory bounds, each in its own interpreter (--quick: smaller inputs, keys name the size)
     out.update(prepare_memory(100 if args.quick else 500))
