@@ -87,7 +87,8 @@ def live_table(s: DeviceSample) -> Table:
     table.add_row("memory", _pair(s.mem_used_bytes, s.mem_total_bytes))
     if s.training_pid is not None:
         rss = human_bytes(s.training_rss_bytes) if s.training_rss_bytes is not None else "not readable"
-        table.add_row(f"training (PID {s.training_pid})", f"{rss} resident")
+        gpu = f", {human_bytes(s.training_gpu_bytes)} on the GPU" if s.training_gpu_bytes is not None else ""
+        table.add_row(f"training (PID {s.training_pid})", f"{rss} resident{gpu}")
     else:
         table.add_row("training", Text("not running (no workspace lock held)", style="dim"))
     if s.ui_rss_bytes is not None:

@@ -32,6 +32,7 @@ class DeviceSample:
     training_pid: int | None = None  # the process holding the workspace lock
     training_command: str | None = None
     training_rss_bytes: int | None = None
+    training_gpu_bytes: int | None = None  # NVML's per-process figure
 
 
 def _kib_field(text: str, name: str) -> int | None:
@@ -103,6 +104,13 @@ class DeviceSampler:
             "temperature_c": float(nv.nvmlDeviceGetTemperature(handle, nv.NVML_TEMPERATURE_GPU)),
         }
 
+    def _nvml_process_bytes(self, pid: int) -> int | None:
+        nv = self._nvml
+        for proc in nv.nvmlDeviceGetComputeRunningProcesses(nv.nvmlDeviceGetHandleByIndex(0)):
+            if proc.pid == pid and proc.usedGpuMemory is not None:
+                return int(proc.usedGpuMemory)
+        return None
+
     @staticmethod
     def _gpu_torch() -> dict:
         torch = sys.modules.get("torch")  # only if the checks already imported it
@@ -139,6 +147,8 @@ class DeviceSampler:
         own = self._read("self", "status")
         values["ui_rss_bytes"] = _kib_field(own, "VmRSS") if own else None
         values["training_pid"], values["training_command"], values["training_rss_bytes"] = self._training()
+        if nvml and values["training_pid"] is not None:
+            values["training_gpu_bytes"] = self._nvml_process_bytes(values["training_pid"])
         if meminfo or own:
             sources.append(str(self.proc))
         return DeviceSample(sources=sources, **values)

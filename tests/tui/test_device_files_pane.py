@@ -62,6 +62,7 @@ GPU_SAMPLE = DeviceSample(
     training_pid=4242,
     training_command="train",
     training_rss_bytes=2 * 2**30,
+    training_gpu_bytes=6 * 2**30,
 )
 
 
@@ -89,7 +90,7 @@ async def test_live_view_shows_gpu_memory_load_and_the_training_process(demo_ws)
     assert "GPU memory used 40.0 GiB of 140 GiB (29%)" in text
     assert "3.0 GiB allocated, 4.0 GiB reserved" in text
     assert "87% busy, 61 °C" in text and "12% of 16 cores" in text
-    assert "training (PID 4242) 2.0 GiB resident" in text
+    assert "training (PID 4242) 2.0 GiB resident, 6.0 GiB on the GPU" in text
 
 
 async def test_live_sampling_is_at_most_once_a_second_and_stops_when_hidden(demo_ws):
@@ -135,7 +136,10 @@ def test_sampler_reads_cpu_memory_and_the_lock_holders_rss_from_proc(tmp_path):
 
 
 def test_sampler_reads_gpu_numbers_from_nvml_and_torch_cuda_when_present(tmp_path, monkeypatch):
+    import os
     import types
+
+    from minigpt.lock import acquire
 
     gib = 2**30
     nvml = types.SimpleNamespace(
@@ -146,6 +150,7 @@ def test_sampler_reads_gpu_numbers_from_nvml_and_torch_cuda_when_present(tmp_pat
         nvmlDeviceGetName=lambda h: b"NVIDIA H200",
         nvmlDeviceGetUtilizationRates=lambda h: types.SimpleNamespace(gpu=87),
         nvmlDeviceGetTemperature=lambda h, sensor: 61,
+        nvmlDeviceGetComputeRunningProcesses=lambda h: [types.SimpleNamespace(pid=os.getpid(), usedGpuMemory=5 * gib)],
     )
     cuda = types.SimpleNamespace(
         is_available=lambda: True,
@@ -157,7 +162,10 @@ def test_sampler_reads_gpu_numbers_from_nvml_and_torch_cuda_when_present(tmp_pat
     )
     monkeypatch.setitem(sys.modules, "pynvml", nvml)
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
-    sample = DeviceSampler(None, proc=tmp_path).sample()
+    (tmp_path / "ws").mkdir()
+    with acquire(tmp_path / "ws", "train"):  # this process plays the trainer
+        sample = DeviceSampler(tmp_path / "ws", proc=tmp_path).sample()
+    assert sample.training_pid == os.getpid() and sample.training_gpu_bytes == 5 * gib
     assert sample.sources == ["NVML", "torch.cuda"]
     assert sample.gpu_name == "NVIDIA H200"  # NVML first: it sees every process
     assert (sample.gpu_used_bytes, sample.gpu_total_bytes) == (40 * gib, 140 * gib)
