@@ -93,20 +93,27 @@ class DeviceSampler:
         if not self._nvml:
             return {}
         nv = self._nvml
-        handle = nv.nvmlDeviceGetHandleByIndex(0)
-        mem = nv.nvmlDeviceGetMemoryInfo(handle)
-        name = nv.nvmlDeviceGetName(handle)
-        return {
-            "gpu_name": name.decode() if isinstance(name, bytes) else str(name),
-            "gpu_used_bytes": int(mem.used),
-            "gpu_total_bytes": int(mem.total),
-            "gpu_util_percent": float(nv.nvmlDeviceGetUtilizationRates(handle).gpu),
-            "temperature_c": float(nv.nvmlDeviceGetTemperature(handle, nv.NVML_TEMPERATURE_GPU)),
-        }
+        try:
+            handle = nv.nvmlDeviceGetHandleByIndex(0)
+            mem = nv.nvmlDeviceGetMemoryInfo(handle)
+            name = nv.nvmlDeviceGetName(handle)
+            return {
+                "gpu_name": name.decode() if isinstance(name, bytes) else str(name),
+                "gpu_used_bytes": int(mem.used),
+                "gpu_total_bytes": int(mem.total),
+                "gpu_util_percent": float(nv.nvmlDeviceGetUtilizationRates(handle).gpu),
+                "temperature_c": float(nv.nvmlDeviceGetTemperature(handle, nv.NVML_TEMPERATURE_GPU)),
+            }
+        except getattr(nv, "NVMLError", ()):  # a reading this device does not support: skip this sample's
+            return {}
 
     def _nvml_process_bytes(self, pid: int) -> int | None:
         nv = self._nvml
-        for proc in nv.nvmlDeviceGetComputeRunningProcesses(nv.nvmlDeviceGetHandleByIndex(0)):
+        try:
+            procs = nv.nvmlDeviceGetComputeRunningProcesses(nv.nvmlDeviceGetHandleByIndex(0))
+        except getattr(nv, "NVMLError", ()):  # not supported on this device or driver
+            return None
+        for proc in procs:
             if proc.pid == pid and proc.usedGpuMemory is not None:
                 return int(proc.usedGpuMemory)
         return None

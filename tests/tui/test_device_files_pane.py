@@ -186,3 +186,21 @@ def _no_pynvml(real_import):
         return real_import(name, *args, **kwargs)
 
     return fake
+
+
+def test_an_nvml_reading_the_device_does_not_support_is_skipped_not_fatal(tmp_path, monkeypatch):
+    import types
+
+    class NVMLError(Exception):
+        pass
+
+    def unsupported(*args):
+        raise NVMLError("Not Supported")
+
+    nvml = types.SimpleNamespace(NVMLError=NVMLError, nvmlInit=lambda: None, nvmlDeviceGetHandleByIndex=unsupported)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    monkeypatch.setitem(
+        sys.modules, "torch", types.SimpleNamespace(cuda=types.SimpleNamespace(is_available=lambda: False))
+    )
+    sample = DeviceSampler(None, proc=tmp_path).sample()
+    assert sample.gpu_name is None and "NVML" not in sample.sources
