@@ -273,3 +273,21 @@ async def test_sorting_reorders_rows_without_rebuilding_the_table(tmp_path):
         await pilot.press("g")
         assert _table_names(pane.query_one(DataTable))[0] == "blocks.12.attn.qkv.weight"
         assert pane.rebuilds == before
+
+
+def test_follower_reads_only_new_complete_lines_and_restarts_on_a_rewrite(tmp_path):
+    from minigpt_tui.widgets.jsonl_follow import JsonlFollower
+
+    path = tmp_path / "grads.jsonl"
+    follower = JsonlFollower(path)
+    assert follower.poll() == []  # not written yet
+    path.write_text('{"step": 1}\n{"step": 2')  # the second line is still being written
+    assert follower.poll() == [{"step": 1}]
+    with open(path, "a") as f:
+        f.write("}\nnot json\n")
+    assert follower.poll() == [{"step": 2}] and follower.bad_lines == 1 and not follower.reset
+    # a new run rewrites the file to the same length: the first bytes differ
+    path.write_text('{"step": 7}\n{"step": 8}\nnot json\n')
+    assert follower.poll() == [{"step": 7}, {"step": 8}] and follower.reset and follower.resets == 1
+    path.write_text("")  # truncated
+    assert follower.poll() == [] and follower.reset
