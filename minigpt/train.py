@@ -392,6 +392,8 @@ class Trainer:
         torch.manual_seed(cfg.seed)
         model = MiniGPT(cfg.model_config(tokenizer.vocab_size)).to(self.device)
         optimizer = make_optimizer(model, cfg)
+        if self.world.rank:  # same initial weights (DDP broadcasts rank 0's anyway), other dropout masks
+            torch.manual_seed(cfg.seed + self.world.rank)
         if self.world.is_main:
             with interrupts_deferred():  # a half-moved run would be split between two folders
                 self.archived = self._archive_previous_run()  # only now: every input above was good
@@ -536,34 +538,13 @@ class Trainer:
             losses.append(loss.detach())
         if st.scaler is not None:
             st.scaler.unscale_(st.optimizer)  # clip and log the true gradients
-        named = [(name, p) for name, p in st.named_params if p.grad is not None]
-        grads = [p.grad for _, p in named]
-        # per-parameter norms once: the clip needs them anyway, and the gradients log reuses them
-        grad_norms = tensor_norms(grads)  # type: ignore[arg-type]
-        grad_norm = torch.linalg.vector_norm(torch.stack(grad_norms)) if grads else torch.zeros((), device=self.device)
-        if cfg.grad_clip > 0 and grads:
-            torch.nn.utils.clip_grads_with_norm_([p for _, p in named], cfg.grad_clip, grad_norm)
-        mean_loss = losses[0] if len(losses) == 1 else torch.stack(losses).mean()
-        parts = [mean_loss, grad_norm.float()]
-        if world.distributed:
-            # one all-reduce: the loss over all ranks, and whether any rank was asked to stop
-            stop = torch.tensor(float(self.stop_requested), device=self.device)
-            shared = distributed.all_sum(torch.stack([parts[0], stop]), world)
-            parts = [shared[0] / world.size, parts[1], shared[1]]
         step = st.step + 1
         log_grads = (
             world.is_main
             and (step % cfg.eval_interval == 0 or step == cfg.max_steps)
             and self.ws.metrics.parent.is_dir()
         )
-        weights = [p.detach() for _, p in st.named_params] if log_grads else []
-        # one host sync per step for every number (a CPU-GPU sync point)
-        host = torch.cat(
-            [
-                torch.stack(parts),
-                *([torch.stack(grad_norms).float(), torch.stack(tensor_norms(weights)).float()] if log_grads else []),
-            ]
-        ).tolist()
+        named, host = self._clip_and_sync(st, losses, log_grads)
         train_loss, norm = host[0], host[1]
         if world.distributed:
             self._stop_agreed = host[2] > 0
@@ -591,7 +572,7 @@ class Trainer:
                     last_good=st.last_good,
                 )
         if log_grads:
-            offset = len(parts)
+            offset = 3 if world.distributed else 2
             by_param = {id(p): host[offset + i] for i, (_, p) in enumerate(named)}
             weight_norms = host[offset + len(named) :]
             self._log_grads(
@@ -617,6 +598,33 @@ class Trainer:
         if skipped:
             record["skipped"] = True
         return record
+
+    @torch.no_grad()
+    def _clip_and_sync(self, st: RunState, losses: list[torch.Tensor], log_grads: bool) -> tuple[list, list[float]]:
+        """Clip by the global norm; return the parameters that have gradients and, from one host
+        transfer, [loss, norm before clipping, (stop flag when distributed), (per-parameter gradient
+        norms and all weight norms when `log_grads`)]."""
+        cfg, world = self.cfg, self.world
+        named = [(name, p) for name, p in st.named_params if p.grad is not None]
+        # per-parameter norms once: the clip needs them anyway, and the gradients log reuses them
+        grad_norms = (
+            torch.stack(tensor_norms([p.grad for _, p in named])) if named else torch.zeros(0, device=self.device)
+        )  # type: ignore[misc]
+        grad_norm = torch.linalg.vector_norm(grad_norms)  # as clip_grad_norm_ computes it
+        if cfg.grad_clip > 0 and named:
+            torch.nn.utils.clip_grads_with_norm_([p for _, p in named], cfg.grad_clip, grad_norm)
+        loss = losses[0] if len(losses) == 1 else torch.stack(losses).mean()
+        parts = [loss.float(), grad_norm.float()]
+        if world.distributed:
+            # one all-reduce: the loss over all ranks, and whether any rank was asked to stop
+            stop = torch.tensor(float(self.stop_requested), device=self.device)
+            shared = distributed.all_sum(torch.stack([parts[0], stop]), world)
+            parts = [shared[0] / world.size, parts[1], shared[1]]
+        host = torch.stack(parts)
+        if log_grads:
+            weight_norms = torch.stack(tensor_norms([p for _, p in st.named_params]))
+            host = torch.cat([host, grad_norms.float(), weight_norms.float()])
+        return named, host.tolist()  # one host sync per step for every number (a CPU-GPU sync point)
 
     # --- evaluation, the log line and the checkpoints, which land together ---
 
@@ -780,23 +788,21 @@ def grad_rows(
     `weight_norms` in `named_params` order), flagged as `minigpt.gradstats.grad_table` flags them."""
     rows = []
     for (name, p), w_norm in zip(named_params, weight_norms, strict=True):
-        g_norm = grad_norms.get(id(p))
-        flags = []
-        if not p.requires_grad:
-            flags.append("frozen")
-        elif g_norm is None:
-            flags.append("no_grad")
-        elif not math.isfinite(g_norm):
-            flags.append("nonfinite")
+        g_norm: float | str | None = grad_norms.get(id(p))
+        if g_norm is None:
+            flags = ["no_grad"] if p.requires_grad else ["frozen"]
+        elif not math.isfinite(g_norm):  # type: ignore[arg-type]
+            flags, g_norm = ["nonfinite"], str(g_norm)  # JSON has no NaN/Infinity
         elif g_norm == 0.0:
-            flags.append("zero")
-        grad = None if g_norm is None else _json_float(g_norm)
+            flags = ["zero"]
+        else:
+            flags = []
         rows.append(
             {
                 "name": name,
-                "shape": list(p.shape),
+                "shape": [*p.shape],
                 "numel": p.numel(),
-                "grad_norm": grad,
+                "grad_norm": g_norm,
                 "weight_norm": w_norm,
                 "flags": flags,
             }
