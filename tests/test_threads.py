@@ -21,13 +21,13 @@ def test_a_busy_machine_gets_one_thread(monkeypatch):
     assert threads.child_env("train", base={})["OMP_NUM_THREADS"] == "1"
 
 
-def test_a_quiet_machine_trains_on_its_physical_cores_and_checks_on_at_most_two(monkeypatch):
+def test_a_quiet_machine_trains_on_its_physical_cores_and_checks_on_one(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.delenv("MKL_NUM_THREADS", raising=False)
     monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
     monkeypatch.setattr(threads, "physical_cores", lambda: 8)
     assert threads.recommended("train") == 8
-    assert threads.recommended("checks") == 2
+    assert threads.recommended("checks") == 1
     assert threads.recommended("train", share_with=1) == 7
 
 

@@ -11,6 +11,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from . import adapter
+from .adamw import AdamW
 from .data_checks import DEBUG_BATCH_SIZE, _block
 from .registry import check
 from .result import Outcome, Status
@@ -386,7 +387,7 @@ def gradients(ctx, run):
         # zero-initialised layers (residual projections and the head, as in modded-nanogpt) give
         # the layers before them a zero gradient for the first steps only, one layer of zeros per
         # step: keep stepping while the zero set shrinks, and judge what is left
-        opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
+        opt = AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
         recovered: list[str] = []
         for _ in range(ZERO_GRAD_RETRIES):
             opt.step()
@@ -451,7 +452,7 @@ def optimizer_update(ctx, run):
     params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     before = [p.detach().clone() for _, p in params]
     lr = ctx.learning_rate
-    opt = torch.optim.AdamW([p for _, p in params], lr=lr, weight_decay=0.1)
+    opt = AdamW([p for _, p in params], lr=lr, weight_decay=0.1)
     _, loss = adapter.call(model, x, y)
     loss.backward()
     opt.step()

@@ -8,6 +8,7 @@ import torch
 
 from ..errors import MiniGPTError
 from . import adapter
+from .adamw import AdamW
 from .context import weights_finite
 from .data_checks import DEBUG_BATCH_SIZE
 from .model_checks import localise_nonfinite
@@ -41,7 +42,7 @@ def single_batch_overfit(ctx, run):
     T = int(adapter.config_lookup(cfg, "block_size") or 32)  # type: ignore[call-overload]
     x, y = ctx.batch(DEBUG_BATCH_SIZE, T, seed=ctx.options.seed + 11)
     lr = ctx.fault.learning_rate(OVERFIT_LR) if ctx.fault else OVERFIT_LR
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
+    opt = AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
     steps = ctx.options.overfit_steps
     threshold = OVERFIT_THRESHOLD * math.log(V)
     history = torch.empty(steps)
