@@ -73,4 +73,3 @@ def unusual_settings(settings: SamplerSettings) -> list[str]:
     if s.max_new_tokens == 0:
         warnings.append("max_new_tokens is 0: nothing will be generated")
     return warnings
-
