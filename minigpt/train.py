@@ -575,9 +575,8 @@ class Trainer:
             offset = 3 if world.distributed else 2
             by_param = {id(p): host[offset + i] for i, (_, p) in enumerate(named)}
             weight_norms = host[offset + len(named) :]
-            self._log_grads(
-                step, norm, grad_rows(st.named_params, by_param, weight_norms)
-            )  # the gradients pane follows it
+            rows = grad_rows(st.named_params, by_param, weight_norms)
+            self._log_grads(step, norm, rows)  # the gradients pane follows this file
         if st.scaler is not None:
             st.scaler.step(st.optimizer)
             st.scaler.update()
@@ -607,9 +606,8 @@ class Trainer:
         cfg, world = self.cfg, self.world
         named = [(name, p) for name, p in st.named_params if p.grad is not None]
         # per-parameter norms once: the clip needs them anyway, and the gradients log reuses them
-        grad_norms = (
-            torch.stack(tensor_norms([p.grad for _, p in named])) if named else torch.zeros(0, device=self.device)
-        )  # type: ignore[misc]
+        grads = [p.grad for _, p in named if p.grad is not None]
+        grad_norms = torch.stack(tensor_norms(grads)) if grads else torch.zeros(0, device=self.device)
         grad_norm = torch.linalg.vector_norm(grad_norms)  # as clip_grad_norm_ computes it
         if cfg.grad_clip > 0 and named:
             torch.nn.utils.clip_grads_with_norm_([p for _, p in named], cfg.grad_clip, grad_norm)
