@@ -18,6 +18,7 @@ import torch
 from minigpt import distributed, lock
 from minigpt.checkpoint import load_checkpoint, read_checkpoint
 from minigpt.errors import ConfigError, WorkspaceLockedError
+from minigpt.metrics_log import read_metrics
 from minigpt.tokenizer import CharTokenizer
 from minigpt.train import TrainConfig, Trainer
 from minigpt.workspace import Workspace
@@ -90,6 +91,10 @@ def test_ddp_checkpoint_has_plain_keys_and_loads_like_any_other(ddp_runs):
     assert not torch.equal(raw["rng_states"][0]["batch"], raw["rng_states"][1]["batch"])
     ckpt = load_checkpoint(ws.latest_checkpoint, tokenizer=CharTokenizer.from_file(ws.tokenizer))
     assert ckpt.step == 20 and ckpt.fingerprint_mismatch is None
+    # the reader the UI and the checks use sees an ordinary log
+    log = read_metrics(ws.metrics)
+    assert [p.step for p in log.points] == [10, 20] and log.bad_lines == 0
+    assert all(p.val_loss is not None and p.tokens_per_s for p in log.points)
 
 
 @pytest.mark.slow
