@@ -640,6 +640,7 @@ class Trainer:
         rng_states = distributed.gather(_rng_state(st.batch_gen), self.world)
         if not self.world.is_main:
             return  # rank 0 evaluates and saves; the others wait for it at the next step's all-reduce
+        # the plain model: a compiled one would recompile for the larger evaluation batch
         losses = self.evaluate(st.model, {"train": st.train_data, "val": st.val_data})
         record["val_loss"] = losses["val"]
         record["eval_train_loss"] = losses["train"]
