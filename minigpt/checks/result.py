@@ -6,6 +6,18 @@ import math
 from dataclasses import dataclass, field
 from enum import Enum
 
+# the colour of each status (rich style names, but plain strings: this module imports no UI code);
+# the CLI and the terminal UI both read it
+STATUS_STYLE = {
+    "pass": "green",
+    "warn": "yellow",
+    "fail": "bold red",
+    "error": "bold magenta",
+    "skip": "dim",
+    "pending": "dim",
+    "running": "bold cyan",
+}
+
 
 class Status(str, Enum):
     PASS = "pass"

@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 
 from ..checks.faults import FAULTS
+from ..checks.result import STATUS_STYLE
 from ..device import DEVICE_CHOICES
-
-STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "error": "bold magenta", "skip": "dim"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -114,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         if kind != "finished":
             return
         r, _, _ = payload
-        style = STYLE[r.status.value]
+        style = STATUS_STYLE[r.status.value]
         console.print(
             f"[{style}]{r.status.mark} {r.status.value:<5}[/] {r.id:<24} {escape(r.summary)} "
             f"[dim]({r.duration_s:.2f}s)[/]"

@@ -23,7 +23,7 @@ class ChecksTable(DataTable):
     """The checks, one row each; `enter` re-runs the highlighted one (not a mouse click)."""
 
     BINDINGS = [
-        Binding("enter", "rerun_highlighted", "Re-run check"),
+        Binding("enter", "rerun_highlighted", "Rerun"),
         Binding("j", "cursor_down", "Down", show=False),
         Binding("k", "cursor_up", "Up", show=False),
     ]

@@ -86,9 +86,9 @@ class GradientsPane(Vertical, RenderWhenShown):
     """
     BINDINGS = [
         Binding("s", "switch_source", "Source"),
-        Binding("n", "sort('name')", "Sort name"),
-        Binding("g", "sort('grad')", "Sort grad"),
-        Binding("o", "sort('ratio')", "Sort ratio"),  # not r: that re-runs the checks everywhere
+        Binding("n", "sort('name')", "Name"),  # short: the footer has 80 columns
+        Binding("g", "sort('grad')", "Grad"),
+        Binding("o", "sort('ratio')", "Ratio"),  # not r: that re-runs the checks everywhere
         Binding("slash", "open_filter", "Filter"),
         Binding("escape", "clear_filter", "Clear filter", show=False),
     ]

@@ -415,6 +415,14 @@ class LossPane(Vertical, RenderWhenShown):
             self._plot.show(stale=True)
             if self._last_message is not None:
                 self._render_status(self._last_message)
+            else:  # hung before its first read: nothing to draw, but the pane must not look fine
+                self._show_text(
+                    "loss-status",
+                    Text(
+                        f"NOT UPDATING for {silent:.0f}s (restarting the follower) {self.metrics_path}",
+                        style="bold red",
+                    ),
+                )
             if silent > 2 * STALL_S:  # still nothing: start a new one (exclusive: the old is cancelled)
                 self.follower_restarts += 1
                 self._start_follower()

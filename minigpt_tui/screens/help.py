@@ -18,6 +18,8 @@ KEYS = [
     ("e", "export the report JSON to <workspace>/reports/"),
     ("↑ ↓ / j k, n", "Batches: move between rows, draw a new batch"),
     ("n g o", "Gradients: sort by name, gradient norm, update/weight ratio (again: reverse)"),
+    ("s", "Gradients: switch between the training run's gradients and the gradients check's fresh model"),
+    ("/", "Checks, Gradients: filter the table as you type (enter keeps it, escape clears it)"),
     ("s / x, t", "Loss: start / stop a training subprocess; t toggles it from any pane"),
     ("l m z p", "Loss: log scale, EMA smoothing (again: stronger), zoom to the last N steps, earlier runs"),
     ("enter", "Sampler: generate with settings A (buttons: Compare A/B, Stop)"),

@@ -4,15 +4,8 @@ from __future__ import annotations
 
 from rich.text import Text
 
-STATUS_STYLE = {
-    "pass": "green",
-    "warn": "yellow",
-    "fail": "bold red",
-    "error": "bold magenta",
-    "skip": "dim",
-    "pending": "dim",
-    "running": "bold cyan",
-}
+from minigpt.checks.result import STATUS_STYLE  # one table for the CLI and the UI (torch-free)
+
 PENDING_MARKS = {"pending": "·", "running": "…"}
 
 # whitespace made visible, one cell each so columns stay aligned
