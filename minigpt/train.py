@@ -34,6 +34,7 @@ from .checkpoint import (
     read_checkpoint,
     require_finite,
     require_fits,
+    require_minigpt,
     save_checkpoint,
     validate_resume_fields,
 )
@@ -406,6 +407,7 @@ class Trainer:
     def _resume(self, tokenizer: CharTokenizer) -> RunState:
         path = self.ws.latest_checkpoint
         raw = read_checkpoint(path)
+        require_minigpt(raw, path)  # an imported nanoGPT run, say: our trainer trains MiniGPT only
         missing = [k for k in ("optimizer_state_dict", "rng_state", "step") if raw.get(k) is None]
         if missing:
             raise CheckpointError(

@@ -291,8 +291,10 @@ class MiniGPTApp(App):
             if cancel.is_set():
                 return
             from minigpt.checks import resolve_selection, run_checks
+            from minigpt.threads import apply as apply_thread_policy
 
-            ctx = self.session.context
+            apply_thread_policy("checks")
+            options = self.session.options
             ids, _ = resolve_selection(only, None)
             self.post_message(ChecksStarted(ids, only))
 
@@ -306,7 +308,14 @@ class MiniGPTApp(App):
                 elif kind == "finished":
                     self.post_message(CheckFinished(*payload))
 
-            report = run_checks(ctx, only=only, listener=listener, cancel=cancel)
+            if options.model_spec:
+                # code nobody here wrote: in a child process with a time budget per check, so a
+                # hang or os._exit in it is an error row, never a frozen or vanished UI
+                from minigpt.checks.sandbox import run_checks_isolated
+
+                report = run_checks_isolated(options, only=only, listener=listener, cancel=cancel)
+            else:
+                report = run_checks(self.session.context, only=only, listener=listener, cancel=cancel)
             if not cancel.is_set():
                 self.post_message(ChecksFinished(report))
 

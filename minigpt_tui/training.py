@@ -77,7 +77,10 @@ class TrainingRun:
     async def start(self) -> None:
         """Start the process (raises OSError when the interpreter cannot be run)."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        from minigpt.threads import child_env  # torch-free
+
+        # one core left to the UI's own checks, unless the user set OMP_NUM_THREADS
+        env = dict(child_env("train", share_with=1), PYTHONUNBUFFERED="1")
         with open(self.log_path, "wb") as log:  # the child keeps its own descriptor
             self.process = await asyncio.create_subprocess_exec(
                 *self.command,

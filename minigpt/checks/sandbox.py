@@ -1,8 +1,11 @@
 """Running the checks on a user's model class in a child process, so that code nobody here wrote
 cannot hang the run or end it with a fake exit code.
 
-The child (a *spawned* interpreter: no fork of a process that holds threads or OpenMP state)
-builds its own `CheckContext` from the same options and streams the engine's events back. The
+The child is a fresh interpreter (`python -c ...`, not `multiprocessing`: no fork of a process that
+holds threads or OpenMP state, no re-import of the caller's `__main__`, and it works under a TUI
+that has replaced `sys.stdout`/`sys.stderr`). It builds its own `CheckContext` from the same
+options and streams the engine's events back as length-prefixed pickles over a private pipe (the
+model's own prints go to /dev/null, its stderr to a file whose tail is quoted on a crash). The
 parent enforces a time budget per check. A check whose process died (`os._exit`, a segfault, the
 OOM killer) or ran past its budget becomes an `error` result naming the check and what it was
 doing; the parent then starts a new child that continues with the remaining checks (their
@@ -12,8 +15,13 @@ catches `SystemExit` in-process.
 
 from __future__ import annotations
 
-import multiprocessing as mp
+import os
+import pickle
 import queue
+import struct
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 
@@ -24,22 +32,58 @@ from .registry import catalog
 from .result import CheckResult, Report, Status
 
 DEFAULT_CHECK_TIMEOUT_S = 600.0  # generous: the overfit on a large user model on a slow CPU
+STARTUP_S = 180.0  # a fresh interpreter importing torch on a loaded machine, before any check
 POLL_S = 0.2
-STARTUP_S = 180.0  # a spawned interpreter importing torch on a loaded machine, before any check
+_FRAME = struct.Struct("<I")
+_CHILD = "from minigpt.checks.sandbox import _child_main; _child_main()"
 
 
-def _child(options: CheckOptions, only, skip, done, events) -> None:  # runs in the spawned process
-    from .context import CheckContext
-    from .engine import run_checks
+def _child_main() -> None:  # runs in the child: argv[1] is the fd to write events to
+    out = os.fdopen(int(sys.argv[1]), "wb", buffering=0)
 
-    def listener(kind: str, payload: tuple) -> None:
-        events.put((kind, payload))
+    def send(kind: str, payload: object) -> None:
+        data = pickle.dumps((kind, payload))
+        out.write(_FRAME.pack(len(data)) + data)
 
+    options, only, skip, done = pickle.load(sys.stdin.buffer)
     try:
-        report = run_checks(CheckContext(options), only=only, skip=skip, listener=listener, done=done)
-        events.put(("report", report))
+        from .context import CheckContext
+        from .engine import run_checks
+
+        report = run_checks(CheckContext(options), only=only, skip=skip, listener=send, done=done)
+        send("report", report)
     except BaseException as exc:  # anything that escapes the engine: say it, then exit
-        events.put(("crashed", f"{type(exc).__name__}: {exc}"))
+        send("crashed", f"{type(exc).__name__}: {exc}")
+    out.close()
+
+
+def _read_events(fd: int, events: queue.Queue) -> None:
+    with os.fdopen(fd, "rb", buffering=0) as pipe:
+        while True:
+            head = _read_exactly(pipe, _FRAME.size)
+            if head is None:
+                break
+            body = _read_exactly(pipe, _FRAME.unpack(head)[0])
+            if body is None:
+                break
+            events.put(pickle.loads(body))
+    events.put(("eof", None))
+
+
+def _read_exactly(pipe, n: int) -> bytes | None:
+    chunks, left = [], n
+    while left:
+        chunk = pipe.read(left)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _tail(fh, limit: int = 300) -> str:
+    fh.seek(0)
+    return fh.read().decode("utf-8", "replace").strip()[-limit:]
 
 
 def run_checks_isolated(
@@ -56,53 +100,72 @@ def run_checks_isolated(
     info = catalog()
     done: list[CheckResult] = []
     started_at = time.time()
-    ctx = mp.get_context("spawn")
     while True:
-        events = ctx.Queue()
-        proc = ctx.Process(target=_child, args=(options, only, skip, list(done), events), daemon=True)
-        proc.start()
-        current: tuple[str, int, int] | None = None
-        deadline = time.monotonic() + max(timeout_s, STARTUP_S)  # the child imports torch first
-        failure: str | None = None
-        try:
-            while True:
-                if cancel.is_set():
+        events: queue.Queue = queue.Queue()
+        read_fd, write_fd = os.pipe()
+        with tempfile.TemporaryFile() as errors:
+            proc = subprocess.Popen(
+                [sys.executable, "-c", _CHILD, str(write_fd)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,  # the model's prints must not reach the caller's screen
+                stderr=errors,
+                pass_fds=(write_fd,),
+            )
+            os.close(write_fd)  # the child holds the only write end: its exit is our EOF
+            threading.Thread(target=_read_events, args=(read_fd, events), daemon=True).start()
+            assert proc.stdin is not None
+            try:
+                proc.stdin.write(pickle.dumps((options, only, skip, list(done))))
+                proc.stdin.close()
+            except BrokenPipeError:
+                pass  # died at once: reported below as an exit
+            current: tuple[str, int, int] | None = None
+            deadline = time.monotonic() + max(timeout_s, STARTUP_S)  # the child imports torch first
+            failure: str | None = None
+            try:
+                while True:
+                    if cancel.is_set():
+                        return Report(results=done, fault=options.fault, started_at=started_at, cancelled=True)
+                    try:
+                        kind, payload = events.get(timeout=POLL_S)
+                    except queue.Empty:
+                        if time.monotonic() > deadline:
+                            waited = timeout_s if current is not None else max(timeout_s, STARTUP_S)
+                            failure = f"no result after {waited:g} s (a forward pass that never returns?)"
+                            break
+                        continue
+                    if kind == "report":
+                        report: Report = payload
+                        report.started_at = started_at
+                        return report
+                    if kind == "crashed":
+                        failure = f"the check process failed: {payload}"
+                        break
+                    if kind == "eof":
+                        code = proc.wait(timeout=30)
+                        failure = f"the check process exited with code {code}"
+                        break
+                    if kind == "started":
+                        current, deadline = payload, time.monotonic() + timeout_s
+                    elif kind == "finished":
+                        result = payload[0]
+                        if not any(r.id == result.id for r in done):
+                            done.append(result)
+                        current = None
+                    listener(kind, payload)
+            finally:
+                if proc.poll() is None:
                     proc.kill()
-                    return Report(results=done, fault=options.fault, started_at=started_at, cancelled=True)
-                try:
-                    kind, payload = events.get(timeout=POLL_S)
-                except queue.Empty:
-                    if not proc.is_alive():
-                        failure = f"the check process exited with code {proc.exitcode}"
-                        break
-                    if time.monotonic() > deadline:
-                        waited = timeout_s if current is not None else max(timeout_s, STARTUP_S)
-                        failure = f"no result after {waited:g} s (a forward pass that never returns?)"
-                        break
-                    continue
-                if kind == "report":
-                    report: Report = payload
-                    report.started_at = started_at
-                    return report
-                if kind == "crashed":
-                    failure = f"the check process failed: {payload}"
-                    break
-                if kind == "started":
-                    current, deadline = payload, time.monotonic() + timeout_s
-                elif kind == "finished":
-                    result = payload[0]
-                    if not any(r.id == result.id for r in done):
-                        done.append(result)
-                    current = None
-                listener(kind, payload)
-        finally:
-            if proc.is_alive():
-                proc.kill()
-            proc.join(timeout=5)
+                proc.wait(timeout=30)
+                stderr_tail = _tail(errors)
         if current is None:  # died between checks (importing the model file, say): nothing to blame
-            raise MiniGPTError(f"the check process ended outside any check: {failure}")
+            raise MiniGPTError(
+                f"the check process ended outside any check: {failure}"
+                + (f"; its last output: {stderr_tail}" if stderr_tail else "")
+            )
         cid, index, total = current
         check = info[cid]
+        exited = "exited" in (failure or "")
         result = CheckResult(
             cid,
             check.stage,
@@ -110,9 +173,10 @@ def run_checks_isolated(
             f"{failure} during {cid} ({check.title})",
             causes=[
                 "os._exit()/a crash in the model's code or a library it calls"
-                if "exited" in (failure or "")
+                if exited
                 else "the model's forward (or code it calls) did not return in time",
-            ],
+            ]
+            + ([f"its last output: {stderr_tail}"] if stderr_tail else []),
             fixes=["run your model's forward on one batch by hand", "--check-timeout SECONDS to allow more time"],
         )
         done.append(result)
