@@ -31,7 +31,7 @@ from .corpus import (
     open_source,
 )
 from .data import id_dtype
-from .errors import DataError, MiniGPTError, UnknownCharactersError
+from .errors import DataError, MiniGPTError, UnknownCharactersError, WorkspaceLockedError
 from .fileio import StagedWrite, stage_text, stage_torch_save
 from .tokenizer import CharTokenizer
 from .workspace import SPLITS, Workspace
@@ -249,6 +249,14 @@ def prepare_workspace(
     ws = workspace if isinstance(workspace, Workspace) else Workspace(Path(workspace))
     report = progress or (lambda stage, fraction: None)
 
+    busy = lock.holder(ws.root)  # fail before the work when a training run holds the workspace
+    if busy is not None:
+        raise WorkspaceLockedError(
+            f"workspace {ws.root} is in use: {busy.describe()}; prepare would replace its files under it",
+            path=ws.root,
+            holder=busy,
+            causes=["wait for the run to end, or stop it"],
+        )
     report("reading", 0.0)
     plan = open_source(source)
     texts: dict[str, TextSource] = plan.per_split if plan.per_split is not None else {"all": _whole(plan)}
@@ -276,36 +284,37 @@ def prepare_workspace(
         notices += [notice] if notice else []
 
     # pass 3: encode, staging each split's file; replace the workspace's files only at the end
-    # one writer per workspace: a training run (or another prepare) must not read half-replaced files
-    with lock.acquire(ws.root, "prepare") as held:
-        notices += held.notices
-        staged: dict[str, StagedWrite] = {}
-        committed = False
-        total_chars, done = sum(sizes.values()), 0
-        try:
-            in_train: set[int] = set()
-            for key, src in texts.items():
-                in_train |= _encode(
-                    src,
-                    sizes[key],
-                    ranges[key],
-                    tokenizer,
-                    ws,
-                    staged,
-                    _stage(report, "encoding", 0.4, 0.95, done, total_chars),
-                )
-                done += sizes[key]
-            report("writing", 0.95)
-            if not unchanged:
-                staged["tokenizer"] = stage_text(tokenizer.to_json(), ws.tokenizer)
+    staged: dict[str, StagedWrite] = {}
+    committed = False
+    total_chars, done = sum(sizes.values()), 0
+    try:
+        in_train: set[int] = set()
+        for key, src in texts.items():
+            in_train |= _encode(
+                src,
+                sizes[key],
+                ranges[key],
+                tokenizer,
+                ws,
+                staged,
+                _stage(report, "encoding", 0.4, 0.95, done, total_chars),
+            )
+            done += sizes[key]
+        report("writing", 0.95)
+        if not unchanged:
+            staged["tokenizer"] = stage_text(tokenizer.to_json(), ws.tokenizer)
+        # one writer per workspace: a training run must not start on half-replaced files (taken
+        # only to swap the files in, so a refused prepare leaves no lock file behind)
+        with lock.acquire(ws.root, "prepare") as held:
+            notices += held.notices
             for split in (*SPLITS, "tokenizer"):  # the tokenizer last: it is what a rerun compares with
                 if split in staged:
                     staged[split].commit()
-            committed = True
-        finally:
-            if not committed:
-                for write in staged.values():
-                    write.discard()
+        committed = True
+    finally:
+        if not committed:
+            for write in staged.values():
+                write.discard()
     report("done", 1.0)
 
     tokens = {split: hi - lo for r in ranges.values() for split, (lo, hi) in r.items()}
