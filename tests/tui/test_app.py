@@ -14,6 +14,7 @@ from minigpt_tui.widgets.workbench import PANES
 from .conftest import SIZE, wait_for_report, wait_until
 
 
+@pytest.mark.slow  # a few seconds: the full run (CI) only
 async def test_number_keys_show_the_seven_panes_in_order(workspace, make_app):
     app = make_app(workspace)
     async with app.run_test(size=SIZE) as pilot:
@@ -144,6 +145,7 @@ async def test_without_a_workspace_the_app_asks_before_building_the_demo(tmp_pat
         assert app.is_running
 
 
+@pytest.mark.slow  # a few seconds: the full run (CI) only
 def test_tmux_drive_script_runs_the_real_program(workspace, tmp_path):
     import shutil
     import subprocess

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from minigpt_tui.panes.checks import ChecksPane
 from minigpt_tui.screens.faults import FaultMenuScreen
 
@@ -70,6 +72,7 @@ async def test_r_reruns_every_check(workspace, make_app):
         assert len(second.results) == len(first.results) == len(ordered_ids())
 
 
+@pytest.mark.slow  # a few seconds: the full run (CI) only
 async def test_fault_menu_injects_no_shift_and_batch_shift_turns_red(workspace, make_app):
     app = make_app(workspace)
     async with app.run_test(size=SIZE) as pilot:

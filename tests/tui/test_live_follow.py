@@ -128,6 +128,7 @@ async def test_a_follower_that_raises_is_shown_and_restarted(tmp_path, monkeypat
         assert not plot.stale and "NOT" not in _status(pane)
 
 
+@pytest.mark.slow  # a few seconds: the full run (CI) only
 async def test_a_follower_that_hangs_is_marked_stale_and_replaced(tmp_path, monkeypatch):
     monkeypatch.setattr(loss_module, "STALL_S", 0.5)
     ws = _workspace_with_metrics(tmp_path, _lines(1, 101))

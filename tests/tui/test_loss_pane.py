@@ -103,6 +103,7 @@ async def test_a_million_line_log_loads_and_is_downsampled_to_the_plot_width(tmp
         print(f"1e6-line load: {pane.initial_load_s:.2f} s")
 
 
+@pytest.mark.slow  # a few seconds: the full run (CI) only
 async def test_starts_and_stops_a_training_subprocess(demo_ws):
     app = PaneHarness(LossPane, demo_ws)
     async with app.run_test(size=(80, 24)) as pilot:

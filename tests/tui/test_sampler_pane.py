@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from textual.widgets import Input, Static
 
 from minigpt.checks import CheckOptions
@@ -162,6 +163,7 @@ def test_runs_of_spaces_and_empty_lines_are_visible_in_the_output():
     assert visible_output("x\ty").plain == "x→y"
 
 
+@pytest.mark.slow  # a few seconds: the full run (CI) only
 async def test_stop_says_stopped_and_a_new_run_clears_the_old_metrics_and_b_bars(demo_ws):
     app = _app(demo_ws)
     async with app.run_test(size=(80, 24)) as pilot:
