@@ -439,6 +439,44 @@ def check_suite_with_a_busy_neighbour(root: Path) -> dict:
     return out
 
 
+def first_frame_seconds(root: Path, reps: int) -> dict:
+    """From starting `minigpt-tui` in an 80x24 tmux window to its first frame on the screen (the
+    tab bar drawn), median of `reps` starts; each is quit with q at once. Needs tmux."""
+    import shutil
+    import subprocess
+    import sys
+
+    if shutil.which("tmux") is None:
+        return {"first_frame_seconds": None}
+    exe = str(Path(sys.executable).with_name("minigpt-tui"))
+    times = []
+    for i in range(reps):
+        session = f"bench-first-frame-{os.getpid()}-{i}"
+        t0 = time.perf_counter()
+        subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "80", "-y", "24",
+                        f"{exe} --workspace {root} --skip-overfit"], check=True)  # fmt: skip
+        try:
+            while time.perf_counter() - t0 < 30:
+                screen = subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True)
+                if "1 Checks" in screen.stdout or "Checks" in screen.stdout and "Sampler" in screen.stdout:
+                    times.append(time.perf_counter() - t0)
+                    break
+                time.sleep(0.01)
+        finally:
+            subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+    return {"first_frame_seconds": statistics.median(times) if times else None}
+
+
+def demo_build_seconds(tmp: Path) -> dict:
+    """The demo workspace from nothing (prepare the embedded corpus + the UI's training run), by the
+    function `minigpt-tui --demo` calls, in a fresh folder."""
+    from minigpt_tui.demo import DEMO_STEPS, build_demo
+
+    t0 = time.perf_counter()
+    build_demo(tmp / "demo", progress=lambda stage, fraction: None, cancelled=lambda: False)
+    return {"demo_build_seconds": time.perf_counter() - t0, "demo_steps": DEMO_STEPS}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--json", action="store_true")
@@ -482,7 +520,9 @@ def main() -> None:
         )
         out["check_suite_failures"] = [r.id for r in report.failed]
         out.update(check_suite_with_a_busy_neighbour(ws.root))
-        out.update(tui_latency(ws.root, reps))  # the UI on the same trained workspace
+        out.update(tui_latency(ws.root, reps))
+        out.update(first_frame_seconds(ws.root, reps))
+        out.update(demo_build_seconds(Path(tmp)))  # the UI on the same trained workspace
     # memory bounds, each in its own interpreter (--quick: smaller inputs, keys name the size)
     out.update(prepare_memory(100 if args.quick else 500))
     out.update(metrics_read(40 if args.quick else 200))
