@@ -206,10 +206,14 @@ def _median(seg: list[float]) -> float:
     return (s[(k - 1) // 2] + s[k // 2]) / 2
 
 
-def _perplexity(loss: float | None) -> float | None:
+def perplexity(loss: float | None) -> float | None:
+    """e**loss; inf past where exp overflows (~709), None for no loss. The one perplexity every view uses."""
     if loss is None:
         return None
-    return math.exp(loss) if loss < 700 else float("inf")  # exp overflows past ~709
+    return math.exp(loss) if loss < 700 else float("inf")
+
+
+_perplexity = perplexity
 
 
 def _lr_at(points: list[MetricPoint], step: int) -> float | None:

@@ -6,6 +6,7 @@ import math
 
 import torch
 
+from ..curve import perplexity
 from ..errors import MiniGPTError
 from . import adapter
 from .adamw import AdamW
@@ -181,7 +182,7 @@ def checkpoint_load(ctx, run):
         "loss": loss,
         "split": split,
         "baseline": baseline,
-        "perplexity": math.exp(min(loss, 50)),
+        "perplexity": perplexity(loss),
         "config": loaded.config,
         "parameters": sum(p.numel() for p in params),
     }

@@ -28,7 +28,7 @@ from textual.message import Message
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from minigpt.curve import CurveDiagnosis, MetricsFollower, diagnose, downsample, read_metrics
+from minigpt.curve import CurveDiagnosis, MetricsFollower, diagnose, downsample, perplexity, read_metrics
 
 from ..messages import TrainingEnded, TrainingStarted
 from ..training import OtherTrainer, TrainingRun, other_trainer
@@ -120,7 +120,8 @@ def previous_runs(root: Path, width: int, limit: int = PREVIOUS_RUNS) -> list[tu
 def _ppl(loss: float | None) -> str:
     if loss is None or not math.isfinite(loss):
         return "-"
-    return f"{math.exp(loss):.2f}" if loss < 700 else "inf"
+    value = perplexity(loss)
+    return "inf" if value is None or math.isinf(value) else f"{value:.2f}"
 
 
 def _fmt(x: float | None, spec: str = ".4f") -> str:
