@@ -6,7 +6,6 @@ half-way is rebuilt the next time (the half-trained run moves to previous/, as a
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,8 +18,11 @@ READY_MARKER = ".demo-ready"  # written after everything else
 
 
 def demo_dir() -> Path:
-    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(cache) / "minigpt-tui" / "demo"
+    """The user's cache folder for this tool, as each OS names it (platformdirs: `$XDG_CACHE_HOME`
+    or ~/.cache on Linux, ~/Library/Caches on macOS, %LOCALAPPDATA% on Windows)."""
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("minigpt-tui", appauthor=False)) / "demo"
 
 
 def is_ready(root: Path) -> bool:

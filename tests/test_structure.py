@@ -86,3 +86,11 @@ def test_minigpt_help_runs_and_lists_every_command():
     out = subprocess.run([sys.executable, "-m", "minigpt", "--help"], capture_output=True, text=True, check=True)
     for command in ("prepare", "train", "sample", "check", "report", "import"):
         assert command in out.stdout
+
+
+def test_both_commands_say_their_version_from_the_one_source():
+    from minigpt import __version__
+
+    for module in ("minigpt", "minigpt_tui"):
+        out = subprocess.run([sys.executable, "-m", module, "--version"], capture_output=True, text=True, check=True)
+        assert out.stdout.strip().endswith(__version__), (module, out.stdout)

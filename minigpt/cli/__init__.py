@@ -26,7 +26,10 @@ COMMANDS = {
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
+
     parser = argparse.ArgumentParser(prog="minigpt", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"minigpt {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module_name, help_text) in COMMANDS.items():
         module = importlib.import_module(module_name)
