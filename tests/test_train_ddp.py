@@ -47,13 +47,11 @@ def strip(rows: list[dict]) -> list[dict]:
     return [{k: v for k, v in r.items() if k not in VOLATILE} for r in rows]
 
 
-@pytest.fixture(scope="module")
-def ddp_runs(tmp_path_factory, _workspace_template):
-    """Run A: 20 steps on 2 ranks; run B: 10 steps on 2 ranks, then --resume to 20."""
+def _make_runs(tmp_path_factory, template) -> dict:
     runs = {}
     for name in ("a", "b"):
         root = tmp_path_factory.mktemp(f"ddp_{name}") / "ws"
-        shutil.copytree(_workspace_template, root)
+        shutil.copytree(template, root)
         runs[name] = Workspace(root)
     ws_a, ws_b = runs["a"], runs["b"]
     # a previous run in A's workspace: exactly one rank may move it aside
@@ -63,6 +61,25 @@ def ddp_runs(tmp_path_factory, _workspace_template):
     torchrun(ws_b, "--steps", "10", *SCHEDULE)
     runs["b_out"] = torchrun(ws_b, "--steps", "20", "--resume")
     return runs
+
+
+@pytest.fixture(scope="module")
+def ddp_runs(tmp_path_factory, _workspace_template):
+    """Run A: 20 steps on 2 ranks; run B: 10 steps on 2 ranks, then --resume to 20.
+
+    Once in a full CI run on a loaded machine a gloo worker aborted ("terminate called without an
+    active exception", SIGABRT) right after a checkpoint; it did not reproduce in 12 runs alone or
+    next to busy processes. A worker abort gets one fresh retry, said in a warning; any other
+    failure, or a second abort, fails."""
+    try:
+        return _make_runs(tmp_path_factory, _workspace_template)
+    except AssertionError as exc:
+        if "SIGABRT" not in str(exc):
+            raise
+        import warnings
+
+        warnings.warn(f"torchrun worker aborted, retrying once on fresh workspaces: {str(exc)[-300:]}", stacklevel=1)
+        return _make_runs(tmp_path_factory, _workspace_template)
 
 
 @pytest.mark.slow
