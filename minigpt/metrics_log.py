@@ -329,39 +329,40 @@ def _count_bad(log, lineno: int) -> None:
         log.bad_line_numbers.append(lineno)
 
 
-class MetricsFollower:
-    """`tail -f` for a metrics file. `poll()` reads only the bytes added since the last poll and
-    returns the complete new lines; a partial last line waits for its newline. When the file
+class LineFollower:
+    """`tail -f` for a file of lines: `poll_lines()` reads only the bytes added since the last poll
+    and returns the complete new lines; a partial last line waits for its newline. When the file
     shrank, was replaced (other inode) or its first bytes changed, it starts again from the top:
-    `reset` is True for that poll and `resets` counts them, so a plot knows to clear itself.
-    A missing file yields nothing (training may not have created it yet)."""
+    `reset` is True for that poll and `resets` counts them, so a view knows to clear itself.
+    A missing file yields nothing (training may not have created it yet); with
+    `restart_when_missing`, a file that disappears after being read also counts as a restart."""
 
     _HEAD = 256  # bytes compared to notice a rewrite that did not shrink the file
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, *, restart_when_missing: bool = False):
         self.path = Path(path)
+        self.restart_when_missing = restart_when_missing
         self.reset = False
         self.resets = 0
-        self.bad_lines = 0
-        self.bad_line_numbers: list[int] = []
         self._offset = 0
         self._buffer = b""
-        self._lineno = 0
         self._identity: tuple[int, int] | None = None
         self._head = b""
 
     def _restart(self) -> None:
-        self._offset, self._buffer, self._lineno, self._head = 0, b"", 0, b""
-        self.bad_lines, self.bad_line_numbers = 0, []
+        self._offset, self._buffer, self._head = 0, b"", b""
         self.reset = True
         self.resets += 1
 
-    def poll(self, max_bytes: int | None = None) -> list[MetricPoint]:
-        """New complete records since the last poll (at most `max_bytes` read, if given)."""
+    def poll_lines(self, max_bytes: int | None = None) -> list[bytes]:
+        """Complete new lines since the last poll (at most `max_bytes` read, if given)."""
         self.reset = False
         try:
             f = open(self.path, "rb")
         except OSError:
+            if self.restart_when_missing and self._identity is not None:
+                self._identity = None
+                self._restart()
             return []
         with f:
             st = os.fstat(f.fileno())
@@ -383,14 +384,7 @@ class MetricsFollower:
         self._offset += len(data)
         lines = (self._buffer + data).split(b"\n")
         self._buffer = lines.pop()  # b"" when data ended with a newline, else the partial line
-        out: list[MetricPoint] = []
-        for raw, values in zip(lines, parse_values(lines)):
-            self._lineno += 1
-            if values is not None:
-                out.append(MetricPoint(*values))
-            elif raw.strip():
-                _count_bad(self, self._lineno)
-        return out
+        return lines
 
     @property
     def tail(self) -> bytes:
@@ -404,6 +398,34 @@ class MetricsFollower:
             return max(0, self.path.stat().st_size - self._offset)
         except OSError:
             return 0
+
+
+class MetricsFollower(LineFollower):
+    """A `LineFollower` that parses metrics records (see the module docstring); lines that are not
+    records are counted as bad, with their line numbers."""
+
+    def __init__(self, path: str | os.PathLike):
+        super().__init__(path)
+        self.bad_lines = 0
+        self.bad_line_numbers: list[int] = []
+        self._lineno = 0
+
+    def _restart(self) -> None:
+        super()._restart()
+        self._lineno = 0
+        self.bad_lines, self.bad_line_numbers = 0, []
+
+    def poll(self, max_bytes: int | None = None) -> list[MetricPoint]:
+        """New complete records since the last poll (at most `max_bytes` read, if given)."""
+        lines = self.poll_lines(max_bytes)
+        out: list[MetricPoint] = []
+        for raw, values in zip(lines, parse_values(lines)):
+            self._lineno += 1
+            if values is not None:
+                out.append(MetricPoint(*values))
+            elif raw.strip():
+                _count_bad(self, self._lineno)
+        return out
 
 
 def series(points: Sequence[MetricPoint], name: str = "train_loss") -> tuple[list[int], list[float]]:
