@@ -21,7 +21,8 @@ from minigpt.cli import main
 from minigpt.corpus import demo_text
 from minigpt.data import load_ids
 from minigpt.errors import CheckpointError, ConfigError, DataError
-from minigpt.nanogpt import GPT, MODEL_CLASS, UnsafePickleError, import_nanogpt
+from minigpt.nanogpt import GPT, MODEL_CLASS
+from minigpt.nanogpt_import import UnsafePickleError, import_nanogpt
 from minigpt.tokenizer import CharTokenizer
 from minigpt.workspace import Workspace
 
@@ -129,7 +130,7 @@ def test_imported_model_computes_nanogpts_logits(tiny_run, tmp_path):
 
 def test_ids_tokenizer_and_fingerprint_come_from_the_bins_and_meta(tiny_run, tmp_path, monkeypatch):
     # GIVEN chunks far smaller than a split, so every chunk boundary is crossed
-    monkeypatch.setattr("minigpt.nanogpt.CHUNK_TOKENS", 997)
+    monkeypatch.setattr("minigpt.nanogpt_import.CHUNK_TOKENS", 997)
     out_dir, data_dir = tiny_run
     ws = Workspace(tmp_path / "ws")
     summary = import_nanogpt(out_dir, data_dir, ws.root)

@@ -17,7 +17,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..fileio import atomic_write_text
-    from ..nanogpt import MODEL_CLASS, import_nanogpt
+    from ..nanogpt import MODEL_CLASS
+    from ..nanogpt_import import import_nanogpt
 
     summary = import_nanogpt(args.out_dir, args.data_dir, args.workspace)
     cfg = summary.config

@@ -1,0 +1,446 @@
+"""Open a nanoGPT character-level run (`out_dir/ckpt.pt` + `data/<dataset>/`) as a minigpt workspace.
+
+`GPT` is nanoGPT's model under nanoGPT's own parameter names, so its checkpoint loads strictly,
+with no renaming. `import_nanogpt` reads the run without ever unpickling code and writes the
+workspace files the rest of minigpt reads:
+
+    nanoGPT                                  workspace
+    ckpt.pt  model (state dict)          ->  checkpoints/mini_gpt_best.pt  model_state_dict, same names:
+             (`_orig_mod.` / `module.` prefixes stripped; the `*.attn.bias` causal-mask buffers
+             that torch < 2.0 runs save are dropped: this GPT builds its mask in SDPA)
+             model_args                  ->  config (+ "model_class": "minigpt.nanogpt.GPT")
+             iter_num                    ->  step
+             best_val_loss (0-d tensor)  ->  best_val_loss (float)
+             config (train.py settings)  ->  imported_from["config"]
+             optimizer                   ->  not carried (nanoGPT's AdamW groups; minigpt trains MiniGPT)
+    meta.pkl itos {id: char}             ->  tokenizer/char_tokenizer.json chars[id]; its fingerprint
+                                             is the checkpoint's tokenizer_fingerprint
+    train.bin / val.bin (uint16)         ->  data/encoded/{train,val}_ids.pt (smallest integer dtype;
+                                             nanoGPT has no test split)
+
+`ckpt.pt` is read with `torch.load(weights_only=True)`; `meta.pkl` with an unpickler that refuses
+every global, so a payload that would run code is refused before it runs. The `.bin` files are
+memory-mapped and converted in chunks: an import never holds a split in RAM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+import os
+import pickle
+import shutil
+import tempfile
+import time
+import zipfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from .errors import CheckpointError, ConfigError, DataError
+from .fileio import StagedWrite, stage_text, stage_torch_save, stat_input
+from .nanogpt import GPT, MODEL_CLASS, GPTConfig
+from .workspace import SPLITS, Workspace
+
+META_MAX_BYTES = 64 * 2**20  # a char-level meta.pkl is a few KB
+CHUNK_TOKENS = 1 << 22  # tokens converted per step (8 MiB of uint16)
+
+
+class UnsafePickleError(DataError):
+    """A pickle asked for a Python global (class or function): unpickling it could run code."""
+
+    def __init__(self, path: object, global_name: str):
+        self.global_name = global_name
+        super().__init__(
+            f"Refused to load {path}: the pickle asks for the Python global {global_name!r}, and unpickling "
+            "it could run code. A nanoGPT meta.pkl holds only a dict of strings and integers, so nothing "
+            "in it was run.",
+            path=path,
+            causes=[
+                "the file was replaced by a malicious or foreign pickle",
+                "it was written by a modified prepare.py that pickles objects",
+            ],
+        )
+
+
+class _PlainDataUnpickler(pickle.Unpickler):
+    """Dicts, lists, tuples, str, bytes, numbers, bool and None need no globals; every global is refused."""
+
+    def __init__(self, file: io.BytesIO, path: Path):
+        super().__init__(file)
+        self._path = path
+
+    def find_class(self, module: str, name: str):
+        raise UnsafePickleError(self._path, f"{module}.{name}")
+
+
+def load_plain_pickle(path: str | os.PathLike) -> object:
+    """Unpickle a file that must hold plain data only; never calls `pickle.load`."""
+    path = Path(path)
+    st = stat_input(path, "meta.pkl", error=DataError, missing=["--data-dir is nanoGPT's data/<dataset> folder"])
+    if st.st_size > META_MAX_BYTES:
+        raise DataError(f"Not a char-level meta.pkl: {path} is {st.st_size:,} bytes (expected a few KB)", path=path)
+    try:
+        return _PlainDataUnpickler(io.BytesIO(path.read_bytes()), path).load()
+    except UnsafePickleError:
+        raise
+    except (pickle.UnpicklingError, EOFError, ValueError, IndexError, KeyError, TypeError, AttributeError) as exc:
+        raise DataError(
+            f"Not a readable meta.pkl: {path} ({type(exc).__name__}: {str(exc)[:200]})",
+            path=path,
+            causes=["the file is truncated or corrupt", "it is not a pickle"],
+        ) from None
+
+
+def read_meta(path: str | os.PathLike) -> list[str]:
+    """The characters of a nanoGPT char-level `meta.pkl`, in ID order (`itos[0]`, `itos[1]`, ...)."""
+    meta = load_plain_pickle(path)
+
+    def bad(what: str) -> DataError:
+        return DataError(
+            f"Not a char-level nanoGPT meta.pkl: {path} {what}",
+            path=path,
+            causes=["written by another prepare.py (BPE runs have no meta.pkl)", "a hand-edited file"],
+        )
+
+    if not isinstance(meta, dict) or not isinstance(meta.get("itos"), dict):
+        found = f"keys {sorted(map(str, meta))[:8]}" if isinstance(meta, dict) else type(meta).__name__
+        raise bad(f"should be a dict with an 'itos' dict; found {found}")
+    itos = meta["itos"]
+    if set(itos) != set(range(len(itos))):
+        raise bad(f"'itos' keys should be the IDs 0..{len(itos) - 1}; found {sorted(map(repr, itos))[:6]}")
+    chars = [itos[i] for i in range(len(itos))]
+    if not all(isinstance(c, str) and len(c) == 1 for c in chars):
+        raise bad(f"'itos' should map IDs to single characters; found {[c for c in chars if len(str(c)) != 1][:5]!r}")
+    if meta.get("vocab_size", len(chars)) != len(chars):
+        raise bad(f"says vocab_size {meta.get('vocab_size')!r} but 'itos' has {len(chars)} characters")
+    stoi = meta.get("stoi")
+    if stoi is not None and stoi != {c: i for i, c in enumerate(chars)}:
+        raise bad("has 'stoi' and 'itos' that are not inverses of each other")
+    return chars
+
+
+# --- ckpt.pt ----------------------------------------------------------------------------------
+
+
+class _Stub:
+    """Stands in for any global while locating refused ones: its methods only record, never run code."""
+
+    name, refused = "", False
+    parts: list
+
+    def __new__(cls, *args, **kwargs):
+        obj = object.__new__(cls)
+        obj.parts = [args, kwargs]
+        return obj
+
+    def __setstate__(self, state):
+        self.parts.append(state)
+
+    def __setitem__(self, key, value):
+        self.parts.append({key: value})
+
+    def append(self, value):
+        self.parts.append(value)
+
+    def extend(self, values):
+        self.parts.extend(values)
+
+
+class _LocatingUnpickler(pickle.Unpickler):
+    def __init__(self, file, refused: set[str]):
+        super().__init__(file)
+        self.refused = refused
+
+    def find_class(self, module: str, name: str):
+        full = f"{module}.{name}"
+        return type("Stub", (_Stub,), {"name": full, "refused": full in self.refused})
+
+    def persistent_load(self, pid):  # tensor storages: not needed to find the keys
+        return None
+
+
+def refused_entries(path: Path, refused: list[str]) -> list[str]:
+    """Where in the checkpoint the refused globals sit, e.g. `config['out_dir'] (pathlib.PosixPath)`.
+    Reads the pickle with stubs for every global, so nothing in it runs."""
+    found: list[str] = []
+
+    def walk(obj, where: str, depth: int = 0) -> None:
+        if depth > 50 or len(found) >= 10:
+            return
+        if isinstance(obj, _Stub):
+            if obj.refused:
+                found.append(f"{where or 'the top level'} ({obj.name})")
+                return
+            for part in obj.parts:
+                walk(part, where, depth + 1)
+        elif isinstance(obj, dict):
+            for key, value in obj.items():
+                walk(value, f"{where}[{key!r}]" if where else repr(key), depth + 1)
+        elif isinstance(obj, (list, tuple)):
+            for i, value in enumerate(obj):
+                walk(value, f"{where}[{i}]", depth + 1)
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            name = next(n for n in zf.namelist() if n.endswith("/data.pkl") or n == "data.pkl")
+            walk(_LocatingUnpickler(io.BytesIO(zf.read(name)), set(refused)).load(), "")
+    except (zipfile.BadZipFile, StopIteration, pickle.UnpicklingError, EOFError, ValueError, TypeError) as exc:
+        return [f"(could not locate them: {type(exc).__name__})"]
+    return found
+
+
+def read_nanogpt_checkpoint(path: str | os.PathLike) -> dict:
+    """nanoGPT's `ckpt.pt` via `torch.load(weights_only=True)`; a refused object names its key."""
+    from .checkpoint import read_checkpoint
+    from .data import unsafe_globals
+
+    path = Path(path)
+    stat_input(
+        path, "nanoGPT checkpoint", error=CheckpointError, missing=["--out-dir is the out_dir train.py saved to"]
+    )
+    try:
+        data = read_checkpoint(path)
+    except CheckpointError:
+        refused = [g for g in unsafe_globals(path) if not g.startswith("<")]
+        if not refused:
+            raise
+        where = refused_entries(path, refused)
+        raise CheckpointError(
+            f"Refused to load {path}: {', '.join(where) or ', '.join(refused)} is outside torch's weights-only "
+            "allow-list (nanoGPT's own checkpoint holds only tensors, numbers, strings and dicts)",
+            path=path,
+            causes=[
+                "a modified train.py saved an object there (e.g. argparse args instead of a dict)",
+                "save it as plain values: torch.save({..., 'config': vars(args)}, path)",
+            ],
+        ) from None
+    if not isinstance(data.get("model"), dict) or not isinstance(data.get("model_args"), dict):
+        raise CheckpointError(
+            f"Not a nanoGPT checkpoint: {path} has no 'model' and 'model_args' (keys: {sorted(map(str, data))[:8]})",
+            path=path,
+            causes=["a minigpt checkpoint needs no import: use it with --checkpoint", "another training script"],
+        )
+    return data
+
+
+def _load_weights(model: GPT, state_dict: dict, path: Path) -> list[str]:
+    from .checkpoint import compare_state_dict, require_finite, strip_prefixes
+
+    state_dict, notices = strip_prefixes(dict(state_dict))
+    masks = [k for k in state_dict if k.endswith(".attn.bias") and getattr(state_dict[k], "dim", lambda: 0)() == 4]
+    if masks:
+        state_dict = {k: v for k, v in state_dict.items() if k not in masks}
+        notices.append(f"dropped {len(masks)} causal-mask buffers (*.attn.bias) saved by nanoGPT without flash")
+    head, wte = state_dict.get("lm_head.weight"), state_dict.get("transformer.wte.weight")
+    if isinstance(head, torch.Tensor) and isinstance(wte, torch.Tensor) and not torch.equal(head, wte):
+        raise CheckpointError(
+            f"{path}: lm_head.weight differs from transformer.wte.weight, but nanoGPT ties them",
+            path=path,
+            causes=["the run used a modified model.py without weight tying: pass it with --model"],
+        )
+    mismatch = compare_state_dict(model, state_dict)
+    if mismatch:
+        raise CheckpointError(
+            f"{path} does not fit nanoGPT's GPT built from its model_args: {mismatch.describe()}",
+            path=path,
+            causes=["the run used a modified model.py: pass it with --model FILE.py:GPT", "model_args was edited"],
+        )
+    require_finite(state_dict, path, use="import")
+    model.load_state_dict(state_dict, strict=True)
+    return notices
+
+
+# --- train.bin / val.bin ----------------------------------------------------------------------
+
+
+def open_bin(path: Path) -> np.memmap:
+    """A nanoGPT token file as a read-only uint16 memory map (nothing is read yet)."""
+    st = stat_input(path, "nanoGPT token file", error=DataError, missing=["--data-dir is nanoGPT's data/<dataset>"])
+    if st.st_size == 0 or st.st_size % 2:
+        raise DataError(
+            f"Not a nanoGPT token file: {path} is {st.st_size} bytes; expected a non-zero even size (uint16 IDs)",
+            path=path,
+            causes=["an interrupted prepare.py", "another kind of file"],
+        )
+    return np.memmap(path, dtype=np.uint16, mode="r")
+
+
+def stage_ids(src: np.memmap, dest: Path, dtype: torch.dtype, vocab_size: int, source: Path) -> StagedWrite:
+    """Convert `src` chunk by chunk into a disk-backed scratch array of `dtype`, then stage it as
+    `torch.save` of a 1-D tensor (what `data.load_ids` reads). An ID >= vocab_size is refused."""
+    np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, scratch = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".scratch", dir=dest.parent)
+    os.close(fd)
+    try:
+        out = np.memmap(scratch, dtype=np_dtype, mode="w+", shape=(len(src),))
+        for start in range(0, len(src), CHUNK_TOKENS):
+            chunk = src[start : start + CHUNK_TOKENS]
+            top = int(chunk.max())
+            if top >= vocab_size:
+                at = start + int(np.argmax(chunk >= vocab_size))
+                raise DataError(
+                    f"{source} holds ID {top} at token {at:,}, outside the vocabulary of meta.pkl ({vocab_size})",
+                    path=source,
+                    causes=["train.bin/val.bin and meta.pkl come from different prepare.py runs"],
+                )
+            out[start : start + len(chunk)] = chunk
+        out.flush()
+        return stage_torch_save(torch.from_numpy(out), dest)  # pages stream from the scratch file
+    finally:
+        os.unlink(scratch)
+
+
+# --- the import ---------------------------------------------------------------------------------
+
+
+@dataclass
+class ImportSummary:
+    """What `import_nanogpt` read and wrote; `to_dict()` is JSON-ready."""
+
+    checkpoint: str  # nanoGPT's ckpt.pt
+    workspace: str
+    written: dict[str, str]  # role -> path
+    step: int | None  # nanoGPT's iter_num
+    best_val_loss: float | None
+    config: dict  # model_args
+    parameters: int  # distinct parameters (the tied head counted once)
+    vocab_size: int
+    fingerprint: str
+    tokens: dict[str, int]  # split -> tokens
+    ids_dtype: str
+    seconds: float
+    notices: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _refuse_existing_run(ws: Workspace) -> None:
+    run_files = (ws.tokenizer, *(ws.ids(s) for s in SPLITS), ws.best_checkpoint, ws.latest_checkpoint, ws.metrics)
+    present = [p for p in run_files if p.exists()]
+    if present:
+        raise DataError(
+            f"Refusing to import into {ws.root}: it already holds a run "
+            f"({', '.join(str(p.relative_to(ws.root)) for p in present[:4])})",
+            path=ws.root,
+            causes=["import into a new or empty --workspace: its tokenizer and checkpoints would be replaced"],
+        )
+
+
+def _share(src: Path, dest: Path) -> None:
+    """`dest` becomes the same file as `src`: a hard link, or a copy where links are refused."""
+    tmp = dest.with_name(f".{dest.name}.link.tmp")  # the trainer's orphan clean-up knows `.*.tmp`
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+    try:
+        os.link(src, tmp)
+    except OSError:
+        shutil.copyfile(src, tmp)
+    os.replace(tmp, dest)
+
+
+def _number(value: object, name: str, path: Path) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise CheckpointError(f"{path}: '{name}' should be a number; found {type(value).__name__}", path=path)
+    return float(value) if math.isfinite(value) else None
+
+
+def import_nanogpt(
+    out_dir: str | os.PathLike, data_dir: str | os.PathLike, workspace: str | os.PathLike
+) -> ImportSummary:
+    """Read nanoGPT's `out_dir/ckpt.pt` and `data_dir/{meta.pkl,train.bin,val.bin}` and write them
+    into `workspace` as a minigpt run. Everything is validated and staged first, then replaced
+    together (the checkpoint last) while holding the workspace lock; a failure writes nothing.
+    Raises CheckpointError / DataError / ConfigError on bad input."""
+    from .checkpoint import MODEL_CLASS_KEY, require_fits
+    from .data import id_dtype
+    from .lock import acquire
+    from .tokenizer import CharTokenizer
+
+    started = time.perf_counter()
+    ws, out_dir, data_dir = Workspace(Path(workspace)), Path(out_dir).expanduser(), Path(data_dir).expanduser()
+    _refuse_existing_run(ws)
+    ckpt_path = out_dir / "ckpt.pt"
+    raw = read_nanogpt_checkpoint(ckpt_path)
+    try:
+        cfg = GPTConfig.from_dict(dict(raw["model_args"]))
+    except (ConfigError, TypeError) as exc:
+        raise CheckpointError(
+            f"{ckpt_path}: model_args does not describe nanoGPT's GPT: {getattr(exc, 'message', exc)}",
+            path=ckpt_path,
+            causes=getattr(exc, "causes", []),
+        ) from None
+    tokenizer = CharTokenizer(read_meta(data_dir / "meta.pkl"), path=str(data_dir / "meta.pkl"))
+    if tokenizer.vocab_size != cfg.vocab_size:
+        raise DataError(
+            f"meta.pkl in {data_dir} has {tokenizer.vocab_size} characters but the checkpoint's vocab_size is "
+            f"{cfg.vocab_size}",
+            path=data_dir / "meta.pkl",
+            causes=["--data-dir is another dataset than the one this run trained on"],
+        )
+    bins = {split: open_bin(data_dir / f"{split}.bin") for split in ("train", "val")}
+    require_fits(cfg.sizing(), "cpu", batch_size=1, training=False, what=ckpt_path)
+    model = GPT(cfg)
+    notices = _load_weights(model, raw["model"], ckpt_path)
+    iter_num = raw.get("iter_num")
+    if iter_num is not None and (isinstance(iter_num, bool) or not isinstance(iter_num, int) or iter_num < 0):
+        raise CheckpointError(
+            f"{ckpt_path}: 'iter_num' should be a non-negative integer; found {iter_num!r}", path=ckpt_path
+        )
+    best = _number(raw.get("best_val_loss"), "best_val_loss", ckpt_path)
+    train_config = raw.get("config") if isinstance(raw.get("config"), dict) else {}
+    payload = {
+        "model_state_dict": model.state_dict(),
+        "config": {**cfg.to_dict(), MODEL_CLASS_KEY: MODEL_CLASS},
+        "step": iter_num,
+        "best_val_loss": best,
+        "tokenizer_fingerprint": tokenizer.fingerprint,
+        "imported_from": {
+            "format": "nanoGPT",
+            "checkpoint": str(ckpt_path),
+            "data_dir": str(data_dir),
+            "config": train_config,
+        },
+    }
+    dtype = id_dtype(tokenizer.vocab_size)
+    staged: list[StagedWrite] = []
+    with acquire(ws.root, "import") as lock:
+        notices += lock.notices
+        _refuse_existing_run(ws)  # again under the lock: a run may have started meanwhile
+        try:
+            for split, src in bins.items():
+                staged.append(stage_ids(src, ws.ids(split), dtype, tokenizer.vocab_size, data_dir / f"{split}.bin"))
+            staged.append(stage_text(tokenizer.to_json(), ws.tokenizer))
+            staged.append(stage_torch_save(payload, ws.best_checkpoint))
+            for write in staged:  # the checkpoint last: a run is only judged once its data is there
+                write.commit()
+            # the same file as the latest checkpoint too: `minigpt train --resume` then finds it and
+            # refuses it by name (it is no MiniGPT run) instead of reporting no checkpoint at all
+            _share(ws.best_checkpoint, ws.latest_checkpoint)
+        finally:
+            for write in staged:
+                write.discard()  # a no-op for the committed ones
+    return ImportSummary(
+        checkpoint=str(ckpt_path),
+        workspace=str(ws.root),
+        written={**{w.path.name: str(w.path) for w in staged}, ws.latest_checkpoint.name: str(ws.latest_checkpoint)},
+        step=iter_num,
+        best_val_loss=best,
+        config=cfg.to_dict(),
+        parameters=sum(p.numel() for p in model.parameters()),
+        vocab_size=tokenizer.vocab_size,
+        fingerprint=tokenizer.fingerprint,
+        tokens={split: len(src) for split, src in bins.items()},
+        ids_dtype=str(dtype),
+        seconds=time.perf_counter() - started,
+        notices=notices,
+    )
