@@ -28,7 +28,15 @@ from textual.message import Message
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from minigpt.curve import CurveDiagnosis, MetricsFollower, diagnose, downsample, perplexity, read_metrics
+from minigpt.curve import (
+    SHAPE_SEVERITY,
+    CurveDiagnosis,
+    MetricsFollower,
+    diagnose,
+    downsample,
+    perplexity,
+    read_metrics,
+)
 
 from ..messages import TrainingEnded, TrainingStarted
 from ..training import OtherTrainer, TrainingRun, other_trainer
@@ -401,8 +409,13 @@ class LossPane(Vertical, RenderWhenShown):
     def _diagnosis_text(d: CurveDiagnosis | None, snap: CurveSnapshot) -> Text:
         if d is None:
             return Text("curve: no data yet" if not snap.n_points else "curve: diagnosing...")
-        ok = d.shape == "healthy"
-        text = Text(f"curve {'OK' if ok else '!!'} {d.summary}", style="" if ok else "bold yellow")
+        # the training_curve check's own severity: still_improving passes, unstable fails
+        severity = SHAPE_SEVERITY.get(d.shape, "warn")
+        ok = severity == "pass"
+        mark, style = {"pass": ("OK", ""), "warn": ("!!", "bold yellow"), "fail": ("FAIL", "bold red")}.get(
+            severity, ("--", "dim")
+        )
+        text = Text(f"curve {mark} {d.summary}", style=style)
         if not ok and d.fixes:
             text.append(f"\n  try: {'; '.join(d.fixes[:2])}", style="")
         return text

@@ -204,3 +204,19 @@ async def test_a_plot_that_plotext_cannot_draw_is_named_and_the_app_keeps_runnin
         assert await _until(pilot, lambda: plot.render_error is not None and pane.points_count == 100)
         assert "math domain error" in plot.render_error
         assert app.is_running
+
+
+@pytest.mark.parametrize(
+    "fixture, mark",
+    [("lr_1e-4", "curve OK"), ("lr_1e-2", "curve OK"), ("lr_3_noclip", "curve FAIL"), ("plateau_lr_0.2", "curve !!")],
+)
+def test_the_verdict_line_uses_the_checks_severity_for_each_shape(fixture, mark):
+    # still_improving passes in the training_curve check: the pane must not flag it as "!!"
+    import math
+    from pathlib import Path
+
+    from minigpt.curve import diagnose, read_metrics
+
+    path = Path(__file__).resolve().parents[1] / "fixtures" / "curves" / f"{fixture}.jsonl"
+    diagnosis = diagnose(list(read_metrics(path).points), baseline=math.log(103))
+    assert str(LossPane._diagnosis_text(diagnosis, None)).startswith(mark)
