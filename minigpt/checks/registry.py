@@ -37,7 +37,14 @@ STAGES = (
     "generation",
 )
 # pipeline order: the modules in this order, each module's checks in file order
-CHECK_MODULES = ("data_checks", "model_checks", "training_checks", "generation_checks")
+CHECK_MODULES = (
+    "data_checks",
+    "model_checks",
+    "gradient_checks",
+    "nonfinite_checks",
+    "training_checks",
+    "generation_checks",
+)
 
 
 class RegistryError(MiniGPTError):

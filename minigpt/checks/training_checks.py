@@ -12,7 +12,7 @@ from . import adapter
 from .adamw import AdamW
 from .context import weights_finite
 from .data_checks import DEBUG_BATCH_SIZE
-from .model_checks import localise_nonfinite
+from .nonfinite_checks import localise_nonfinite
 from .registry import check
 from .result import Outcome, Status
 

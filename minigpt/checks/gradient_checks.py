@@ -1,0 +1,181 @@
+"""Checks on the backward pass and the optimizer: every trainable parameter gets a finite, nonzero
+gradient, and one AdamW step moves every parameter by a sane amount (zero-initialised layers are
+given a few steps before a still parameter counts as stuck)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from . import adapter
+from .adamw import AdamW
+from .model_checks import _names, _shape_T
+from .registry import check
+from .result import Outcome, Status
+from .values import GradientsValues, OptimizerValues, UpdateRow
+
+ZERO_GRAD_RETRIES = 4  # optimizer steps a zero gradient may take to appear behind zero-initialised layers
+
+
+@check(
+    "gradients", "gradients", "Every trainable parameter gets a finite, nonzero gradient", depends=("forward_shapes",)
+)
+def gradients(ctx, run):
+    B, T, _ = _shape_T(ctx)
+    model = ctx.build_model().train()
+    x, y = ctx.batch(B, T)
+    _, loss = adapter.call(model, x, y)
+    loss.backward()
+    rows, global_norm = adapter.grad_table(model)
+    problems = {
+        flag: [r["name"] for r in rows if flag in r["flags"]] for flag in ("frozen", "no_grad", "nonfinite", "zero")
+    }
+    notes = []
+    if problems["zero"]:
+        # zero-initialised layers (residual projections and the head, as in modded-nanogpt) give
+        # the layers before them a zero gradient for the first steps only, one layer of zeros per
+        # step: keep stepping while the zero set shrinks, and judge what is left
+        opt = AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
+        recovered: list[str] = []
+        for _ in range(ZERO_GRAD_RETRIES):
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            adapter.call(model, x, y)[1].backward()
+            again = {r["name"]: r for r in adapter.grad_table(model)[0]}
+            now = [n for n in problems["zero"] if "zero" not in again[n]["flags"]]
+            recovered += now
+            problems["zero"] = [n for n in problems["zero"] if n not in now]
+            if not now or not problems["zero"]:
+                break
+        if recovered:
+            notes.append(
+                f"{len(recovered)} parameters had a zero gradient at initialisation only "
+                f"(zero-initialised layers after them): {_names(recovered)}"
+            )
+    values: GradientsValues = {
+        "global_norm": global_norm,
+        "parameters": len(rows),
+        "missing_gradients": problems["no_grad"] + problems["frozen"],
+        "nonfinite_gradients": problems["nonfinite"],
+        "zero_gradients": problems["zero"],
+        "notes": notes,
+        "model": "fresh model (" + ("--config" if ctx.inputs.config_path else "debug shape or checkpoint config") + ")",
+        "table": rows,
+    }
+    if any(problems.values()):
+        parts = [f"{flag}: {_names(names)}" for flag, names in problems.items() if names]
+        causes = []
+        if problems["frozen"]:
+            causes.append("requires_grad=False on these parameters (frozen on purpose? then ignore)")
+        if problems["no_grad"]:
+            causes += [
+                "a layer built in __init__ and unused in forward",
+                "a stray .detach() or torch.no_grad() in forward",
+            ]
+        if problems["nonfinite"]:
+            causes.append("a non-finite weight or an overflow (see nonfinite_localisation)")
+        if problems["zero"]:
+            causes.append("a dead path: output multiplied by zero, or ReLU units all inactive")
+        raise Outcome(
+            Status.FAIL,
+            "; ".join(parts),
+            values=values,
+            causes=causes,
+            fixes=["for n, p in model.named_parameters(): print(n, p.requires_grad, p.grad is None)"],
+        )
+    tied = sum(1 for r in rows if r["tied_with"])
+    return (
+        f"{len(rows)} parameters all have finite nonzero gradients; global norm {global_norm:.3f}"
+        + (f"; {tied} tied" if tied else "")
+    ), values
+
+
+@check(
+    "optimizer_update", "optimization", "An AdamW step changes every parameter by a sane amount", depends=("gradients",)
+)
+def optimizer_update(ctx, run):
+    B, T, _ = _shape_T(ctx)
+    model = ctx.build_model().train()
+    x, y = ctx.batch(B, T)
+    params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    before = [p.detach().clone() for _, p in params]
+    lr = ctx.learning_rate
+    opt = AdamW([p for _, p in params], lr=lr, weight_decay=0.1)
+    _, loss = adapter.call(model, x, y)
+    loss.backward()
+    opt.step()
+    with torch.no_grad():
+        deltas = torch._foreach_sub([p.detach() for _, p in params], before)
+        stats = (
+            torch.stack([torch.stack(torch._foreach_norm(deltas)), torch.stack(torch._foreach_norm(before))])
+            .cpu()
+            .tolist()
+        )
+    rows: list[UpdateRow] = []
+    for i, (name, _) in enumerate(params):
+        upd, w = stats[0][i], stats[1][i]
+        rows.append({"name": name, "update_norm": upd, "weight_norm": w, "ratio": upd / w if w > 0 else None})
+    unchanged = [r["name"] for r in rows if r["update_norm"] == 0]
+    notes = []
+    if unchanged:
+        # a zero gradient at step 0 (zero-initialised layers downstream) leaves a parameter still
+        # for the first steps only: keep stepping while parameters start to move
+        still = set(unchanged)
+        for _ in range(ZERO_GRAD_RETRIES):
+            opt.zero_grad(set_to_none=True)
+            adapter.call(model, x, y)[1].backward()
+            opt.step()
+            with torch.no_grad():
+                moved = torch.stack(
+                    torch._foreach_norm(torch._foreach_sub([p.detach() for _, p in params], before))
+                ).tolist()
+            now_still = {name for (name, _), m in zip(params, moved) if m == 0}
+            if now_still == still or not now_still:
+                still = now_still
+                break
+            still = now_still
+        notes = (
+            [f"moved only after the first step: {_names([n for n in unchanged if n not in still])}"]
+            if len(still) < len(unchanged)
+            else []
+        )
+        unchanged = [n for n in unchanged if n in still]
+    ratios = sorted(r["ratio"] for r in rows if r["ratio"] is not None and math.isfinite(r["ratio"]))
+    median = ratios[len(ratios) // 2] if ratios else 0.0
+    worst = max(rows, key=lambda r: r["ratio"] or 0.0) if rows else None
+    values: OptimizerValues = {
+        "learning_rate": lr,
+        "median_update_ratio": median,
+        "max_update_ratio": worst["ratio"] if worst else None,
+        "max_ratio_parameter": worst["name"] if worst else None,
+        "unchanged": unchanged,
+        "update_size": math.sqrt(sum(r["update_norm"] ** 2 for r in rows)),
+        "table": rows,
+        "notes": notes,
+    }
+    if unchanged:
+        raise Outcome(
+            Status.FAIL,
+            f"{len(unchanged)} parameters unchanged by the step: {_names(unchanged)}",
+            values=values,
+            causes=["parameters not passed to the optimizer", "their gradient is zero or missing"],
+            fixes=["torch.optim.AdamW(model.parameters(), ...)"],
+        )
+    if median > 0.5:
+        raise Outcome(
+            Status.FAIL,
+            f"median update/weight ratio {median:.2f} at lr {lr:g}: one step rewrites the weights",
+            values=values,
+            causes=["learning rate far too high", "no warmup"],
+            fixes=["lower the learning rate (1e-3 to 3e-4 for small GPTs) and warm up"],
+        )
+    if median > 0.2:
+        raise Outcome(
+            Status.WARN,
+            f"median update/weight ratio {median:.2f} at lr {lr:g} is large",
+            values=values,
+            causes=["a high learning rate"],
+            fixes=["consider a lower peak learning rate or longer warmup"],
+        )
+    return f"all {len(rows)} parameters moved; median update/weight {median:.3g} at lr {lr:g}", values

@@ -1,0 +1,90 @@
+"""Where non-finite values first appear: forward hooks on every module name the first one whose
+output holds NaN or +inf (also used by the overfit check when its loss blows up)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+
+from . import adapter
+from .model_checks import _names, _shape_T
+from .registry import check
+from .result import Outcome, Status
+
+
+def localise_nonfinite(model: nn.Module, x: torch.Tensor, y: torch.Tensor | None = None) -> dict:
+    """Run forward with hooks on every module; return the first module (by execution order) whose
+    output holds NaN or +inf, and every non-finite parameter. `-inf` alone is taken as a mask."""
+    found: list[tuple[str, str]] = []
+    handles = []
+
+    def make_hook(name: str):
+        def hook(module, _inp, out):
+            if found:
+                return
+            tensors = (
+                [out]
+                if isinstance(out, torch.Tensor)
+                else [t for t in (out if isinstance(out, (tuple, list)) else []) if isinstance(t, torch.Tensor)]
+            )
+            for t in tensors:
+                if t.is_floating_point() and (torch.isnan(t).any() or torch.isposinf(t).any()):
+                    found.append((name, type(module).__name__))
+                    return
+
+        return hook
+
+    bad_params = [n for n, p in model.named_parameters() if not torch.isfinite(p).all()]
+    try:
+        for name, module in model.named_modules():
+            if name:
+                handles.append(module.register_forward_hook(make_hook(name)))
+        with torch.no_grad():
+            logits, loss = adapter.call(model, x, y)
+    finally:
+        for h in handles:
+            h.remove()
+    return {
+        "first_module": found[0][0] if found else None,
+        "module_type": found[0][1] if found else None,
+        "nonfinite_parameters": bad_params,
+        "logits_finite": bool(torch.isfinite(logits).all()),
+        "loss": None if loss is None else loss.item(),
+    }
+
+
+@check("nonfinite_localisation", "model", "No module produces NaN/inf (first offender named)", depends=("token_range",))
+def nonfinite_localisation(ctx, run):
+    B, T, _ = _shape_T(ctx)
+    inspected = ctx.inspected_model()
+    model, source = inspected.model.eval(), inspected.label
+    x, y = ctx.batch(B, min(T, adapter.config_value(model, "block_size")))
+    result = localise_nonfinite(model, x, y)
+    result["model"] = source
+    if result["first_module"] or result["nonfinite_parameters"] or not result["logits_finite"]:
+        where = (
+            f"first non-finite output: {result['first_module']} ({result['module_type']})"
+            if result["first_module"]
+            else "outputs finite"
+        )
+        params = (
+            f"; non-finite parameters: {_names(result['nonfinite_parameters'])}"
+            if result["nonfinite_parameters"]
+            else ""
+        )
+        raise Outcome(
+            Status.FAIL,
+            f"{where}{params} [{source}]",
+            values=result,
+            causes=[
+                "a NaN/inf weight (saved after divergence, or a bad init)",
+                "an overflow in that module (fp16, exp of large values, division by ~0)",
+                "a learning rate so high the weights blew up",
+            ],
+            fixes=[
+                "inspect that module's inputs and weights",
+                "load the last good checkpoint",
+                "lower the learning rate and enable gradient clipping",
+            ],
+        )
+    return f"every module's output is finite on one batch [{source}]", result
