@@ -14,7 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from .errors import ConfigError
-from .model import MiniGPTConfig
+from .model import MiniGPT, MiniGPTConfig
 
 MODEL_CLASS = "minigpt.nanogpt.GPT"  # what an imported checkpoint's config names (see checkpoint.py)
 
@@ -147,14 +147,7 @@ class GPT(nn.Module):
             if name.endswith("c_proj.weight"):
                 nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
 
-    @staticmethod
-    def _init_weights(module: nn.Module) -> None:
-        if isinstance(module, nn.Linear):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
-            if module.bias is not None:
-                nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+    _init_weights = staticmethod(MiniGPT._init_weights)  # GPT-2's init, as nanoGPT and our MiniGPT use
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
         b, t = idx.size()
