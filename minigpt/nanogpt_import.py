@@ -361,9 +361,10 @@ def import_nanogpt(
     into `workspace` as a minigpt run. Everything is validated and staged first, then replaced
     together (the checkpoint last) while holding the workspace lock; a failure writes nothing.
     Raises CheckpointError / DataError / ConfigError on bad input."""
-    from .checkpoint import MODEL_CLASS_KEY, require_fits
+    from .checkpoint import MODEL_CLASS_KEY
     from .data import id_dtype
     from .lock import acquire
+    from .memory import require_fits
     from .tokenizer import CharTokenizer
 
     started = time.perf_counter()

@@ -33,7 +33,6 @@ from .checkpoint import (
     load_checkpoint,
     read_checkpoint,
     require_finite,
-    require_fits,
     require_minigpt,
     save_checkpoint,
     validate_resume_fields,
@@ -42,6 +41,7 @@ from .data import get_batch, load_ids
 from .device import resolve_device
 from .errors import CheckpointError, ConfigError, DataError, TrainingDiverged
 from .fileio import atomic_write_text
+from .memory import require_fits
 from .model import MiniGPT
 from .presets import PRESETS  # noqa: F401  (re-exported)
 from .tokenizer import CharTokenizer

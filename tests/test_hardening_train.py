@@ -16,10 +16,11 @@ import pytest
 import torch
 
 from minigpt import lock
-from minigpt.checkpoint import minigpt_numel, read_checkpoint
+from minigpt.checkpoint import read_checkpoint
 from minigpt.cli import main
 from minigpt.errors import CheckpointError, ConfigError, DataError, ResourceError, WorkspaceLockedError
 from minigpt.fileio import atomic_torch_save
+from minigpt.memory import minigpt_numel
 from minigpt.model import MiniGPT, MiniGPTConfig
 from minigpt.tokenizer import CharTokenizer
 from minigpt.train import TrainConfig, Trainer
