@@ -213,9 +213,6 @@ def perplexity(loss: float | None) -> float | None:
     return math.exp(loss) if loss < 700 else float("inf")
 
 
-_perplexity = perplexity
-
-
 def _lr_at(points: list[MetricPoint], step: int) -> float | None:
     """This step's lr, else the last one logged before it."""
     found = None
@@ -331,7 +328,7 @@ def derive(points: list[MetricPoint], baseline: float | None = None) -> Curve:
         best_step, best_val = min(vals, key=lambda sv: sv[1])
         v.update(
             last_val_loss=vals[-1][1],
-            val_perplexity=_perplexity(vals[-1][1]),
+            val_perplexity=perplexity(vals[-1][1]),
             best_val_loss=best_val,
             best_val_step=best_step,
             n_val_points=len(vals),
@@ -359,7 +356,7 @@ def derive(points: list[MetricPoint], baseline: float | None = None) -> Curve:
         start_train_loss=c.start,
         end_train_loss=c.end,
         relative_drop=(c.start - c.end) / abs(c.start) if c.start else 0.0,
-        train_perplexity=_perplexity(c.end),
+        train_perplexity=perplexity(c.end),
         generalisation_gap=None if last_val is None else last_val - c.end,
     )
     c.warmup_end = _warmup_end(c.lrs)

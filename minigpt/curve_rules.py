@@ -41,7 +41,6 @@ from .curve import (  # noqa: F401  (the thresholds by the names the docstring g
     _fit,
     _lr_at,
     _median,
-    _perplexity,
 )
 
 _ADVICE = {
