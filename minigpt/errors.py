@@ -34,8 +34,9 @@ class UnknownCharactersError(TokenizerError):
             for ch, positions in list(unknown.items())[:10]
         )
         more = f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
+        of = f" of {path}" if path else ""
         super().__init__(
-            f"{len(unknown)} character(s) not in the vocabulary: {shown}{more}",
+            f"{len(unknown)} character(s) not in the vocabulary{of}: {shown}{more}",
             path=path,
             causes=["the tokenizer was built from other text", "the text was decoded with another encoding"],
         )
@@ -76,6 +77,12 @@ class WorkspaceLockedError(MiniGPTError):
     def __init__(self, message: str, *, path: object | None = None, holder=None, causes: list[str] | None = None):
         self.holder = holder  # a minigpt.lock.LockHolder, or None when its record is unreadable
         super().__init__(message, path=path, causes=causes)
+
+
+class UnsafePathError(MiniGPTError):
+    """A path where minigpt writes, locks or reads a file is a symbolic link, a FIFO, a device or a
+    folder: it is refused before it is opened (a link could point outside the workspace, a FIFO
+    would block), or a workspace's folder leads into another workspace."""
 
 
 class ResourceError(MiniGPTError):

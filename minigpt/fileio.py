@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, cast
 
-from .errors import FileSystemError
+from .errors import FileSystemError, UnsafePathError
 
 _DISK_FULL = {E.ENOSPC, getattr(E, "EDQUOT", E.ENOSPC)}
 _DENIED = {E.EACCES, E.EPERM}
@@ -109,21 +109,92 @@ def stat_input(path: Path, what: str, *, error: type, missing: list[str] | None 
                 f"{what} unreadable: {path} is a symlink loop (its links point at each other)", path=path
             ) from None
         raise os_error(exc, path, action="read") from None
-    if not stat.S_ISREG(st.st_mode):
-        kind = (
-            "a folder"
-            if stat.S_ISDIR(st.st_mode)
-            else "a FIFO (named pipe)"
-            if stat.S_ISFIFO(st.st_mode)
-            else "a socket"
-            if stat.S_ISSOCK(st.st_mode)
-            else "a device"
-            if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
-            else "not a regular file"
-        )
+    kind = file_kind(st.st_mode)
+    if kind is not None:
         article = "an" if what[0].lower() in "aeiou" else "a"
         raise error(f"Not {article} {what.lower()}: {path} is {kind}, not a regular file", path=path)
     return st
+
+
+def file_kind(mode: int) -> str | None:
+    """What a non-regular file is ("a FIFO (named pipe)", "a folder", ...); None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISLNK(mode):
+        return "a symbolic link"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+def _refuse_special(path: Path, mode: int, what: str, action: str) -> None:
+    kind = file_kind(mode)
+    if kind is None:
+        return
+    if stat.S_ISLNK(mode):
+        try:
+            target = f" to {os.readlink(path)}"
+        except OSError:
+            target = ""
+        raise UnsafePathError(
+            f"Refused to {action} {path}: {what} is a symbolic link{target}; minigpt never {action}s through a "
+            "link (it could point outside the workspace)",
+            path=path,
+            causes=[f"remove the link (rm {path}): minigpt creates the file itself"],
+        )
+    raise UnsafePathError(
+        f"Refused to {action} {path}: {what} is {kind}, not a regular file (never opened: a FIFO or a device "
+        "would block or act on open)",
+        path=path,
+        causes=[f"remove or rename {path}: minigpt creates the file itself"],
+    )
+
+
+def open_regular(
+    path: str | os.PathLike, flags: int, mode: int = 0o666, *, what: str = "the file", action: str = "write"
+) -> int:
+    """`os.open` of a file that must be a regular one, never following a final symbolic link and never
+    opening a FIFO, device or folder (checked with `lstat` before and `fstat` after, O_NOFOLLOW and
+    O_NONBLOCK in between, so no race turns it into a blocking open). A missing file is created when
+    `flags` has O_CREAT. Raises UnsafePathError for a link or a special file, FileSystemError for
+    other OS refusals."""
+    path = Path(path)
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise os_error(exc, path, action=action) from None
+    else:
+        _refuse_special(path, st.st_mode, what, action)
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    except OSError as exc:
+        if exc.errno in (E.ELOOP, E.EISDIR, E.ENXIO):  # it became a link, a folder or a FIFO since the lstat
+            with contextlib.suppress(OSError):
+                _refuse_special(path, os.lstat(path).st_mode, what, action)
+        raise os_error(exc, path, action=action) from None
+    opened = os.fstat(fd).st_mode
+    if file_kind(opened) is not None:  # swapped for a special file between the lstat and the open
+        os.close(fd)
+        _refuse_special(path, opened, what, action)
+    return fd
+
+
+def open_log(path: str | os.PathLike, mode: str = "a", *, what: str = "the log") -> IO:
+    """A log file opened for appending (`"a"`, text, UTF-8) or for writing from empty (`"wb"`) through
+    `open_regular`: a link or a special file in its place is refused, never followed."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if mode.startswith("a") else os.O_TRUNC)
+    fd = open_regular(path, flags, what=what)
+    if "b" in mode:
+        return os.fdopen(fd, mode)
+    return os.fdopen(fd, mode, encoding="utf-8")
 
 
 LFS_POINTER_PREFIX = b"version https://git-lfs.github.com/spec/v1"

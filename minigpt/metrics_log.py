@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from pathlib import Path
 
-from .errors import DataError
-from .fileio import os_error, stat_input
+from .errors import DataError, UnsafePathError
+from .fileio import open_regular, os_error, stat_input
 
 MAX_BAD_LINE_NUMBERS = 10
 
@@ -169,7 +169,7 @@ def _line_values(line: str | bytes) -> Values | None:
         return None
     try:
         record = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: brackets nested thousands deep
         return None
     return _values(record)
 
@@ -195,13 +195,13 @@ def parse_values(lines: list[bytes], block: int = 4096, *, raw: bool = False) ->
         records = json.loads(b"[" + b",".join(lines) + b"]")
         if len(records) == len(lines):
             return [convert(r) for r in records]
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
     nonblank = [i for i, line in enumerate(lines) if line.strip()]
     out: list[Values | None] = [None] * len(lines)
     try:
         records = json.loads(b"[" + b",".join(lines[i] for i in nonblank) + b"]")
-    except ValueError:
+    except (ValueError, RecursionError):
         records = None
     if records is not None and len(records) == len(nonblank):
         for i, record in zip(nonblank, records):
@@ -253,10 +253,43 @@ def _raw_values(record: object) -> Values | None:
 
 
 READ_BLOCK = 1 << 22  # bytes read at a time: memory stays bounded whatever the log's size
+MAX_LINE_BYTES = 1 << 20  # a metrics record is ~200 bytes: a longer line is bad, skipped unparsed
+OVERLONG_LINE = b"\x00(a line longer than the cap, skipped)"  # stands for it: never parses
+
+
+class LineSplitter:
+    """Bytes in, complete lines out, in time linear in the bytes: a line longer than `max_line`
+    is never accumulated (a 2 GB file without a newline must not be copied block after block);
+    it comes out as `OVERLONG_LINE` once its newline arrives, and the bytes up to it are dropped."""
+
+    def __init__(self, max_line: int = MAX_LINE_BYTES):
+        self.max_line = max_line
+        self.tail = b""  # the partial last line (at most max_line bytes)
+        self.skipping = False  # inside an over-long line, waiting for its newline
+
+    def feed(self, data: bytes) -> list[bytes]:
+        out: list[bytes] = []
+        if self.skipping:
+            nl = data.find(b"\n")
+            if nl < 0:
+                return out
+            data, self.skipping = data[nl + 1 :], False
+            out.append(OVERLONG_LINE)
+        lines = (self.tail + data).split(b"\n")
+        self.tail = lines.pop()  # b"" when data ended with a newline, else a partial line
+        if len(self.tail) > self.max_line:
+            self.tail, self.skipping = b"", True
+        cap = self.max_line
+        out += [OVERLONG_LINE if len(line) > cap else line for line in lines]
+        return out
+
+    def reset(self) -> None:
+        self.tail, self.skipping = b"", False
 
 
 def read_metrics(path: str | os.PathLike) -> MetricsLog:
-    """Read a whole metrics file in blocks into a compact `MetricPoints`.
+    """Read a whole metrics file in blocks into a compact `MetricPoints`, in linear time (a line
+    over `MAX_LINE_BYTES` is a bad line, never buffered whole).
 
     Raises DataError when it is missing, not a regular file or unreadable (FileSystemError for
     permission problems).
@@ -269,19 +302,20 @@ def read_metrics(path: str | os.PathLike) -> MetricsLog:
         missing=["training has not started in this workspace", "wrong workspace folder"],
     )
     log = MetricsLog(path=str(path), points=MetricPoints())
-    lineno, tail = 0, b""
+    lineno, splitter = 0, LineSplitter()
     try:
         with open(path, "rb") as fh:
             while block := fh.read(READ_BLOCK):
-                lines = (tail + block).split(b"\n")
-                tail = lines.pop()  # b"" when the block ended with a newline, else a partial line
+                lines = splitter.feed(block)
                 for start in range(0, len(lines), _LINES_PER_PARSE):
                     _read_lines(log, lines[start : start + _LINES_PER_PARSE], lineno + start)
                 lineno += len(lines)
     except OSError as exc:
         raise os_error(exc, path, action="read") from None
-    if tail.strip():  # a last line without its newline: complete JSON, or a write in progress
-        values = _line_values(tail)
+    if splitter.skipping:  # an over-long last line without its newline: no record is that long
+        _count_bad(log, lineno + 1)
+    elif splitter.tail.strip():  # a last line without its newline: complete JSON, or a write in progress
+        values = _line_values(splitter.tail)
         if values is not None:
             log.points.append_values(values[0], values[1:])
         else:
@@ -311,7 +345,7 @@ def _plain_columns(lines: list[bytes]) -> tuple[list[int], list[list]] | None:
     (about 3x faster than a tuple per record); None otherwise (then `parse_values` decides)."""
     try:
         records = json.loads(b"[" + b",".join(lines) + b"]")
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not records or len(records) != len(lines) or set(map(type, records)) != {dict}:
         return None
@@ -339,32 +373,37 @@ class LineFollower:
 
     _HEAD = 256  # bytes compared to notice a rewrite that did not shrink the file
 
-    def __init__(self, path: str | os.PathLike, *, restart_when_missing: bool = False):
+    def __init__(
+        self, path: str | os.PathLike, *, restart_when_missing: bool = False, max_line: int = 16 * MAX_LINE_BYTES
+    ):
         self.path = Path(path)
         self.restart_when_missing = restart_when_missing
         self.reset = False
         self.resets = 0
         self._offset = 0
-        self._buffer = b""
+        self._splitter = LineSplitter(max_line)  # a line over max_line comes out as OVERLONG_LINE
         self._identity: tuple[int, int] | None = None
         self._head = b""
 
     def _restart(self) -> None:
-        self._offset, self._buffer, self._head = 0, b"", b""
+        self._offset, self._head = 0, b""
+        self._splitter.reset()
         self.reset = True
         self.resets += 1
 
     def poll_lines(self, max_bytes: int | None = None) -> list[bytes]:
-        """Complete new lines since the last poll (at most `max_bytes` read, if given)."""
+        """Complete new lines since the last poll (at most `max_bytes` read, if given). The file is
+        opened without following a link or opening a FIFO (a special file reads as missing)."""
         self.reset = False
         try:
-            f = open(self.path, "rb")
-        except OSError:
+            fd = open_regular(self.path, os.O_RDONLY, what="the log", action="read")
+        except (UnsafePathError, OSError):
             if self.restart_when_missing and self._identity is not None:
                 self._identity = None
                 self._restart()
             return []
-        with f:
+        lines: list[bytes] = []
+        with os.fdopen(fd, "rb") as f:
             st = os.fstat(f.fileno())
             identity = (st.st_dev, st.st_ino)
             if self._identity is not None and identity != self._identity:
@@ -375,21 +414,22 @@ class LineFollower:
                 self._restart()
             self._identity = identity
             f.seek(self._offset)
-            want = st.st_size - self._offset
-            data = f.read(want if max_bytes is None else min(want, max_bytes))
-        if not data:
-            return []
-        if self._offset < self._HEAD:  # the head so far is all we have read
-            self._head = (self._head + data)[: self._HEAD]
-        self._offset += len(data)
-        lines = (self._buffer + data).split(b"\n")
-        self._buffer = lines.pop()  # b"" when data ended with a newline, else the partial line
+            want = st.st_size - self._offset if max_bytes is None else min(st.st_size - self._offset, max_bytes)
+            while want > 0:  # in blocks: the splitter drops an over-long line's bytes as they come
+                data = f.read(min(want, READ_BLOCK))
+                if not data:
+                    break
+                want -= len(data)
+                if self._offset < self._HEAD:  # the head so far is all we have read
+                    self._head = (self._head + data)[: self._HEAD]
+                self._offset += len(data)
+                lines += self._splitter.feed(data)
         return lines
 
     @property
     def tail(self) -> bytes:
         """The last line read so far without its newline (empty when the file ended with one)."""
-        return self._buffer
+        return self._splitter.tail
 
     @property
     def pending_bytes(self) -> int:
@@ -405,7 +445,7 @@ class MetricsFollower(LineFollower):
     records are counted as bad, with their line numbers."""
 
     def __init__(self, path: str | os.PathLike):
-        super().__init__(path)
+        super().__init__(path, max_line=MAX_LINE_BYTES)
         self.bad_lines = 0
         self.bad_line_numbers: list[int] = []
         self._lineno = 0

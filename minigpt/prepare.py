@@ -249,7 +249,10 @@ def prepare_workspace(
     ws = workspace if isinstance(workspace, Workspace) else Workspace(Path(workspace))
     report = progress or (lambda stage, fraction: None)
 
-    busy = lock.holder(ws.root)  # fail before the work when a training run holds the workspace
+    # fail before the work when a training run holds the workspace, its lock file is a link or a
+    # special file, or its folders lead into another workspace
+    busy = lock.holder(ws.root, refuse_unsafe=True)
+    lock.refuse_shared_folders(ws.root)
     if busy is not None:
         raise WorkspaceLockedError(
             f"workspace {ws.root} is in use: {busy.describe()}; prepare would replace its files under it",

@@ -11,6 +11,9 @@ from pathlib import Path
 
 from .errors import TokenizerError, UnknownCharactersError
 from .fileio import atomic_write_text, lfs_pointer_message, os_error, stat_input
+from .jsonsafe import parse_json
+
+MAX_TOKENIZER_BYTES = 64 * 2**20  # every Unicode character, escaped and indented, is ~15 MB
 
 
 def fingerprint_chars(chars: Sequence[str]) -> str:
@@ -19,26 +22,41 @@ def fingerprint_chars(chars: Sequence[str]) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
+def _surrogate(c: object) -> bool:
+    return isinstance(c, str) and len(c) == 1 and 0xD800 <= ord(c) <= 0xDFFF
+
+
 class CharTokenizer:
     def __init__(self, chars: Sequence[str], *, path: str | None = None):
         chars = list(chars)
+        where = f" in {path}" if path else ""
         if not chars:
             raise TokenizerError(
                 f'Empty tokenizer: {path or "the vocabulary"} has no characters (an empty "chars" list)',
                 path=path,
                 causes=["the tokenizer was built from empty text", "an interrupted or hand-edited file"],
             )
-        bad = [c for c in chars if not isinstance(c, str) or len(c) != 1]
+        bad = [(i, c) for i, c in enumerate(chars) if not isinstance(c, str) or len(c) != 1]
         if bad:
+            shown = ", ".join(f"chars[{i}] = {str(c)[:40]!r} ({type(c).__name__})" for i, c in bad[:5])
             raise TokenizerError(
-                f"Tokenizer vocabulary must hold single characters; found {bad[:5]!r}",
+                f"Tokenizer vocabulary{where} must hold single characters (strings of length 1); found {shown}",
                 path=path,
-                causes=["the file is a word- or BPE-level vocabulary, not a character one"],
+                causes=["the file is a word- or BPE-level vocabulary, not a character one", "a hand-edited file"],
+            )
+        lone = [(i, c) for i, c in enumerate(chars) if _surrogate(c)]
+        if lone:
+            shown = ", ".join(f"chars[{i}] = U+{ord(c):04X}" for i, c in lone[:5])
+            raise TokenizerError(
+                f"Tokenizer vocabulary{where} holds lone UTF-16 surrogates ({shown}): they are not text and "
+                "cannot be written as UTF-8, so no checkpoint or tokenizer file could be saved with them",
+                path=path,
+                causes=["the file was written with \\udXXX escapes by a buggy script", "a hand-edited file"],
             )
         if len(set(chars)) != len(chars):
             dupes = sorted(c for c, n in Counter(chars).items() if n > 1)
             raise TokenizerError(
-                f"Tokenizer vocabulary repeats characters: {dupes[:10]!r} each appear more than once, so two "
+                f"Tokenizer vocabulary{where} repeats characters: {dupes[:10]!r} each appear more than once, so two "
                 "IDs would decode to the same character and encoding could not be undone",
                 path=path,
                 causes=["a hand-edited or merged vocabulary", "a vocabulary built by a buggy script"],
@@ -60,7 +78,14 @@ class CharTokenizer:
     def from_file(cls, path: str | os.PathLike) -> CharTokenizer:
         path = Path(path)
         missing = ["run `minigpt prepare` first", "pass --tokenizer or --workspace"]
-        stat_input(path, "Tokenizer file", error=TokenizerError, missing=missing)
+        st = stat_input(path, "Tokenizer file", error=TokenizerError, missing=missing)
+        if st.st_size > MAX_TOKENIZER_BYTES:
+            raise TokenizerError(
+                f"Not a char tokenizer: {path} is {st.st_size:,} bytes; a character vocabulary (at most every "
+                f"Unicode character) is under {MAX_TOKENIZER_BYTES // 2**20} MiB",
+                path=path,
+                causes=["it is another kind of file", "a word- or BPE-level vocabulary"],
+            )
         try:
             raw = path.read_bytes()
         except OSError as exc:
@@ -71,13 +96,14 @@ class CharTokenizer:
         if lfs:
             raise TokenizerError(f"Not a tokenizer: {lfs}", path=path)
         try:
-            data = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            text = raw.decode("utf-8-sig")  # a UTF-8 BOM (an editor's) is accepted, as prepare accepts it
+        except UnicodeDecodeError as exc:
             raise TokenizerError(
-                f"Not a tokenizer: {path} is not valid UTF-8 JSON ({exc})",
+                f"Not a tokenizer: {path} is not valid UTF-8 JSON (invalid byte at offset {exc.start})",
                 path=path,
-                causes=["the file was truncated", "it is another kind of file"],
+                causes=["the file was truncated or written in another encoding", "it is another kind of file"],
             ) from None
+        data = parse_json(text, path=path, error=TokenizerError, what="a tokenizer")
         if not isinstance(data, dict) or not isinstance(data.get("chars"), list):
             found = type(data).__name__ if not isinstance(data, dict) else f"keys {sorted(data)[:8]}"
             raise TokenizerError(
