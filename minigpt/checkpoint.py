@@ -57,9 +57,33 @@ def _split_class(config: dict) -> tuple[str, type[nn.Module], Any, dict]:
 
 
 def default_model_factory(config: dict) -> nn.Module:
-    """MiniGPT, or the built-in class the config names under `model_class`."""
+    """MiniGPT, or the built-in class the config names under `model_class`, sized before it is
+    built (`require_buildable`): a config someone else wrote never allocates past the machine."""
+    require_buildable(config, "the model config")
     _, model_cls, config_cls, config = _split_class(config)
     return model_cls(config_cls.from_dict(config))
+
+
+BIG_BYTES = 256 * 2**20  # below this, building a model to compare it with its file costs nothing
+
+
+def require_buildable(config: dict, what: object, *, stored: int | None = None, device: str = "cpu") -> int:
+    """The one sizing rule for every model built from a config someone else wrote (a checkpoint's,
+    `--config`, nanoGPT's `model_args`): the config's parameter count against `stored` (the values
+    its file holds, when there is a file) and the peak estimate against the device's memory, both
+    before a byte is allocated. Raises CheckpointError / ConfigError / ResourceError (the figure,
+    and --allow-large); returns the parameter count."""
+    cfg = sizing_config(config)
+    expected = minigpt_numel(cfg)
+    if stored is not None and expected * FLOAT_BYTES > BIG_BYTES and expected > 2 * stored:
+        raise CheckpointError(
+            f"Checkpoint {what} does not fit its config: the config describes {expected:,} parameters "
+            f"({describe_size(expected * FLOAT_BYTES)}) but the file holds {stored:,} values; refused before building",
+            path=what,
+            causes=["the config saved with the weights was edited or belongs to another model"],
+        )
+    require_fits(cfg, device, batch_size=1, training=False, what=what)
+    return expected
 
 
 def sizing_config(config: dict) -> MiniGPTConfig:
@@ -284,20 +308,11 @@ def require_finite(state_dict: dict, path: object, *, use: str) -> None:
 
 def _size_before_building(config: dict, data: dict, device: str | torch.device, path: object) -> None:
     """A 1 KB file whose config says num_layers=10000 must not allocate gigabytes first."""
+    stored = sum(v.numel() for v in data["model_state_dict"].values() if isinstance(v, torch.Tensor))
     try:
-        cfg = sizing_config(config)
+        require_buildable(config, path, stored=stored, device=str(device))
     except ConfigError as exc:
         raise CheckpointError(f"Invalid model config in {path}: {exc.message}", path=path) from None
-    expected = minigpt_numel(cfg)
-    stored = sum(v.numel() for v in data["model_state_dict"].values() if isinstance(v, torch.Tensor))
-    if expected * FLOAT_BYTES > 256 * 2**20 and expected > 2 * stored:
-        raise CheckpointError(
-            f"Checkpoint {path} does not fit its config: the config describes {expected:,} parameters "
-            f"({describe_size(expected * FLOAT_BYTES)}) but the file holds {stored:,} values; refused before building",
-            path=path,
-            causes=["the config saved with the weights was edited or belongs to another model"],
-        )
-    require_fits(cfg, device, batch_size=1, training=False, what=path)
 
 
 def build_model(config: dict, model_factory: ModelFactory | None, path: object) -> nn.Module:
@@ -333,7 +348,7 @@ def load_checkpoint(
     state_dict, notices = strip_prefixes(dict(data["model_state_dict"]))
     if data.get("_layout"):
         notices.insert(0, data["_layout"])
-    if model_factory is None:
+    if model_factory is None or model_factory is default_model_factory:  # a config of ours: sized first
         _size_before_building(data["config"], {"model_state_dict": state_dict}, device, path)
     model = build_model(data["config"], model_factory, path)
     mismatch = compare_state_dict(model, state_dict)

@@ -1,10 +1,15 @@
 """Sizing a MiniGPT from its config before allocating anything: parameter count, a rough peak
 memory estimate, the device's memory, and the refusal when the one exceeds the other (a 1 KB
-checkpoint claiming 10,000 layers must not allocate gigabytes first)."""
+checkpoint claiming 10,000 layers must not allocate gigabytes first).
+
+`--allow-large` (train, check, import) turns the refusal off for the process: `large_allowed()`.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 
 import torch
 
@@ -13,6 +18,20 @@ from .fileio import describe_size
 from .model import MiniGPTConfig
 
 FLOAT_BYTES = 4  # float32 weights, gradients, Adam moments and activations
+_allow_large = False  # set by --allow-large for the length of one command (large_allowed)
+
+
+@contextlib.contextmanager
+def large_allowed(allow: bool = True) -> Iterator[None]:
+    """Within the block, `require_fits` estimates but never refuses (the user said --allow-large).
+    Process-wide on purpose: the models are built deep inside the check engine and the importer,
+    in worker threads too, where no flag could be threaded through."""
+    global _allow_large
+    before, _allow_large = _allow_large, allow or _allow_large
+    try:
+        yield
+    finally:
+        _allow_large = before
 
 
 def minigpt_numel(cfg: MiniGPTConfig) -> int:
@@ -56,13 +75,13 @@ def require_fits(
     """Raise ResourceError when the estimate exceeds the device's memory; return the estimate."""
     need = estimate_memory(cfg, batch_size, training=training)
     have, source = device_memory(device)
-    if have is not None and need > have:
+    if have is not None and need > have and not _allow_large:
         raise ResourceError(
             f"{what} would need about {describe_size(need)} ({minigpt_numel(cfg):,} parameters, "
             f"{'training' if training else 'inference'} at batch {batch_size}) but the {torch.device(device).type} "
             f"device has {describe_size(have)} ({source})",
             path=what if isinstance(what, (str, os.PathLike)) else None,
             causes=["the config's num_layers / embedding_dim / block_size / vocab_size are far too large"]
-            + (["pass --allow-large to try anyway"] if training else []),
+            + ["pass --allow-large to try anyway"],
         )
     return need

@@ -41,7 +41,7 @@ import numpy as np
 import torch
 
 from .errors import CheckpointError, ConfigError, DataError
-from .fileio import StagedWrite, stage_text, stage_torch_save, stat_input
+from .fileio import StagedWrite, os_error, stage_text, stage_torch_save, stat_input
 from .nanogpt import GPT, MODEL_CLASS, GPTConfig
 from .workspace import SPLITS, Workspace
 
@@ -87,7 +87,16 @@ def load_plain_pickle(path: str | os.PathLike) -> object:
         return _PlainDataUnpickler(io.BytesIO(path.read_bytes()), path).load()
     except UnsafePickleError:
         raise
-    except (pickle.UnpicklingError, EOFError, ValueError, IndexError, KeyError, TypeError, AttributeError) as exc:
+    except (
+        pickle.UnpicklingError,
+        EOFError,
+        ValueError,
+        IndexError,
+        KeyError,
+        TypeError,
+        AttributeError,
+        RecursionError,
+    ) as exc:
         raise DataError(
             f"Not a readable meta.pkl: {path} ({type(exc).__name__}: {str(exc)[:200]})",
             path=path,
@@ -97,6 +106,17 @@ def load_plain_pickle(path: str | os.PathLike) -> object:
 
 def read_meta(path: str | os.PathLike) -> list[str]:
     """The characters of a nanoGPT char-level `meta.pkl`, in ID order (`itos[0]`, `itos[1]`, ...)."""
+    try:
+        return _read_meta(path)
+    except RecursionError:  # lists nested 200,000 deep load fine but cannot be compared or shown
+        raise DataError(
+            f"Not a char-level nanoGPT meta.pkl: {path} holds values nested too deeply to read",
+            path=path,
+            causes=["the file was replaced by a foreign or hostile pickle"],
+        ) from None
+
+
+def _read_meta(path: str | os.PathLike) -> list[str]:
     meta = load_plain_pickle(path)
 
     def bad(what: str) -> DataError:
@@ -273,11 +293,19 @@ def stage_ids(src: np.memmap, dest: Path, dtype: torch.dtype, vocab_size: int, s
     """Convert `src` chunk by chunk into a disk-backed scratch array of `dtype`, then stage it as
     `torch.save` of a 1-D tensor (what `data.load_ids` reads). An ID >= vocab_size is refused."""
     np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, scratch = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".scratch", dir=dest.parent)
-    os.close(fd)
     try:
-        out = np.memmap(scratch, dtype=np_dtype, mode="w+", shape=(len(src),))
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, scratch = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".scratch", dir=dest.parent)
+    except OSError as exc:
+        raise os_error(exc, dest, kept=True) from None
+    try:
+        try:  # every block reserved now: writing a page of a map on a full disk is a SIGBUS, not an error
+            os.posix_fallocate(fd, 0, max(1, len(src) * np_dtype.itemsize))
+        except OSError as exc:
+            raise os_error(exc, dest, kept=True) from None
+        finally:
+            os.close(fd)
+        out = np.memmap(scratch, dtype=np_dtype, mode="r+", shape=(len(src),))
         for start in range(0, len(src), CHUNK_TOKENS):
             chunk = src[start : start + CHUNK_TOKENS]
             top = int(chunk.max())
@@ -361,10 +389,9 @@ def import_nanogpt(
     into `workspace` as a minigpt run. Everything is validated and staged first, then replaced
     together (the checkpoint last) while holding the workspace lock; a failure writes nothing.
     Raises CheckpointError / DataError / ConfigError on bad input."""
-    from .checkpoint import MODEL_CLASS_KEY
+    from .checkpoint import MODEL_CLASS_KEY, require_buildable
     from .data import id_dtype
     from .lock import acquire
-    from .memory import require_fits
     from .tokenizer import CharTokenizer
 
     started = time.perf_counter()
@@ -389,7 +416,8 @@ def import_nanogpt(
             causes=["--data-dir is another dataset than the one this run trained on"],
         )
     bins = {split: open_bin(data_dir / f"{split}.bin") for split in ("train", "val")}
-    require_fits(cfg.sizing(), "cpu", batch_size=1, training=False, what=ckpt_path)
+    stored = sum(v.numel() for v in raw["model"].values() if isinstance(v, torch.Tensor))
+    require_buildable({**cfg.to_dict(), MODEL_CLASS_KEY: MODEL_CLASS}, ckpt_path, stored=stored)  # before GPT(cfg)
     model = GPT(cfg)
     notices = _load_weights(model, raw["model"], ckpt_path)
     iter_num = raw.get("iter_num")

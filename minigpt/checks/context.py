@@ -9,7 +9,6 @@ inode), so one report never mixes two runs.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections.abc import Callable
@@ -20,10 +19,12 @@ from typing import Generic, TypeVar
 import torch
 import torch.nn as nn
 
-from ..checkpoint import LoadedCheckpoint, load_checkpoint, read_checkpoint
+from ..checkpoint import MODEL_CLASS_KEY, LoadedCheckpoint, load_checkpoint, read_checkpoint
 from ..data import get_batch, load_ids
 from ..device import resolve_device
-from ..errors import ConfigError, MiniGPTError
+from ..errors import CheckpointError, ConfigError, MiniGPTError
+from ..fileio import stat_input
+from ..jsonsafe import parse_json
 from ..tokenizer import CharTokenizer
 from ..train import MODEL_FIELDS, PRESETS
 from ..usermodel import model_factory_for
@@ -39,10 +40,14 @@ DEBUG_SHAPE = {k: v for k, v in PRESETS["debug"].items() if k in MODEL_FIELDS}
 _DEBUG_ALIASES = [
     (("block_size", "n_positions", "n_ctx", "max_position_embeddings", "max_seq_len"), DEBUG_SHAPE["block_size"]),
     (("embedding_dim", "n_embd", "d_model", "hidden_size"), DEBUG_SHAPE["embedding_dim"]),
-    (("num_heads", "n_head", "n_heads"), DEBUG_SHAPE["num_heads"]),
-    (("num_layers", "n_layer", "n_layers"), DEBUG_SHAPE["num_layers"]),
-    (("dropout", "attn_pdrop", "resid_pdrop", "embd_pdrop"), 0.0),
+    (("num_heads", "n_head", "n_heads", "num_attention_heads", "num_key_value_heads"), DEBUG_SHAPE["num_heads"]),
+    (("num_layers", "n_layer", "n_layers", "num_hidden_layers"), DEBUG_SHAPE["num_layers"]),
+    (("intermediate_size", "n_inner", "ffn_dim"), DEBUG_SHAPE["embedding_dim"] * DEBUG_SHAPE["expansion_factor"]),
+    (("dropout", "attn_pdrop", "resid_pdrop", "embd_pdrop", "attention_dropout", "hidden_dropout"), 0.0),
 ]
+# config entries that are no field of the model's config class (the factory drops them)
+_NOT_FIELDS = frozenset({MODEL_CLASS_KEY})
+HF_WEIGHTS = "model.safetensors"  # what save_pretrained writes (safetensors is its default)
 
 T = TypeVar("T")
 
@@ -134,7 +139,7 @@ class CheckContext:
         """The files this context's verdicts are about, with their size, mtime and (checkpoint) step."""
         out = []
         roles = [
-            ("checkpoint", self.inputs.checkpoint),
+            ("checkpoint", self.inputs.checkpoint or self.hf_weights),
             ("metrics", self.inputs.metrics),
             ("tokenizer", self.inputs.tokenizer),
             ("train_ids", self.inputs.train_data),
@@ -187,10 +192,23 @@ class CheckContext:
 
     @property
     def has_checkpoint(self) -> bool:
-        return self.inputs.checkpoint is not None and self.inputs.checkpoint.exists()
+        if self.inputs.checkpoint is None:
+            return self.hf_weights is not None
+        return self.inputs.checkpoint.exists()
+
+    @property
+    def hf_weights(self) -> Path | None:
+        """`--model hf:PATH` with no --checkpoint: the folder's saved weights are the run's model."""
+        spec = self.options.model_spec or ""
+        if not spec.startswith("hf:") or self.inputs.checkpoint is not None or self.inputs.fresh_model_requested:
+            return None
+        weights = Path(spec[3:]).expanduser() / HF_WEIGHTS
+        return weights if weights.is_file() else None
 
     @property
     def checkpoint_raw(self) -> dict:
+        if self.hf_weights is not None:
+            return {"config": self.model_spec.folder_config(), "imported_from": {"format": "Hugging Face"}}
         return self._ckpt_raw.get()
 
     @property
@@ -198,6 +216,8 @@ class CheckContext:
         return self._ckpt.get()
 
     def _load_checkpoint(self) -> LoadedCheckpoint:
+        if self.hf_weights is not None:
+            return self._load_hf_folder(self.hf_weights.parent)
         factory = self.fault.checkpoint_factory(self.model_factory) if self.fault else self.model_factory
         loaded = load_checkpoint(
             self.inputs.checkpoint,  # type: ignore[arg-type]
@@ -210,6 +230,24 @@ class CheckContext:
             loaded.model, note = self.fault.model(loaded.model, fresh=False)
             self._note(note)
         return loaded
+
+    def _load_hf_folder(self, folder: Path) -> LoadedCheckpoint:
+        """A `save_pretrained` folder's weights, read with safetensors and never from the hub."""
+        spec = self.model_spec
+        try:
+            model = spec.model_cls.from_pretrained(str(folder), local_files_only=True, use_safetensors=True)
+        except (OSError, ValueError, RuntimeError) as exc:
+            raise CheckpointError(
+                f"{folder}: the saved model does not load: {str(exc)[:300]}",
+                path=folder,
+                causes=["model.safetensors and config.json come from different models", "a truncated save"],
+            ) from None
+        model = model.to(self.device)
+        if self.fault:
+            model, note = self.fault.model(model, fresh=False)
+            self._note(note)
+        config = spec.folder_config() or {}
+        return LoadedCheckpoint(str(folder), model, config, None, None, None, raw={})
 
     def _note(self, note: str | None) -> None:
         if note and note not in self.fault_notes:
@@ -233,30 +271,52 @@ class CheckContext:
         return InspectedModel(loaded.model, "checkpoint", f"checkpoint{step}")
 
     def base_config(self) -> dict:
-        """The model config fresh-model checks use: --config JSON (explicit wins), else the
-        checkpoint's, else the debug preset restricted to the fields the model's config accepts."""
+        """The model config fresh-model checks use (see `config_source` for where it came from)."""
+        return self._base_config()[0]
+
+    def config_source(self) -> tuple[str, bool]:
+        """Where `base_config` came from, in words, and whether that is a fallback the user should
+        know about (a checkpoint whose config was not used)."""
+        _, source, fallback = self._base_config()
+        return source, fallback
+
+    def _base_config(self) -> tuple[dict, str, bool]:
+        """--config JSON (explicit wins), else the checkpoint's (whatever extra keys it carries, such
+        as the `model_class` an import writes), else an hf:PATH folder's config.json, else the debug
+        preset restricted to the fields the model's config accepts."""
         if self.inputs.config_path:
-            return self._config_file(self.inputs.config_path)
+            return self._config_file(self.inputs.config_path), f"--config {self.inputs.config_path}", False
+        spec = self.model_spec
+        why = "no checkpoint"
         if self.has_checkpoint:
             try:
                 config = self.checkpoint_raw["config"]
                 config = dict(config) if isinstance(config, dict) else None
+                why = "the checkpoint holds no config dict" if config is None else why
             except MiniGPTError:
-                config = None  # checkpoint_load reports it; fresh-model checks fall back to the preset
-            spec = self.model_spec
+                config, why = None, "the checkpoint did not load"
             fields = spec.config_fields if spec is not None else None
             # a config the model's config class cannot take is checkpoint_load's finding; the
             # fresh-model checks still examine the class itself
-            if config is not None and (fields is None or set(config) <= set(fields)):
-                return config
-        return self._preset_for_config_class()
+            extra = sorted(set(config or {}) - set(fields or ()) - _NOT_FIELDS) if fields is not None else []
+            if config is not None and not extra:
+                return config, "the checkpoint's config", False
+            if config is not None and spec is not None:
+                cls = spec.config_cls.__name__
+                why = f"the checkpoint's config has {', '.join(extra[:4])}, which {cls} does not take"
+        folder = spec.folder_config() if spec is not None else None
+        if folder is not None:
+            return folder, f"{spec.folder}/config.json", self.has_checkpoint
+        return self._preset_for_config_class(), f"the debug preset ({why})", self.has_checkpoint
 
     @staticmethod
     def _config_file(path: Path) -> dict:
+        stat_input(path, "--config model config", error=ConfigError)  # a FIFO would block the read
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"--config {path}: cannot read a JSON model config ({exc})", path=path) from None
+        data = parse_json(text, path=path, error=ConfigError, what="a model config")  # any depth: no traceback
         if not isinstance(data, dict):
             raise ConfigError(
                 f"--config {path}: expected a JSON object of config fields, found {type(data).__name__}", path=path

@@ -35,6 +35,7 @@ class CheckOptions:
     prompt: str = "The "
     seed: int = 0
     learning_rate: float = 1e-3  # for the optimizer-update check
+    allow_large: bool = False  # --allow-large: build models past the memory estimate (memory.large_allowed)
 
     def resolve(self) -> ResolvedInputs:
         """The paths the checks read. A path the user named explicitly must exist: a typo is bad

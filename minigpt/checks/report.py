@@ -9,6 +9,8 @@ from ..errors import DataError
 from ..fileio import atomic_write_text, os_error, stat_input
 from .result import SCHEMA_VERSION, Report, _jsonable
 
+MAX_REPORT_BYTES = 64 * 2**20  # a report of every check with its values is a few hundred KB
+
 
 def _value(report: Report, check_id: str, key: str):
     result = report.by_id().get(check_id)
@@ -56,13 +58,25 @@ def load_report(path: str | Path) -> dict:
     """A report written by `minigpt check --json`, validated as far as `diff_reports` reads it;
     `DataError` (or `FileSystemError`) naming the path and what is wrong otherwise."""
     path = Path(path)
-    stat_input(path, "Report", error=DataError, missing=["a typo in the path", "the check run did not finish"])
+    st = stat_input(path, "Report", error=DataError, missing=["a typo in the path", "the check run did not finish"])
+    if st.st_size > MAX_REPORT_BYTES:
+        raise DataError(
+            f"Not a minigpt check report: {path} is {st.st_size:,} bytes (a report is a few hundred KB)",
+            path=path,
+            causes=["another kind of file"],
+        )
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise os_error(exc, path, action="read") from None
     try:
         data = json.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise DataError(
+            f"Not a JSON report: {path} is too deeply nested (invalid JSON for a report)",
+            path=path,
+            causes=["another kind of file", "a file written by a buggy or hostile script"],
+        ) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise DataError(
             f"Not a JSON report: {path} ({exc})", path=path, causes=["an interrupted write", "another kind of file"]

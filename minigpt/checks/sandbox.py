@@ -47,10 +47,12 @@ def _child_main() -> None:  # runs in the child: argv[1] is the fd to write even
 
     options, only, skip, done = pickle.load(sys.stdin.buffer)
     try:
+        from ..memory import large_allowed
         from .context import CheckContext
         from .engine import run_checks
 
-        report = run_checks(CheckContext(options), only=only, skip=skip, listener=send, done=done)
+        with large_allowed(options.allow_large):
+            report = run_checks(CheckContext(options), only=only, skip=skip, listener=send, done=done)
         send("report", report)
     except BaseException as exc:  # anything that escapes the engine: say it, then exit
         send("crashed", f"{type(exc).__name__}: {exc}")

@@ -52,6 +52,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="with --model: run your model's code in this process (no time budget, no crash protection)",
     )
+    p.add_argument(
+        "--allow-large",
+        action="store_true",
+        help="build models whose memory estimate exceeds the machine's memory (refused by default)",
+    )
     p.add_argument("--list", action="store_true", help="list the checks and faults, then exit")
     p.add_argument("--verbose", "-v", action="store_true", help="show causes and fixes for warnings too, and notes")
 
@@ -61,13 +66,27 @@ def _split(value: str | None) -> list[str] | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.list:
+        return _run(args)  # torch-free
+    from ..memory import large_allowed
+
+    with large_allowed(args.allow_large):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    import os
+
     from rich.console import Console
     from rich.markup import escape
 
     from ..checks import CheckContext, CheckOptions, catalog, run_checks
     from ..checks.report import write_report
 
-    console = Console(highlight=False, soft_wrap=True)
+    # emoji=False: a path like `syntax.py:M` must not print as `syntax.pyⓂ` (rich's `:name:` codes)
+    console = Console(highlight=False, soft_wrap=True, emoji=False)
+    # where --json goes, fixed now: code in a --model may chdir before the report is written
+    json_path = os.path.abspath(os.path.expanduser(args.json_path)) if args.json_path else None
     if args.list:
         for cid, info in catalog().items():
             console.print(f"{cid:<24} {info.stage:<13} {escape(info.title)}")
@@ -88,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
         overfit_steps=args.overfit_steps,
         skip_overfit=args.skip_overfit,
         fault=args.inject,
+        allow_large=args.allow_large,
     )
     from ..device import resolve_device
 
@@ -99,13 +119,17 @@ def run(args: argparse.Namespace) -> int:
     apply_thread_policy("checks")
     ctx = CheckContext(options)
     if args.config_path:
-        ctx.base_config()
+        config = ctx.base_config()
+        if not args.model_spec:  # sized now (exit 2 with the figure), not when a check builds it
+            from ..checkpoint import require_buildable
+
+            require_buildable(config, f"--config {args.config_path}")
     refusal = FAULTS[args.inject].refuse_for_user_model() if args.inject else None
     if refusal and args.model_spec:
         from ..errors import ConfigError
 
         raise ConfigError(refusal)
-    err = Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False, emoji=False)
     if args.inject:
         err.print(f"[yellow]injecting fault[/] {args.inject}: {escape(FAULTS[args.inject].description)}")
 
@@ -148,9 +172,9 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"[dim]judged {judged.role}: {escape(judged.describe())}[/]")
     if report.fault_notes:
         err.print("fault applied: " + escape("; ".join(report.fault_notes)))
-    if args.json_path:
-        write_report(report, args.json_path)
-        err.print(f"report written to {escape(str(args.json_path))}")
+    if json_path:
+        write_report(report, json_path)
+        err.print(f"report written to {escape(json_path)}")
     if any(r.values.get("bad_usage") for r in report.results):
         return 2  # a bad --model/--config (e.g. the file does not import) is bad usage, not a failed check
     return report.exit_code

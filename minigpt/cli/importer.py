@@ -13,14 +13,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out-dir", required=True, help="nanoGPT's out_dir, holding ckpt.pt")
     p.add_argument("--data-dir", required=True, help="nanoGPT's data/<dataset> folder: meta.pkl, train.bin, val.bin")
     p.add_argument("--json", dest="json_path", metavar="PATH", help="also write the import summary as JSON here")
+    p.add_argument("--allow-large", action="store_true", help="import a model past the machine's memory estimate")
 
 
 def run(args: argparse.Namespace) -> int:
     from ..fileio import atomic_write_text
+    from ..memory import large_allowed
     from ..nanogpt import MODEL_CLASS
     from ..nanogpt_import import import_nanogpt
 
-    summary = import_nanogpt(args.out_dir, args.data_dir, args.workspace)
+    with large_allowed(args.allow_large):
+        summary = import_nanogpt(args.out_dir, args.data_dir, args.workspace)
     cfg = summary.config
     best = f"{summary.best_val_loss:.4f}" if summary.best_val_loss is not None else "unknown"
     print(f"imported {summary.checkpoint} (iter {summary.step}, best val loss {best}) into {summary.workspace}")
