@@ -2,9 +2,9 @@
 by library functions, so a user's own `torch.set_num_threads` in their script always wins).
 
 - `OMP_NUM_THREADS` (or `MKL_NUM_THREADS`) set: torch is left alone; the user chose.
-- otherwise, training uses the physical cores this process may run on; the checks, whose models
-  are debug-sized, use 1 (more threads only add synchronisation on 256-token batches: 2 threads
-  made the suite 2-5x slower on a 2-core machine);
+- otherwise, training uses the physical cores this process may run on; the checks and sampling
+  (debug-sized models, one sequence at a time) use 1 (more threads only add synchronisation on
+  256-token batches: 2 threads made the suite 2-5x slower on a 2-core machine);
 - a busy machine (1-minute load average above the cores we may use) gets 1 thread: measured on 2
   cores with another job running, the 300-step overfit took 127 s with 2 threads and 6 s with 1
   (OpenMP threads spin-wait for a core the neighbour holds);
@@ -19,6 +19,7 @@ from pathlib import Path
 
 USER_SETTINGS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 CHECK_THREADS_MAX = 1  # measured: 2 threads made the debug-shape suite 2-5x slower even at load 2.8
+PURPOSES = ("train", "checks", "sample", "prepare")  # all but train: small work, one thread
 
 
 def usable_cpus() -> set[int]:
@@ -53,13 +54,15 @@ def busy() -> bool:
 
 
 def recommended(purpose: str, *, share_with: int = 0) -> int | None:
-    """Threads for `purpose` ("train" or "checks"), or None when the user's environment decides."""
+    """Threads for `purpose` (one of PURPOSES), or None when the user's environment decides."""
+    if purpose not in PURPOSES:
+        raise ValueError(f"unknown thread purpose {purpose!r}: expected one of {', '.join(PURPOSES)}")
     if user_chose():
         return None
     cores = max(1, physical_cores() - share_with)
     if busy():
         return 1
-    return min(cores, CHECK_THREADS_MAX) if purpose == "checks" else cores
+    return cores if purpose == "train" else min(cores, CHECK_THREADS_MAX)
 
 
 def apply(purpose: str, *, share_with: int = 0) -> int:

@@ -28,7 +28,12 @@ COMMANDS = {
 def build_parser() -> argparse.ArgumentParser:
     from .. import __version__
 
-    parser = argparse.ArgumentParser(prog="minigpt", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="minigpt",
+        description="Prepare text, train a small character-level GPT, sample from it and check why it trains badly.",
+        epilog="exit codes: 0 success, 1 a check failed or training diverged, 2 bad input, 130 interrupted. "
+        "`minigpt COMMAND --help` for a command's options; `minigpt-tui` opens the inspector.",
+    )
     parser.add_argument("--version", action="version", version=f"minigpt {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module_name, help_text) in COMMANDS.items():

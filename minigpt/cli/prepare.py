@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,12 +22,44 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+SHOWN_CHARS = 20
+
+
+def describe_files(files: list[str]) -> str:
+    """`wiki.train.tokens, wiki.valid.tokens in /data/wikitext-2`: one folder named once."""
+    if not files:
+        return "Python's pydoc topics"
+    folders = {str(Path(f).parent) for f in files}
+    if len(folders) == 1:
+        return ", ".join(Path(f).name for f in files) + f" in {folders.pop()}"
+    return ", ".join(files)
+
+
+def show_chars(chars: list[str], limit: int = SHOWN_CHARS) -> str:
+    """Characters one by one, space-separated, without quotes: `# ^ ¥`; whitespace and control
+    characters by name or code point (`U+00A0`), so a `'` or `)` in the list cannot read as
+    Python syntax."""
+
+    def one(ch: str) -> str:
+        if ch == " ":
+            return "space"
+        if not ch.isprintable() or ch.isspace():
+            return f"U+{ord(ch):04X}"
+        return ch
+
+    shown = " ".join(one(c) for c in chars[:limit])
+    return shown + (f" … (+{len(chars) - limit} more)" if len(chars) > limit else "")
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from ..prepare import prepare_workspace  # imports torch: not for --help
+    from ..threads import apply as apply_thread_policy
+
+    apply_thread_policy("prepare")  # like every command: one policy for torch's threads
 
     console = Console()
     with Progress(
@@ -40,20 +73,16 @@ def run(args: argparse.Namespace) -> int:
             progress=lambda stage, fraction: bar.update(task, description=stage, completed=fraction),
         )
 
-    files = ", ".join(summary.source_files) or "Python's pydoc topics"
-    console.print(f"source      {summary.source_kind}: {escape(files)}")
+    console.print(f"source      {summary.source_kind}: {escape(describe_files(summary.source_files))}")
+    beyond = summary.chars_beyond_train
     console.print(
         f"vocabulary  {summary.vocab_size} characters over all splits"
-        + (
-            f" ({len(summary.chars_beyond_train)} not in train: {escape(''.join(summary.chars_beyond_train[:20]))})"
-            if summary.chars_beyond_train
-            else ""
-        )
+        + (f" ({len(beyond)} not in train: {escape(show_chars(beyond))})" if beyond else "")
     )
     console.print(
         "tokens      "
         + ", ".join(f"{s} {n:,}" for s, n in summary.tokens.items())
-        + f" (stored as {summary.ids_dtype})"
+        + f" (stored as {summary.ids_dtype.removeprefix('torch.')})"
     )
     console.print(f"fingerprint {summary.fingerprint}")
     state = (

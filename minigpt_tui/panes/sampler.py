@@ -385,7 +385,9 @@ class SamplerPane(VerticalScroll):
     def _run(self, run_id: int, prompt: str, columns: list[tuple[str, dict]], cancel: threading.Event) -> None:
         from minigpt.errors import MiniGPTError
         from minigpt.sampling import SamplerSettings, encode_prompt
+        from minigpt.threads import apply as apply_thread_policy
 
+        apply_thread_policy("sample")  # per thread: OpenMP keeps the count for the thread that set it
         worker = get_current_worker()
         try:
             model, tokenizer, note = self._load_model()
