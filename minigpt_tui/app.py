@@ -93,7 +93,8 @@ class MiniGPTApp(App):
         # short labels: the footer holds these and the pane's keys at 80 columns
         Binding("r", "run_all", "Rerun"),
         Binding("f", "fault_menu", "Fault"),
-        Binding("e", "export", "Export", show=False),  # in ? and ctrl+p: the footer has 80 columns
+        # ctrl+e, not a letter: a key that writes a file must not be one typed in words by accident
+        Binding("ctrl+e", "export", "Export", show=False),  # in ? and ctrl+p: the footer has 80 columns
         Binding("t", "toggle_training", "Train"),
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
@@ -425,8 +426,17 @@ class MiniGPTApp(App):
             self.query_one(TabbedContent).query_one("Tabs").focus()
 
     def action_leave_input(self) -> None:
-        if isinstance(self.focused, Input) and self.panes:
+        """escape: out of a text field to the tab bar (where digits and letters are keys again);
+        on a pane with a text field and the focus elsewhere, into its first field."""
+        if not self.panes:
+            return
+        if isinstance(self.focused, Input):
             self.query_one(TabbedContent).query_one("Tabs").focus()
+            return
+        pane = self.panes.get(self.query_one(TabbedContent).active)
+        field = None if pane is None else next((w for w in pane.query(Input) if w.focusable), None)
+        if field is not None:
+            field.focus()
 
     def action_run_all(self) -> None:
         self.run_checks()
@@ -487,7 +497,7 @@ class MiniGPTApp(App):
         commands = [
             ("Run all checks", "re-run the whole pipeline (r)", self.action_run_all),
             ("Start/stop training", "train in the Loss pane (t)", self.action_toggle_training),
-            ("Export the report", "write <workspace>/reports/check-<time>.json (e)", self.action_export),
+            ("Export the report", "write <workspace>/reports/check-<time>.json (ctrl+e)", self.action_export),
             ("Clear fault", "run the pipeline without an injected bug", partial(self.inject_fault, CLEAR)),
             ("Help", "key bindings (?)", self.action_help),
         ]

@@ -18,6 +18,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.events import Key
 from textual.message import Message
 from textual.widgets import Button, Input, Static
 from textual.worker import Worker, WorkerState, get_current_worker
@@ -96,7 +97,12 @@ PROMPT_REFUSED = "the prompt has characters the model has never seen (marked ^):
 
 
 class SamplerPane(VerticalScroll):
-    """Prompt, settings A and B, streamed outputs, repetition metrics and filter stages."""
+    """Prompt, settings A and B, streamed outputs, repetition metrics and filter stages.
+
+    A form for words: a printable key typed while the focus is in the pane but not in a field (a
+    button) goes into the prompt, never to the app's one-letter keys (`q` would quit)."""
+
+    can_focus = False  # the first Tab from the tab bar lands in the prompt, not on the scroll area
 
     DEFAULT_CSS = """
     SamplerPane { height: 1fr; }
@@ -146,7 +152,10 @@ class SamplerPane(VerticalScroll):
     def compose(self) -> ComposeResult:
         prompt, defaults = "The ", self._defaults()  # the session's own arrive with the vocabulary
         with Horizontal(id="prompt-row"):
-            yield Input(prompt, placeholder="prompt (enter generates A)", id="prompt", compact=True)
+            # no select-all on focus: a key typed on a button is appended (focus moves there first)
+            yield Input(
+                prompt, placeholder="prompt (enter generates A)", id="prompt", compact=True, select_on_focus=False
+            )
             yield Button("Generate A", id="generate", compact=True)
             yield Button("Compare A/B", id="compare", compact=True)
             yield Button("Stop", id="stop", compact=True)
@@ -182,6 +191,16 @@ class SamplerPane(VerticalScroll):
             self._parse_column(col)
         # after the first frame: building the options imports torch, which holds the GIL for a while
         self.call_after_refresh(self._load_vocab)
+
+    def on_key(self, event: Key) -> None:
+        typed = event.is_printable and event.character and event.character != " "  # space presses a button
+        if typed and not isinstance(self.app.focused, Input):
+            event.stop()
+            event.prevent_default()
+            prompt = self.query_one("#prompt", Input)
+            prompt.value += event.character
+            prompt.cursor_position = len(prompt.value)
+            prompt.focus()
 
     # -- vocabulary and prompt --------------------------------------------------------------
     @work(thread=True, exclusive=True, exit_on_error=False, group="sampler-vocab")

@@ -15,7 +15,7 @@ KEYS = [
     ("r", "re-run all checks"),
     ("enter", "re-run the highlighted check (Checks pane)"),
     ("f", "inject a fault (or clear it) and re-run the checks"),
-    ("e", "export the report JSON to <workspace>/reports/"),
+    ("ctrl+e", "export the report JSON to <workspace>/reports/"),
     ("↑ ↓ / j k, n", "Batches: move between rows, draw a new batch"),
     ("n g o", "Gradients: sort by name, gradient norm, update/weight ratio (again: reverse)"),
     ("s", "Gradients: switch between the training run's gradients and the gradients check's fresh model"),
@@ -23,6 +23,7 @@ KEYS = [
     ("s / x, t", "Loss: start / stop a training subprocess; t toggles it from any pane"),
     ("l m z p", "Loss: log scale, EMA smoothing (again: stronger), zoom to the last N steps, earlier runs"),
     ("enter", "Sampler: generate with settings A (buttons: Compare A/B, Stop)"),
+    ("tab, escape", "Sampler, Tokenizer: into the text field; escape again: back to the tab bar"),
     ("ctrl+p", "command palette: every action, one command per check and fault"),
     ("?", "this help"),
     ("q, ctrl+c", "quit (asks first while a training run started here is going)"),
@@ -42,11 +43,15 @@ class HelpScreen(ModalScreen[None]):
             yield Static(table, id="help-keys")
             yield Static(
                 Text(
-                    "Digits typed into a text field go into the field; press escape or tab to leave it.\n"
-                    "Press escape, ? or q to close.",
+                    "Keys typed into a text field go into the field (in the Sampler, also with a button\n"
+                    "focused); escape leaves the field, and the keys above work again.\n"
+                    "↑ ↓ page up/down scroll this help; escape, ? or q close it.",
                     style="dim",
                 )
             )
+
+    def on_mount(self) -> None:
+        self.query_one("#help-box").focus()  # the arrow keys scroll at once, no Tab first
 
     def action_dismiss_help(self) -> None:
         self.dismiss(None)

@@ -66,11 +66,70 @@ async def test_export_writes_the_report_json_into_the_workspace(workspace, make_
     app = make_app(workspace)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for_report(pilot, app)
-        await pilot.press("e")
+        await pilot.press("ctrl+e")
         await wait_until(pilot, lambda: list((workspace / "reports").glob("check-*.json")), 10, "the report file")
         data = json.loads(next((workspace / "reports").glob("check-*.json")).read_text())
         assert data["exit_code"] == 0
         assert [c["id"] for c in data["checks"]][:2] == ["environment", "files"]
+
+
+async def test_letters_never_export_or_quit_from_the_sampler_form(workspace, make_app):
+    # GIVEN the sampler pane, the focus on its Stop button (as after a click or a few tabs)
+    app = make_app(workspace)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for_report(pilot, app)
+        await pilot.press("7")
+        await pilot.pause()
+        prompt = app.query_one("#prompt", Input)
+        app.query_one("#stop").focus()
+        await pilot.pause()
+        # WHEN a person types words
+        await pilot.press("e", "q", "u", "i", "t")
+        await pilot.pause(0.3)
+        # THEN they land in the prompt: no report written, the app still running
+        assert app.is_running
+        assert prompt.value.endswith("equit") and app.focused is prompt
+        assert not list((workspace / "reports").glob("check-*.json"))
+
+
+async def test_e_alone_exports_nothing_anywhere(workspace, make_app):
+    app = make_app(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for_report(pilot, app)
+        await pilot.press("e")
+        await pilot.pause(0.5)
+        assert not (workspace / "reports").exists() or not list((workspace / "reports").glob("check-*.json"))
+
+
+async def test_in_the_sampler_the_first_tab_or_escape_lands_in_the_prompt(workspace, make_app):
+    app = make_app(workspace)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("7")
+        await pilot.pause()
+        tabs = app.query_one(TabbedContent).query_one("Tabs")
+        prompt = app.query_one("#prompt", Input)
+        assert app.focused is tabs  # digits still switch panes from here
+        await pilot.press("tab")
+        assert app.focused is prompt
+        await pilot.press("escape")  # out of the field: back to the tab bar
+        assert app.focused is tabs
+        await pilot.press("escape")  # and back in
+        assert app.focused is prompt
+
+
+async def test_help_scrolls_with_the_arrow_keys_at_once(workspace, make_app):
+    app = make_app(workspace)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        box = app.screen.query_one("#help-box")
+        assert box.max_scroll_y > 0  # 80x24 does not hold the whole table
+        await pilot.press("down", "down", "down")
+        await pilot.pause()
+        assert box.scroll_y > 0
+        await pilot.press("end")
+        await pilot.pause()
+        assert box.scroll_y == box.max_scroll_y
 
 
 async def test_palette_has_one_command_per_check_and_fault(workspace, make_app):
