@@ -1,8 +1,10 @@
-"""Load a user's own model class: `--model FILE.py:CLASS[:CONFIG]` or `package.module:CLASS[:CONFIG]`.
+"""Load a user's own model class: `--model FILE.py:CLASS[:CONFIG]`, `package.module:CLASS[:CONFIG]`
+(`transformers:GPT2LMHeadModel:GPT2Config`) or `hf:PATH` (a `save_pretrained` folder).
 
 The model is built as `CLASS(CONFIG(**config))`; CONFIG defaults to `CLASS + "Config"` in the
-same module. It must follow `forward(idx, targets=None) -> (logits, loss)` and expose
-`model.config.block_size` and `model.config.vocab_size`.
+same module. Its forward is `forward(idx, targets=None) -> (logits, loss)`, `forward(idx)`, or a
+Hugging Face causal LM's (see `modelio.forward_plan`); a forward the checks cannot call is
+refused here. The config exposes the context length and vocabulary size under a common name.
 """
 
 from __future__ import annotations
@@ -27,6 +29,17 @@ class ModelSpec:
     model_cls: type
     config_cls: type
     module_name: str
+    folder: Path | None = None  # hf:PATH: the save_pretrained folder (config.json, model.safetensors)
+
+    def folder_config(self) -> dict | None:
+        """hf:PATH: the model config saved in the folder, as the dict the factory takes."""
+        if self.folder is None:
+            return None
+        import json
+
+        data = json.loads((self.folder / "config.json").read_text(encoding="utf-8"))
+        fields = self.config_fields
+        return {k: v for k, v in data.items() if fields is None or k in fields}
 
     def factory(self, config: dict):
         # the built-in class a checkpoint names for itself (an imported nanoGPT run) is not a field
@@ -108,6 +121,8 @@ def _import_module(target: str, spec: str):
 
 
 def load_model_spec(spec: str) -> ModelSpec:
+    if spec.startswith("hf:"):
+        return _load_hf_folder(spec, spec[3:])
     parts = spec.split(":")
     if len(parts) not in (2, 3) or not all(parts[:2]):
         raise ModelSpecError(f"--model {spec!r}: expected FILE.py:CLASS[:CONFIG] or package.module:CLASS[:CONFIG]")
@@ -130,13 +145,56 @@ def load_model_spec(spec: str) -> ModelSpec:
             raise ModelSpecError(f"--model {spec}: {class_name} is not a torch.nn.Module subclass")
     except ImportError:  # pragma: no cover
         pass
-    params = list(inspect.signature(model_cls.forward).parameters)
-    if len(params) < 2:
-        raise ModelSpecError(
-            f"--model {spec}: {class_name}.forward{inspect.signature(model_cls.forward)} must accept "
-            "(idx, targets=None) and return (logits, loss)"
-        )
+    _require_callable(spec, model_cls)
     return ModelSpec(spec, model_cls, config_cls, module.__name__)
+
+
+def _require_callable(spec: str, model_cls: type) -> None:
+    """Refuse, before anything runs, a forward the checks would have to call with arguments it
+    would misread (the targets as a mask or a cache)."""
+    from .modelio import ModelContractError, forward_plan, unmatched_advice
+
+    try:
+        forward_plan(model_cls)
+    except ModelContractError as exc:
+        raise ModelSpecError(f"--model {spec}: {exc}", causes=unmatched_advice(model_cls)) from None
+
+
+def _load_hf_folder(spec: str, folder: str) -> ModelSpec:
+    """`hf:PATH`: a `save_pretrained` folder. Its config.json names the class (`architectures`);
+    nothing is fetched from the hub."""
+    path = Path(folder).expanduser().resolve()
+    config_file = path / "config.json"
+    if not config_file.is_file():
+        raise ModelSpecError(
+            f"--model {spec}: {path} has no config.json",
+            path=path,
+            causes=["PATH is the folder model.save_pretrained(PATH) wrote (config.json + model.safetensors)"],
+        )
+    try:
+        import transformers
+    except ImportError:
+        raise ModelSpecError(
+            f"--model {spec}: reading a Hugging Face folder needs transformers",
+            causes=["pip install 'minigpt-tui[hf]' (or pip install transformers)"],
+        ) from None
+    try:
+        config = transformers.AutoConfig.from_pretrained(str(path), local_files_only=True)
+    except (OSError, ValueError, KeyError) as exc:
+        raise ModelSpecError(f"--model {spec}: {config_file} is not a transformers config: {exc}", path=path) from None
+    names = list(getattr(config, "architectures", None) or [])
+    model_cls = next((getattr(transformers, n) for n in names if hasattr(transformers, n)), None)
+    if model_cls is None:
+        raise ModelSpecError(
+            f"--model {spec}: {config_file} names no transformers model class (architectures: {names})",
+            path=path,
+            causes=[
+                "save the model with model.save_pretrained(PATH), which records its class",
+                "or name the class: --model transformers:CLASS:CONFIGCLASS --config PATH/config.json",
+            ],
+        )
+    _require_callable(spec, model_cls)
+    return ModelSpec(spec, model_cls, type(config), "transformers", folder=path)
 
 
 def model_factory_for(spec: str | None) -> tuple[Callable[[dict], Any], ModelSpec | None]:

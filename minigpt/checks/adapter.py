@@ -11,7 +11,10 @@ from ..modelio import (  # noqa: F401  (re-exported)
     call,
     config_lookup,
     config_value,
+    forward_plan,
+    hf_own_loss,
     unpack,
+    wraps_transformers,
 )
 
 

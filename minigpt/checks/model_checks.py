@@ -87,8 +87,13 @@ def forward_shapes(ctx, run):
     _, note = adapter.full_logits(model, x)
     if note:
         notes.append(note)
+    source, fallback = ctx.config_source()
+    values["config_source"] = source
     values["notes"] = notes
-    return f"logits {[B, T, V]}, scalar loss {values['loss']:.4f}", values
+    summary = f"logits {[B, T, V]}, scalar loss {values['loss']:.4f}"
+    if fallback:  # a checkpoint is there but the fresh model is not its shape: say so
+        summary += f"; fresh-model config: {source}"
+    return summary, values
 
 
 LOSS_TOLERANCE = 1e-4  # relative: float32 reductions in another order differ by ~1e-6
@@ -104,6 +109,8 @@ def loss_matches_logits(ctx, run):
     B, T, V = _shape_T(ctx)
     model = ctx.build_model().eval()  # eval: dropout must not make two computations differ
     x, y = ctx.batch(B, T)
+    if adapter.forward_plan(type(model)).style == "hf":
+        return _hf_loss_matches(model, x, V)
     if not adapter.accepts_targets(model):
         raise Outcome(Status.SKIP, "forward takes no targets: the checks use the cross-entropy of its logits")
     with torch.no_grad():
@@ -123,9 +130,7 @@ def loss_matches_logits(ctx, run):
         "the loss is computed on probabilities (softmax before F.cross_entropy)": F.cross_entropy(
             flat.softmax(-1), targets
         ),
-        "the targets are shifted again inside forward (double shift: logits[:, :-1] vs targets[:, 1:])": (
-            F.cross_entropy(logits[:, :-1].float().reshape(-1, V), y[:, 1:].reshape(-1))
-        ),
+        DOUBLE_SHIFT: (F.cross_entropy(logits[:, :-1].float().reshape(-1, V), y[:, 1:].reshape(-1))),
         "reduction='sum' instead of the mean": F.cross_entropy(flat, targets, reduction="sum"),
         "summed over positions, averaged over the batch": F.cross_entropy(flat, targets, reduction="sum") / B,
         "only the last position is scored": F.cross_entropy(logits[:, -1].float(), y[:, -1]),
@@ -145,7 +150,43 @@ def loss_matches_logits(ctx, run):
             "a custom loss that is not next-token cross-entropy",
             "the loss averaged over padding or ignored positions",
         ],
-        fixes=["loss = F.cross_entropy(logits.view(-1, V), targets.view(-1)) on raw logits and the shifted targets"],
+        fixes=_loss_fixes(model, matches),
+    )
+
+
+DOUBLE_SHIFT = "the targets are shifted again inside forward (double shift: logits[:, :-1] vs targets[:, 1:])"
+
+
+def _loss_fixes(model: nn.Module, matches: list[str]) -> list[str]:
+    if matches and matches[0].startswith("the targets are shifted again") and adapter.wraps_transformers(model):
+        # a wrapper handing the shifted targets to a Hugging Face model, which shifts labels itself
+        return ["pass labels=input_ids (the unshifted inputs): the Hugging Face model shifts labels inside"]
+    return ["loss = F.cross_entropy(logits.view(-1, V), targets.view(-1)) on raw logits and the shifted targets"]
+
+
+def _hf_loss_matches(model: nn.Module, x: torch.Tensor, V: int):
+    """A Hugging Face model's loss is asked for with labels=input_ids and shifts them inside: its
+    loss must be the cross-entropy of logits[:, :-1] against input_ids[:, 1:]."""
+    with torch.no_grad():
+        logits, loss = adapter.hf_own_loss(model, x)
+    if loss is None:
+        raise Outcome(Status.SKIP, "the model returns no loss for labels=: the checks use cross-entropy of its logits")
+    expected = F.cross_entropy(logits[:, :-1].float().reshape(-1, V), x[:, 1:].reshape(-1)).item()
+    own = loss.float().item()
+    values: dict[str, Any] = {"model_loss": own, "cross_entropy_of_logits": expected, "called_with": "labels=input_ids"}
+    if math.isfinite(own) and abs(own - expected) <= LOSS_TOLERANCE * (1 + abs(expected)):
+        return (
+            f"model(input_ids, labels=input_ids).loss {own:.4f} = cross-entropy of its logits against the next "
+            f"tokens {expected:.4f} (the model shifts labels inside)",
+            values,
+        )
+    raise Outcome(
+        Status.FAIL,
+        f"model(input_ids, labels=input_ids).loss {own:.4f} differs from the cross-entropy of logits[:, :-1] "
+        f"against input_ids[:, 1:] {expected:.4f}",
+        values=values,
+        causes=["a modified loss_function or label smoothing in the model", "labels shifted twice inside the model"],
+        fixes=["use the model's stock causal-LM loss (ForCausalLMLoss)"],
     )
 
 
