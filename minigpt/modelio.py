@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -102,9 +103,9 @@ def forward_plan(cls: type) -> ForwardPlan:
     return plan
 
 
-def _plan(cls: type) -> ForwardPlan:
+def _plan(cls: Any) -> ForwardPlan:
     try:
-        sig = inspect.signature(getattr(cls, "forward"))
+        sig = inspect.signature(cls.forward)
     except (TypeError, ValueError):  # a builtin or C-implemented forward: assume the contract
         return ForwardPlan("targets")
     params = [p for name, p in sig.parameters.items() if name != "self"]
