@@ -8,20 +8,27 @@ options and streams the engine's events back as length-prefixed pickles over a p
 model's own prints go to /dev/null, its stderr to a file whose tail is quoted on a crash). The
 parent enforces a time budget per check. A check whose process died (`os._exit`, a segfault, the
 OOM killer) or ran past its budget becomes an `error` result naming the check and what it was
-doing; the parent then starts a new child that continues with the remaining checks (their
-dependencies see the error and skip, as usual). `sys.exit()` never gets this far: the engine
+doing (a death is noticed from the process itself, not from the pipe's EOF: a grandchild the
+model started may hold the pipe open); the parent then starts a new child that continues with
+the remaining checks (their dependencies see the error and skip, as usual). `sys.exit()` never gets this far: the engine
 catches `SystemExit` in-process.
+
+The child runs in its own session (so its own process group): when a child ends, finishes or
+times out, its whole group is killed, so processes the model's code started cannot outlive the
+check. Its stderr is read through a pipe into a bounded buffer: a model that writes gigabytes
+costs the parent `STDERR_KEEP` bytes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import queue
+import signal
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -34,6 +41,8 @@ from .result import CheckResult, Report, Status
 DEFAULT_CHECK_TIMEOUT_S = 600.0  # generous: the overfit on a large user model on a slow CPU
 STARTUP_S = 180.0  # a fresh interpreter importing torch on a loaded machine, before any check
 POLL_S = 0.2
+EXIT_DRAIN_S = 1.0  # after the child exited: time for the events it wrote to arrive
+STDERR_KEEP = 64 * 1024  # bytes of the child's stderr kept for the message
 _FRAME = struct.Struct("<I")
 _CHILD = "from minigpt.checks.sandbox import _child_main; _child_main()"
 
@@ -83,9 +92,36 @@ def _read_exactly(pipe, n: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def _tail(fh, limit: int = 300) -> str:
-    fh.seek(0)
-    return fh.read().decode("utf-8", "replace").strip()[-limit:]
+class _StderrTail:
+    """Reads a pipe to its end on a daemon thread, keeping only its last `keep` bytes."""
+
+    def __init__(self, fd: int, keep: int = STDERR_KEEP):
+        self._keep = keep
+        self._data = bytearray()
+        self._lock = threading.Lock()
+        threading.Thread(target=self._read, args=(fd,), daemon=True).start()
+
+    def _read(self, fd: int) -> None:
+        with os.fdopen(fd, "rb", buffering=0) as pipe:
+            while chunk := pipe.read(65536):
+                with self._lock:
+                    self._data += chunk
+                    if len(self._data) > 2 * self._keep:
+                        del self._data[: -self._keep]
+
+    def text(self, limit: int = 300) -> str:
+        time.sleep(0.05)  # the reader's last chunk after the child died
+        with self._lock:
+            data = bytes(self._data[-self._keep :])
+        return data.decode("utf-8", "replace").strip()[-limit:]
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the child's process group (its session: whatever the model's code started)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    if proc.poll() is None:
+        proc.kill()
 
 
 def run_checks_isolated(
@@ -105,61 +141,71 @@ def run_checks_isolated(
     while True:
         events: queue.Queue = queue.Queue()
         read_fd, write_fd = os.pipe()
-        with tempfile.TemporaryFile() as errors:
-            proc = subprocess.Popen(
-                [sys.executable, "-c", _CHILD, str(write_fd)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,  # the model's prints must not reach the caller's screen
-                stderr=errors,
-                pass_fds=(write_fd,),
-            )
-            os.close(write_fd)  # the child holds the only write end: its exit is our EOF
-            threading.Thread(target=_read_events, args=(read_fd, events), daemon=True).start()
-            assert proc.stdin is not None
-            try:
-                proc.stdin.write(pickle.dumps((options, only, skip, list(done))))
-                proc.stdin.close()
-            except BrokenPipeError:
-                pass  # died at once: reported below as an exit
-            current: tuple[str, int, int] | None = None
-            deadline = time.monotonic() + max(timeout_s, STARTUP_S)  # the child imports torch first
-            failure: str | None = None
-            try:
-                while True:
-                    if cancel.is_set():
-                        return Report(results=done, fault=options.fault, started_at=started_at, cancelled=True)
-                    try:
-                        kind, payload = events.get(timeout=POLL_S)
-                    except queue.Empty:
-                        if time.monotonic() > deadline:
-                            waited = timeout_s if current is not None else max(timeout_s, STARTUP_S)
-                            failure = f"no result after {waited:g} s (a forward pass that never returns?)"
-                            break
-                        continue
-                    if kind == "report":
-                        report: Report = payload
-                        report.started_at = started_at
-                        return report
-                    if kind == "crashed":
-                        failure = f"the check process failed: {payload}"
+        err_read, err_write = os.pipe()
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _CHILD, str(write_fd)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,  # the model's prints must not reach the caller's screen
+            stderr=err_write,
+            pass_fds=(write_fd,),
+            start_new_session=True,  # its own process group: killed whole when the check ends
+        )
+        os.close(write_fd)  # the child (and what it starts) hold the only write ends
+        os.close(err_write)
+        errors = _StderrTail(err_read)
+        threading.Thread(target=_read_events, args=(read_fd, events), daemon=True).start()
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(pickle.dumps((options, only, skip, list(done))))
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass  # died at once: reported below as an exit
+        current: tuple[str, int, int] | None = None
+        deadline = time.monotonic() + max(timeout_s, STARTUP_S)  # the child imports torch first
+        failure: str | None = None
+        exited_at: float | None = None
+        try:
+            while True:
+                if cancel.is_set():
+                    return Report(results=done, fault=options.fault, started_at=started_at, cancelled=True)
+                try:
+                    kind, payload = events.get(timeout=POLL_S)
+                except queue.Empty:
+                    now = time.monotonic()
+                    if exited_at is None and proc.poll() is not None:
+                        exited_at = now  # dead: its last events may still be in the pipe
+                    if exited_at is not None and now - exited_at > EXIT_DRAIN_S:
+                        # no EOF: something it started holds the pipe; the process is what counts
+                        failure = f"the check process exited with code {proc.returncode}"
                         break
-                    if kind == "eof":
-                        code = proc.wait(timeout=30)
-                        failure = f"the check process exited with code {code}"
+                    if now > deadline:
+                        waited = timeout_s if current is not None else max(timeout_s, STARTUP_S)
+                        failure = f"no result after {waited:g} s (a forward pass that never returns?)"
                         break
-                    if kind == "started":
-                        current, deadline = payload, time.monotonic() + timeout_s
-                    elif kind == "finished":
-                        result = payload[0]
-                        if not any(r.id == result.id for r in done):
-                            done.append(result)
-                        current = None
-                    listener(kind, payload)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                proc.wait(timeout=30)
-                stderr_tail = _tail(errors)
+                    continue
+                if kind == "report":
+                    report: Report = payload
+                    report.started_at = started_at
+                    return report
+                if kind == "crashed":
+                    failure = f"the check process failed: {payload}"
+                    break
+                if kind == "eof":
+                    code = proc.wait(timeout=30)
+                    failure = f"the check process exited with code {code}"
+                    break
+                if kind == "started":
+                    current, deadline = payload, time.monotonic() + timeout_s
+                elif kind == "finished":
+                    result = payload[0]
+                    if not any(r.id == result.id for r in done):
+                        done.append(result)
+                    current = None
+                listener(kind, payload)
+        finally:
+            _kill_group(proc)  # whatever the model's code started dies with the check
+            proc.wait(timeout=30)
+        stderr_tail = errors.text()
         if current is None:  # died between checks (importing the model file, say): nothing to blame
             raise MiniGPTError(
                 f"the check process ended outside any check: {failure}"
