@@ -213,6 +213,20 @@ def perplexity(loss: float | None) -> float | None:
     return math.exp(loss) if loss < 700 else float("inf")
 
 
+def perplexity_text(loss: float | None) -> str:
+    """Perplexity for a line of text: `14.10`, `1.5e59` past a million (the digits of e**136 ran
+    three lines), `inf` past exp's range, `-` for no or a non-finite loss."""
+    if loss is None or not math.isfinite(loss):
+        return "-"
+    value = perplexity(loss)
+    if value is None or math.isinf(value):
+        return "inf"
+    if value < 1e6:
+        return f"{value:.2f}"
+    mantissa, exponent = f"{value:.1e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
 def _lr_at(points: list[MetricPoint], step: int) -> float | None:
     """This step's lr, else the last one logged before it."""
     found = None

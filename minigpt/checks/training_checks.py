@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from ..curve import perplexity
+from ..curve import perplexity, perplexity_text
 from ..errors import MiniGPTError
 from . import adapter
 from .adamw import AdamW
@@ -212,7 +212,7 @@ def checkpoint_load(ctx, run):
         )
     notes = "; ".join(loaded.notices)
     return (
-        f"step {loaded.step}, {split} loss {loss:.3f} (perplexity {values['perplexity']:.2f}) vs log(V) "
+        f"step {loaded.step}, {split} loss {loss:.3f} (perplexity {perplexity_text(loss)}) vs log(V) "
         f"{baseline:.3f}" + (f"; {notes}" if notes else "")
     ), values
 
