@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.console import Group, RenderableType
 from rich.text import Text
 from textual import on
@@ -17,6 +19,11 @@ from ..widgets.status import status_text
 from ..widgets.table_filter import TableFilter, matches
 
 COLUMNS = ("status", "check", "time", "summary")
+# warnings the demo workspace always gets, and why they are no fault of the user's
+DEMO_EXPECTED = {
+    "split_overlap": "expected for the demo corpus: Python's documentation repeats passages across "
+    "topics, so its test split shares text with train (your own data should not)",
+}
 
 
 class ChecksTable(DataTable):
@@ -52,6 +59,8 @@ class ChecksPane(Vertical):
         self.filter = ""
         self._run_total = 0
         self._run_done = 0
+        self._run_text = "waiting for torch…"  # the run's state; the status line adds the filter's count
+        self.expected: dict[str, str] = {}  # check id -> why its warning is expected here (the demo)
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="checks-progress-row"):
@@ -70,6 +79,13 @@ class ChecksPane(Vertical):
                 id="checks-detail-body",
                 markup=False,
             )
+
+    def on_mount(self) -> None:
+        from ..demo import READY_MARKER
+
+        workspace = getattr(self.app, "workspace", None)
+        if workspace is not None and (Path(workspace.root) / READY_MARKER).is_file():
+            self.expected = dict(DEMO_EXPECTED)
 
     def on_resize(self) -> None:
         self.call_after_refresh(self._fit_summary)
@@ -94,12 +110,10 @@ class ChecksPane(Vertical):
         r = self.results.get(cid)
         if r is None:
             return status_text(state or "pending"), cid, "", ""
-        return (
-            status_text(state or r.status),
-            cid,
-            f"{r.duration_s:.2f}s",
-            Text(r.summary, no_wrap=True, overflow="ellipsis"),
-        )
+        summary = Text(r.summary, no_wrap=True, overflow="ellipsis")
+        if cid in self.expected and r.status.value == "warn" and not state:
+            summary = Text.assemble(("expected for the demo: ", "dim"), r.summary, no_wrap=True, overflow="ellipsis")
+        return status_text(state or r.status), cid, f"{r.duration_s:.2f}s", summary
 
     def _visible(self, cid: str) -> bool:
         if not self.filter:
@@ -113,6 +127,8 @@ class ChecksPane(Vertical):
         if cid not in self.order:
             self.order.append(cid)
         table = self.table
+        if self.filter:  # a row may appear or go: the count follows the table
+            self.call_after_refresh(self._render_status)
         if not self._visible(cid):
             if cid in table.rows:
                 table.remove_row(cid)
@@ -157,11 +173,7 @@ class ChecksPane(Vertical):
         if message.query != self.filter:
             self.filter = message.query
             self._rebuild_rows()
-            shown = self.table.row_count
-            if self.filter:
-                self.query_one("#checks-status", Label).update(
-                    f"filter {self.filter!r}: {shown} of {len(self.order)} checks"
-                )
+            self._render_status()
 
     # -- worker events ----------------------------------------------------------------------
     @on(ChecksStarted)
@@ -216,7 +228,7 @@ class ChecksPane(Vertical):
         fault = f"fault {report.fault} · " if report.fault else ""  # first: the most important state
         failed = [cid for cid, r in self.results.items() if r.status.value in ("fail", "error")]
         failing = f" ({', '.join(failed[:3])}{'…' if len(failed) > 3 else ''})" if failed else ""
-        self._set_progress(1.0, f"{fault}{state}: {text}{failing}")
+        self._set_progress(1.0, f"{fault}{state}: {text}{failing}", done=True)
         table = self.table
         visible_failed = [cid for cid in failed if cid in table.rows]
         if visible_failed and table.cursor_row <= 0:  # the user has not moved: show the first failure's causes
@@ -225,8 +237,22 @@ class ChecksPane(Vertical):
         if selected is not None:
             self.show_detail(selected)  # the judged files arrived with the report
 
-    def _set_progress(self, fraction: float, text: str) -> None:
-        self.query_one("#checks-progress", ProgressBar).update(progress=round(100 * min(1.0, fraction)))
+    def _set_progress(self, fraction: float, text: str, done: bool = False) -> None:
+        bar = self.query_one("#checks-progress", ProgressBar)
+        bar.update(progress=round(100 * min(1.0, fraction)))
+        bar.display = not done  # a finished run's words take the whole line ("1 fail" was cut at 80)
+        self._run_text = text
+        self._render_status()
+
+    def filter_count(self) -> tuple[int, int]:
+        """(rows shown, checks known): what the status line says, counted from the table itself."""
+        return self.table.row_count, len(self.order)
+
+    def _render_status(self) -> None:
+        text = self._run_text
+        if self.filter:
+            shown, known = self.filter_count()
+            text = f"{text} · filter {self.filter!r}: {shown} of {known} shown"
         self.query_one("#checks-status", Label).update(text)
 
     # -- details ----------------------------------------------------------------------------
@@ -241,16 +267,19 @@ class ChecksPane(Vertical):
         if r is None:
             body.update(Text(f"{check_id}: not run yet"))
             return
-        body.update(detail_view(r, self.report.judged if self.report is not None else ()))
+        expected = self.expected.get(check_id) if r.status.value == "warn" else None
+        body.update(detail_view(r, self.report.judged if self.report is not None else (), expected))
 
 
-def detail_view(r, judged=()) -> Group:
+def detail_view(r, judged=(), expected: str | None = None) -> Group:
     """One check result for people: verdict, causes, fixes, notes, its values as a grid and the
-    files the run judged (where its numbers come from)."""
+    files the run judged (where its numbers come from); `expected` says why a warning is no fault."""
     parts: list[RenderableType] = [
         Text.assemble(status_text(r.status), " ", (r.id, "bold"), f"  stage {r.stage}  {r.duration_s:.2f}s"),
         Text(r.summary),
     ]
+    if expected:
+        parts.append(Text(expected, style="bold"))
     for title, items in (("likely causes", r.causes), ("what to try", r.fixes), ("notes", r.notes)):
         if items:
             parts.append(Text(title + ":", style="bold"))

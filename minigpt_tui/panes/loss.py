@@ -34,7 +34,7 @@ from minigpt.curve import (
     MetricsFollower,
     diagnose,
     downsample,
-    perplexity,
+    perplexity_text,
     read_metrics,
 )
 
@@ -56,6 +56,7 @@ HEARTBEAT_S = 1.0  # the follower posts at least this often, new data or not
 STALL_S = 5.0  # silent longer than this: the plot is marked as not updating
 GROWING_S = 10.0  # the log grew this recently: a run is writing it
 PREVIOUS_RUNS = 3  # earlier runs overlaid by `p`, newest first
+VERDICT_LINES = 2  # the curve's verdict at most; its cause and what to try get one line each
 
 
 @dataclass
@@ -125,15 +126,18 @@ def previous_runs(root: Path, width: int, limit: int = PREVIOUS_RUNS) -> list[tu
     return out
 
 
-def _ppl(loss: float | None) -> str:
-    if loss is None or not math.isfinite(loss):
-        return "-"
-    value = perplexity(loss)
-    return "inf" if value is None or math.isinf(value) else f"{value:.2f}"
-
-
 def _fmt(x: float | None, spec: str = ".4f") -> str:
     return "-" if x is None else (f"{x:{spec}}" if math.isfinite(x) else str(x))
+
+
+def clip_at_clause(text: str, cells: int) -> str:
+    """`text` in at most `cells` characters: cut after the last "; " or ", " that fits (when that
+    keeps most of it), else at the limit, and marked with "…"."""
+    if len(text) <= cells:
+        return text
+    room = text[: cells - 1]
+    cut = max(room.rfind("; "), room.rfind(", "))
+    return (room[:cut] if cut > cells // 2 else room).rstrip() + "…"
 
 
 def shorten_left(text: str, width: int) -> str:
@@ -147,7 +151,7 @@ class LossPane(Vertical, RenderWhenShown):
     DEFAULT_CSS = """
     LossPane { height: 1fr; }
     LossPane #loss-status, LossPane #train-status { height: auto; padding: 0 1; }
-    LossPane #loss-diagnosis { height: auto; max-height: 3; padding: 0 1; }
+    LossPane #loss-diagnosis { height: auto; max-height: 4; padding: 0 1; }
     LossPane LossPlot { height: 1fr; min-height: 6; }
     """
     BINDINGS = [
@@ -220,6 +224,8 @@ class LossPane(Vertical, RenderWhenShown):
             self.view = dataclasses.replace(self.view, width=width)
         if self._last_message is not None:
             self._render_status(self._last_message)  # the path is cut to the new width
+        verdict = self._diagnosis_text(self.diagnosis, self.snapshot, self._diagnosis_width())
+        self._show_text("loss-diagnosis", verdict)  # re-cut to the new width
 
     def _show_text(self, widget_id: str, text: Text | str) -> None:
         """Update a line only when its text changed: an update re-lays the screen out, and the
@@ -332,7 +338,7 @@ class LossPane(Vertical, RenderWhenShown):
         if message.changed or self._plot.stale:
             self._plot.show(snap, message.baseline, stale=False)
         self._render_status(message)
-        self._show_text("loss-diagnosis", self._diagnosis_text(self.diagnosis, snap))
+        self._show_text("loss-diagnosis", self._diagnosis_text(self.diagnosis, snap, self._diagnosis_width()))
 
     @on(DiagnosisDue)
     def _queue_diagnosis(self, message: DiagnosisDue) -> None:
@@ -358,7 +364,9 @@ class LossPane(Vertical, RenderWhenShown):
         self.diagnosis_cost_s = message.seconds
         if message.generation == self._generation:
             self.diagnosis = message.diagnosis
-            self._show_text("loss-diagnosis", self._diagnosis_text(self.diagnosis, self.snapshot))
+            self._show_text(
+                "loss-diagnosis", self._diagnosis_text(self.diagnosis, self.snapshot, self._diagnosis_width())
+            )
         self._next_diagnosis()
 
     def _state_words(self, message: CurveUpdated) -> str:
@@ -387,11 +395,11 @@ class LossPane(Vertical, RenderWhenShown):
         else:
             head = self._state_words(message)
         step = "-" if snap.last_step is None else f"{snap.last_step:,}"
-        tail = f" · step {step} · {snap.n_points:,} pts"
+        tail = f" · step {step}"  # the point count is in the plot's title, drawn with the plot
         line1 = f"{head} {shorten_left(shown, max(12, width - len(head) - len(tail) - 1))}{tail}"
         view = snap.view.describe()
         fields = [
-            f"train last {_fmt(last.get('train_loss'))} (ppl {_ppl(last.get('train_loss'))})",
+            f"train last {_fmt(last.get('train_loss'))} (ppl {perplexity_text(last.get('train_loss'))})",
             f"val {_fmt(last.get('val_loss'))}",
             f"lr {_fmt(last.get('lr'), '.1e')}",
         ]
@@ -406,7 +414,9 @@ class LossPane(Vertical, RenderWhenShown):
         self._show_text("loss-status", Text(f"{line1}\n{line2}", style="bold red" if stale else ""))
 
     @staticmethod
-    def _diagnosis_text(d: CurveDiagnosis | None, snap: CurveSnapshot) -> Text:
+    def _diagnosis_text(d: CurveDiagnosis | None, snap: CurveSnapshot, width: int = 76) -> Text:
+        """The verdict in at most VERDICT_LINES lines (cut at a clause), then its likely cause and
+        what to try, one line each: at 80x24 all three stay on screen."""
         if d is None:
             return Text("curve: no data yet" if not snap.n_points else "curve: diagnosing...")
         # the training_curve check's own severity: still_improving passes, unstable fails
@@ -415,10 +425,15 @@ class LossPane(Vertical, RenderWhenShown):
         mark, style = {"pass": ("OK", ""), "warn": ("!!", "bold yellow"), "fail": ("FAIL", "bold red")}.get(
             severity, ("--", "dim")
         )
-        text = Text(f"curve {mark} {d.summary}", style=style)
+        text = Text(clip_at_clause(f"curve {mark} {d.summary}", VERDICT_LINES * width), style=style)
+        if not ok and d.causes:  # the cause the CLI prints ("too little data for the model size")
+            text.append("\n" + clip_at_clause(f"  likely: {'; '.join(d.causes[:2])}", width), style="")
         if not ok and d.fixes:
-            text.append(f"\n  try: {'; '.join(d.fixes[:2])}", style="")
+            text.append("\n" + clip_at_clause(f"  try: {'; '.join(d.fixes[:2])}", width), style="bold")
         return text
+
+    def _diagnosis_width(self) -> int:
+        return max(40, (self.size.width or 80) - 2)
 
     def _watch_follower(self) -> None:
         """1 Hz on the UI thread: a follower silent for STALL_S is marked and replaced."""
@@ -471,8 +486,8 @@ class LossPane(Vertical, RenderWhenShown):
 
     # -- view keys ----------------------------------------------------------------------------
     def _set_view(self, **changes) -> None:
+        # no toast: it covered the plot's axis; the status line's last field names the view
         self.view = dataclasses.replace(self.view, **changes)
-        self.notify(f"loss plot: {self.view.describe() or 'linear, raw, all steps'}", timeout=2)
 
     def action_toggle_log(self) -> None:
         self._set_view(log_y=not self.view.log_y)

@@ -222,6 +222,7 @@ class LossPlot(PlotextPlot):
         self.stale = False  # the data stopped updating: the title says so
         self.render_error: str | None = None  # the last drawing failure (plotext's), shown in its place
         self.replots = 0  # how many times the plot was rebuilt (tests and the redraw-rate figure)
+        self.title_text = ""  # the title last drawn
         self._dirty = False
 
     def on_mount(self) -> None:
@@ -285,11 +286,13 @@ class LossPlot(PlotextPlot):
         lx, ly = self.plotted("lr")
         if lx and (tx or vx):
             plt.plot(lx, ly, label="lr (right)", marker="dot", color="green", yside="right")
-        title = "loss"
+        # the point count lives here, drawn with the points (in the status line it ran ahead of the plot)
+        title = f"loss · {snap.n_points:,} pts"
         if self.baseline is not None and math.isfinite(self.baseline) and (tx or vx):
             plt.hline(self.baseline, "red")
-            title = f"loss · red: log V {self.baseline:.2f}"
+            title = f"{title} · red: log V {self.baseline:.2f}"
         if self.stale:
             title = f"NOT UPDATING · {title}"
+        self.title_text = title
         plt.title(title)
         self.refresh()

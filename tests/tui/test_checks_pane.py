@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from minigpt.workspace import Workspace
 from minigpt_tui.panes.checks import ChecksPane
 from minigpt_tui.screens.faults import FaultMenuScreen
 
@@ -173,7 +174,7 @@ async def test_slash_filters_the_checks_and_escape_clears(tmp_path):
         pane.table.focus()
         await pilot.press("slash", "s", "h", "i", "f", "t")
         assert [k.value for k in pane.table.rows] == ["batch_shift"]
-        assert "1 of 3 checks" in str(pane.query_one("#checks-status").render())
+        assert "filter 'shift': 1 of 3 shown" in str(pane.query_one("#checks-status").render())
         await pilot.press("enter")
         assert pilot.app.focused is pane.table
         await pilot.press("slash")
@@ -182,3 +183,45 @@ async def test_slash_filters_the_checks_and_escape_clears(tmp_path):
         await pilot.press("escape")
         assert [k.value for k in pane.table.rows] == ["environment", "gradients", "batch_shift"]
         assert pilot.app.focused is pane.table
+
+
+async def test_the_filter_count_always_matches_the_rows_shown_and_the_run_words_stay(tmp_path):
+    from minigpt_tui.messages import ChecksStarted
+
+    from ._pane_harness import PaneHarness
+
+    async with PaneHarness(ChecksPane, None).run_test(size=(80, 24)) as pilot:
+        pane = await _fed_pane(pilot, _fixed_results())
+        status = pane.query_one("#checks-status")
+        # the finished run's words take the whole line: no progress bar beside them at 80 columns
+        assert not pane.query_one("#checks-progress").display
+        assert "done in 1.0s: 2 pass, 1 fail (gradients)" in str(status.render())
+        pane.table.focus()
+        await pilot.press("slash", "g", "r", "a", "d")
+        assert [k.value for k in pane.table.rows] == ["gradients"]
+        text = str(status.render())
+        assert "1 fail" in text and "filter 'grad': 1 of 3 shown" in text  # the run's words are kept
+        # WHEN a new run starts and finishes with the filter on, THEN the count still matches the table
+        pane.post_message(ChecksStarted(["environment", "gradients", "batch_shift"], None))
+        await pilot.pause()
+        assert pane.query_one("#checks-progress").display
+        pane = await _fed_pane(pilot, _fixed_results())
+        await pilot.pause()
+        assert f"{pane.table.row_count} of 3 shown" in str(status.render())
+        await pilot.press("escape")  # cleared: no count is left behind
+        assert "filter" not in str(status.render()) and pane.table.row_count == 3
+
+
+async def test_the_demo_workspace_says_its_split_overlap_warning_is_expected(tmp_path):
+    from minigpt.checks import CheckResult, Status
+    from minigpt_tui.demo import READY_MARKER
+
+    from ._pane_harness import PaneHarness
+
+    (tmp_path / READY_MARKER).write_text("200 steps\n")
+    warn = CheckResult("split_overlap", "data", Status.WARN, "16/100 test windows occur verbatim in train")
+    async with PaneHarness(ChecksPane, Workspace(tmp_path)).run_test(size=(80, 24)) as pilot:
+        pane = await _fed_pane(pilot, [warn])
+        assert "expected for the demo" in str(pane.table.get_cell("split_overlap", "summary"))
+        pane.show_detail("split_overlap")
+        assert "expected for the demo corpus" in rendered(pane.query_one("#checks-detail-body"))

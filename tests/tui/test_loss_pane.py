@@ -56,7 +56,8 @@ async def test_follows_a_growing_metrics_file_and_resets_when_truncated(tmp_path
         assert await _until(pilot, lambda: plot.plotted("train_loss")[0][-1] == 300)
         assert await _until(pilot, lambda: plot.replots > replots)
         status = str(pane.query_one("#loss-status", Static).render())
-        assert "300 pts" in status and "ppl" in status and "train last" in status
+        assert "ppl" in status and "train last" in status and "step 300" in status
+        assert "300 pts" in plot.title_text  # counted where the points are drawn, never ahead of them
         assert await _until(pilot, lambda: pane.diagnosis is not None)
         assert "curve" in str(pane.query_one("#loss-diagnosis", Static).render())
 
@@ -220,3 +221,24 @@ def test_the_verdict_line_uses_the_checks_severity_for_each_shape(fixture, mark)
     path = Path(__file__).resolve().parents[1] / "fixtures" / "curves" / f"{fixture}.jsonl"
     diagnosis = diagnose(list(read_metrics(path).points), baseline=math.log(103))
     assert str(LossPane._diagnosis_text(diagnosis, None)).startswith(mark)
+
+
+def test_the_verdict_its_cause_and_try_line_fit_80_columns():
+    from minigpt.curve import CurveDiagnosis
+
+    # GIVEN a verdict far longer than two lines (the issue saw 900 characters)
+    summary = "; ".join(f"warm-up bump {i} at step {540 + i} rose 0.{i}2 above the trend" for i in range(20))
+    diagnosis = CurveDiagnosis(
+        "overfitting",
+        summary,
+        causes=["too little data for the model size", "too many steps", "too little regularisation"],
+        fixes=["more data or a smaller model", "stop at the best val loss (mini_gpt_best.pt)", "add dropout"],
+    )
+    lines = str(LossPane._diagnosis_text(diagnosis, None, width=76)).splitlines()
+    # THEN two verdict lines at most, then the cause the CLI gives and what to try, none past the width
+    assert len(lines) == 3 and len(lines[0]) <= 2 * 76
+    assert lines[0].startswith("curve !! warm-up bump 0") and lines[0].endswith("…")
+    assert lines[0].rstrip("…").endswith("trend")  # cut at a clause, not mid-word
+    assert lines[1] == "  likely: too little data for the model size; too many steps"
+    assert lines[2].startswith("  try: more data or a smaller model")
+    assert all(len(line) <= 2 * 76 for line in lines) and all(len(line) <= 76 for line in lines[1:])
