@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 FLAG_TEXT = {"no_grad": "MISSING", "nonfinite": "NON-FINITE", "zero": "ZERO", "frozen": "frozen"}
 PROBLEM_FLAGS = {"no_grad", "nonfinite", "zero"}  # frozen may be on purpose: marked, not alarmed
-SORTS = {"name": "name", "grad": "grad norm", "ratio": "update ratio"}
+SORTS = {"name": "name", "grad": "grad norm", "ratio": "upd/weight"}  # each the header of its column
 # key, header; after mark, name, flags and grad (always shown), the rest in the order they are dropped last
 COLUMNS = {"mark": " ", "name": "parameter", "flags": "flags", "grad": "grad norm"}
 OPTIONAL = {"ratio": "upd/weight", "weight": "weight norm", "numel": "params", "shape": "shape"}
@@ -121,6 +121,12 @@ class GradientsPane(Vertical, RenderWhenShown):
     @property
     def ratios(self) -> dict[str, float | None]:
         return self.current.ratios if self.current else {}
+
+    @property
+    def sorted_by(self) -> str:
+        """The column the rows are sorted by: never one the table does not have (a source
+        without update/weight ratios, the training log's, sorts by grad norm instead)."""
+        return "grad" if self.sort_key == "ratio" and not self.ratios else self.sort_key
 
     @property
     def source(self) -> str:
@@ -211,13 +217,17 @@ class GradientsPane(Vertical, RenderWhenShown):
 
     # -- sorting and filtering ----------------------------------------------------------------
     def action_sort(self, key: str) -> None:
+        if key == "ratio" and not self.ratios:
+            self.notify(f"no upd/weight ratios in {self.source}: the gradients check's source has them (s)")
+            return
         if key == self.sort_key:
             self.sort_reverse = not self.sort_reverse
         else:  # norms and ratios: largest first; names: A to Z
             self.sort_key, self.sort_reverse = key, key != "name"
         self._render_header()
         table = self.query_one(DataTable)
-        if self._shown() and not self._dirty and table.row_count:
+        same_columns = self._shown() and self._fit_columns() == (self.columns, self._name_width)
+        if same_columns and not self._dirty and table.row_count:  # else the sort's column must appear
             order = {row["name"]: i for i, row in enumerate(self.sorted_rows())}
             table.sort("name", key=lambda cell: order.get(cell.plain.split(" (=")[0], 0))  # reorder, no rebuild
         else:
@@ -247,9 +257,9 @@ class GradientsPane(Vertical, RenderWhenShown):
         ratios = self.ratios
 
         def value(row: dict):
-            if self.sort_key == "name":
+            if self.sorted_by == "name":
                 return (0, row["name"])
-            x = row.get("grad_norm") if self.sort_key == "grad" else ratios.get(row["name"])
+            x = row.get("grad_norm") if self.sorted_by == "grad" else ratios.get(row["name"])
             if x is None:  # missing sorts after every number in either direction
                 return (-1, 0.0) if self.sort_reverse else (1, 0.0)
             return (0, x if math.isfinite(x) else math.inf)
@@ -298,7 +308,7 @@ class GradientsPane(Vertical, RenderWhenShown):
             if key == "ratio" and not self.ratios:
                 continue
             w = max([len(c[key]) for c in cells] + [len(header)])
-            if used + w + 2 <= budget:
+            if used + w + 2 <= budget or key == self.sorted_by:  # the sort's column always shows
                 keep.append(key)
                 used += w + 2
         name_w = max(MIN_NAME, min(plain_w, budget // 2))
@@ -379,7 +389,7 @@ class GradientsPane(Vertical, RenderWhenShown):
         hidden = [
             OPTIONAL[k] for k in OPTIONAL if self.columns and k not in self.columns and (k != "ratio" or self.ratios)
         ]
-        tail = f"sort {SORTS[self.sort_key]} {arrow} (n/g/o) · / filter"
+        tail = f"sort {SORTS[self.sorted_by]} {arrow} (n/g/o) · / filter"
         if shown is not None:
             tail += f" {self.filter!r}: {shown} of {len(self.rows)}"
         if hidden:

@@ -291,3 +291,44 @@ def test_follower_reads_only_new_complete_lines_and_restarts_on_a_rewrite(tmp_pa
     assert follower.poll() == [{"step": 7}, {"step": 8}] and follower.reset and follower.resets == 1
     path.write_text("")  # truncated
     assert follower.poll() == [] and follower.reset
+
+
+async def test_the_table_is_never_sorted_by_a_column_it_does_not_show(tmp_path):
+    app = PaneHarness(GradientsPane, Workspace(tmp_path))
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = app.query_one(GradientsPane)
+        # GIVEN the training log's gradients: no update/weight ratios
+        pane.post_message(GradientsMeasured(ROWS, 0.9, 1.0, "training step 5"))
+        await pilot.pause()
+        pane.focus()
+        await pilot.press("o")
+        await pilot.pause()
+        # THEN `o` says why it cannot, and the header names a column the table has
+        assert pane.sorted_by == "name" and "ratio" not in pane.columns
+        header = rendered(pane.query_one("#grad-header"))
+        assert "sort name" in header and "upd/weight" not in header.split("sort")[1].split("·")[0]
+        # GIVEN the check's source with ratios, sorted by them, in a pane too narrow for every column
+        pane.sources["check"] = None
+        report = Report(
+            results=[
+                CheckResult("gradients", "gradients", Status.PASS, "x", values={"table": ROWS, "global_norm": 0.9}),
+                CheckResult(
+                    "optimizer_update",
+                    "optimization",
+                    Status.PASS,
+                    "y",
+                    values={"table": [{"name": r["name"], "ratio": 1e-3} for r in ROWS]},
+                ),
+            ]
+        )
+        pane.post_message(ChecksFinished(report))
+        await pilot.pause()
+        pane.action_switch_source() if pane.view != "check" else None
+        await pilot.pause()
+        pane.action_sort("ratio")
+        await pilot.pause()
+        assert pane.sorted_by == "ratio" and "ratio" in pane.columns
+        # WHEN the source switches to the training log (no ratios), THEN it sorts by grad norm
+        pane.action_switch_source()
+        await pilot.pause()
+        assert pane.sorted_by == "grad" and "sort grad norm" in rendered(pane.query_one("#grad-header"))
