@@ -40,7 +40,8 @@ from .checkpoint import (
 from .data import get_batch, load_ids
 from .device import resolve_device
 from .errors import CheckpointError, ConfigError, DataError, TrainingDiverged
-from .fileio import atomic_write_text
+from .fileio import atomic_write_text, open_log
+from .logtrim import trim_log
 from .memory import require_fits
 from .model import MiniGPT
 from .presets import PRESETS  # noqa: F401  (re-exported)
@@ -223,8 +224,9 @@ class Trainer:
             )
             st.run_start = time.perf_counter()
             # only rank 0 writes the log; the other ranks' lines go nowhere
-            log_path = self.ws.metrics if self.world.is_main else os.devnull
-            with open(log_path, "a", encoding="utf-8") as log:
+            # never through a link, never a FIFO
+            log_ctx = open_log(self.ws.metrics) if self.world.is_main else open(os.devnull, "a", encoding="utf-8")
+            with log_ctx as log:
                 while st.step < self.cfg.max_steps and not self._stopping():
                     record = self._train_step(st, log)
                     if self._is_eval_step(st.step):
@@ -615,48 +617,19 @@ class Trainer:
 
     def _log_grads(self, step: int, norm_before_clip: float, rows: list[dict]) -> None:
         record = {"step": step, "global_norm": norm_before_clip, "clip": self.cfg.grad_clip, "rows": rows}
-        with open(self.ws.grads, "a", encoding="utf-8") as fh:
+        with open_log(self.ws.grads) as fh:
             fh.write(json.dumps(record) + "\n")
 
     def _truncate_logs(self, step: int) -> None:
         """Drop lines the interrupted run logged after the checkpoint we resume from. Lines that
         cannot be read (bad UTF-8, not JSON, a `step` that is not a number) are kept aside in
-        `<log>.rejected`, never deleted."""
+        `<log>.rejected`, never deleted. Streamed (`minigpt.logtrim`): bounded memory at any size."""
         for path in (self.ws.metrics, self.ws.grads):
-            if not path.is_file():
+            if not os.path.lexists(path):
                 continue
-            kept, rejected = [], []
-            for line in path.read_bytes().splitlines(keepends=True):
-                line_step = _step_of(line)
-                if line_step is None:
-                    rejected.append(line if line.endswith(b"\n") else line + b"\n")
-                elif line_step <= step:
-                    kept.append(line if line.endswith(b"\n") else line + b"\n")
-            if rejected:
-                aside = path.with_name(path.name + ".rejected")
-                with open(aside, "ab") as fh:
-                    fh.writelines(rejected)
-                self._fire("on_notice", f"moved {len(rejected)} unreadable line(s) of {path} to {aside}")
-            with open(path, "rb") as fh:
-                unchanged = fh.read() == b"".join(kept)
-            if not unchanged:
-                atomic_write_text(b"".join(kept).decode("utf-8"), path)
-
-
-def _step_of(line: bytes) -> float | None:
-    """The `step` of a log line (0 when absent, as other tools' headers), or None when unreadable."""
-    if not line.strip():
-        return 0
-    try:
-        record = json.loads(line.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    if not isinstance(record, dict):
-        return None
-    value = record.get("step", 0)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None
-    return value
+            moved, aside = trim_log(path, step)
+            if moved:
+                self._fire("on_notice", f"moved {moved} unreadable line(s) of {path} to {aside}")
 
 
 def _check_optimizer_state(optimizer: torch.optim.Optimizer) -> None:
