@@ -57,7 +57,7 @@ from .train_config import (  # noqa: F401  (re-exported: the config, schedule an
     lr_at,
     make_optimizer,
 )
-from .workspace import Workspace
+from .workspace import Workspace, archive_run
 
 
 def _rng_state(batch_gen: torch.Generator) -> dict:
@@ -597,22 +597,9 @@ class Trainer:
         """A fresh run never overwrites an earlier one: its checkpoints and logs move to
         `<workspace>/previous/<time>/` first (use --resume to continue it instead)."""
         ws = self.ws
-        old = [
-            p
-            for p in (ws.best_checkpoint, ws.latest_checkpoint, ws.metrics, ws.grads)
-            if p.is_file() and p.stat().st_size > 0
-        ]
-        if not old:
-            return None
-        dest = ws.root / "previous" / time.strftime("%Y%m%d-%H%M%S")
-        n = 1
-        while dest.exists():
-            dest, n = dest.with_name(f"{dest.name.split('.')[0]}.{n}"), n + 1
-        for path in old:
-            target = dest / path.relative_to(ws.root)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(path, target)
-        self._fire("on_archive", str(dest))
+        dest = archive_run(ws, (ws.best_checkpoint, ws.latest_checkpoint, ws.metrics, ws.grads, ws.loop_log))
+        if dest is not None:
+            self._fire("on_archive", str(dest))
         return dest
 
     def _log_grads(self, step: int, norm_before_clip: float, rows: list[dict]) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,7 +45,35 @@ class Workspace:
     def grads(self) -> Path:
         return self.root / "logs" / "grads.jsonl"
 
+    @property
+    def loop_log(self) -> Path:
+        """What `minigpt.watch` saw of a training loop (see `minigpt.loopwatch`)."""
+        return self.root / "logs" / "loop.jsonl"
+
+    @property
+    def ranks(self) -> Path:
+        """One file per DDP rank above 0 of a watched run: the batches each rank saw."""
+        return self.root / "logs" / "ranks"
+
     def required_files(self) -> dict[str, Path]:
         files = {"tokenizer": self.tokenizer}
         files.update({f"{s}_ids": self.ids(s) for s in SPLITS})
         return files
+
+
+def archive_run(ws: Workspace, paths: Iterable[Path]) -> Path | None:
+    """A fresh run never overwrites an earlier one: the non-empty files among `paths` move to
+    `<workspace>/previous/<time>/` (same relative paths) first. Returns that folder, or None when
+    there was nothing to move."""
+    old = [p for p in paths if p.is_file() and p.stat().st_size > 0]
+    if not old:
+        return None
+    dest = ws.root / "previous" / time.strftime("%Y%m%d-%H%M%S")
+    n = 1
+    while dest.exists():
+        dest, n = dest.with_name(f"{dest.name.split('.')[0]}.{n}"), n + 1
+    for path in old:
+        target = dest / path.relative_to(ws.root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, target)
+    return dest

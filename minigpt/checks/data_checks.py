@@ -109,6 +109,13 @@ def files(ctx, run):
             }
         )
     values = {"files": rows}
+    if len(missing) == len(required) and not unreadable and ctx.ws.loop_log.is_file():
+        raise Outcome(
+            Status.SKIP,
+            f"a watched loop's folder ({ctx.ws.loop_log} holds the loop's record): no tokenizer or token IDs here, "
+            "so the data, model and checkpoint checks are skipped; the loop checks and training_curve read the logs",
+            values=values,
+        )
     if missing or small or unreadable:
         raise Outcome(
             Status.FAIL,

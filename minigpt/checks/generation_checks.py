@@ -20,6 +20,8 @@ def sampler_settings(ctx, run):
         "max_new_tokens": s.max_new_tokens,
         "seed": s.seed,
     }
+    if not ctx.inputs.tokenizer.exists() and ctx.ws.loop_log.is_file():
+        raise Outcome(Status.SKIP, "a watched loop's folder: no tokenizer to validate the settings against")
     try:
         notices = validate(s, ctx.tokenizer.vocab_size)
     except SamplerSettingsError as exc:

@@ -32,6 +32,7 @@ STAGES = (
     "model",
     "gradients",
     "optimization",
+    "loop",
     "training",
     "checkpoint",
     "generation",
@@ -42,6 +43,7 @@ CHECK_MODULES = (
     "model_checks",
     "gradient_checks",
     "nonfinite_checks",
+    "loop_checks",
     "training_checks",
     "generation_checks",
 )

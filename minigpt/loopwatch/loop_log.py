@@ -1,0 +1,110 @@
+"""Reading a watched run's `logs/loop.jsonl` (and `logs/ranks/`) back, without torch.
+
+Lines that are not JSON objects are counted, never fatal: a run being written has a partial last
+line, and a killed run has no closing line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..lock import holder
+from ..workspace import Workspace
+
+MAX_LINE = 1 << 20  # longer lines are not the watch's (skipped, counted)
+RANK_START_SLACK_S = 600.0  # a rank file belongs to this run if it started within this of rank 0
+
+
+@dataclass
+class LoopLog:
+    path: Path
+    header: dict = field(default_factory=dict)
+    steps: list[dict] = field(default_factory=list)
+    closed: dict | None = None
+    errors: list[dict] = field(default_factory=list)
+    bad_lines: int = 0
+    ranks: dict[int, dict[int, list[int]]] = field(default_factory=dict)  # rank -> step -> fingerprints
+    writer_alive: bool = False  # the workspace lock is held (the loop is still running)
+
+    @property
+    def deep(self) -> list[dict]:
+        return [s for s in self.steps if s.get("deep")]
+
+    @property
+    def last_step(self) -> int:
+        return self.steps[-1]["step"] if self.steps else 0
+
+    @property
+    def finished(self) -> bool:
+        """The loop ended: closed by the watch, or its writer is gone."""
+        return self.closed is not None or not self.writer_alive
+
+    def writer(self) -> str:
+        h = self.header
+        script = Path(str(h.get("script", "?"))).name
+        state = "closed" if self.closed else ("running" if self.writer_alive else "not closed (killed?)")
+        return f"{script} (PID {h.get('pid', '?')}, {state})"
+
+
+def read_loop_log(ws: Workspace) -> LoopLog | None:
+    """The watched run in `ws`, or None when nothing was watched there."""
+    path = ws.loop_log
+    if not path.is_file():
+        return None
+    log = LoopLog(path)
+    for record in _records(path, log):
+        kind = record.get("kind")
+        if kind == "header":
+            log.header = record
+        elif kind == "step" and isinstance(record.get("step"), int):
+            log.steps.append(record)
+        elif kind == "closed":
+            log.closed = record
+        elif kind == "error":
+            log.errors.append(record)
+    found = holder(ws.root)
+    log.writer_alive = found is not None and found.pid == log.header.get("pid")
+    if log.header.get("world_size", 1) > 1 and ws.ranks.is_dir():
+        log.ranks = _read_ranks(ws.ranks, log)
+    return log
+
+
+def _records(path: Path, log: LoopLog):
+    with open(path, "rb") as fh:
+        for line in fh:
+            if len(line) > MAX_LINE or not line.endswith(b"\n"):
+                if line.strip():
+                    log.bad_lines += line.endswith(b"\n")  # a partial last line is a write in progress
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                log.bad_lines += 1
+                continue
+            if isinstance(record, dict):
+                yield record
+            else:
+                log.bad_lines += 1
+
+
+def _read_ranks(folder: Path, log: LoopLog) -> dict[int, dict[int, list[int]]]:
+    started = float(log.header.get("started", 0.0))
+    out: dict[int, dict[int, list[int]]] = {}
+    for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+        if not (entry.name.startswith("rank") and entry.name.endswith(".jsonl") and entry.is_file()):
+            continue
+        rank_log = LoopLog(Path(entry.path))
+        rank, steps = None, {}
+        for record in _records(Path(entry.path), rank_log):
+            if record.get("kind") == "header":
+                if abs(float(record.get("started", 0.0)) - started) > RANK_START_SLACK_S:
+                    break  # left by an earlier run
+                rank = record.get("rank")
+            elif rank is not None and isinstance(record.get("step"), int):
+                steps[record["step"]] = list(record.get("fingerprints") or [])
+        if isinstance(rank, int) and steps:
+            out[rank] = steps
+    return out

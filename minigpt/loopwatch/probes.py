@@ -1,0 +1,150 @@
+"""What the watch reads off one forward or backward, as pure functions of tensors.
+
+Everything here returns tensors left on the model's device (no host sync): the watch stacks them
+and moves them to the host in one transfer per flush.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+# argument names under which loops pass token IDs and targets (nanoGPT, minGPT, Hugging Face)
+INPUT_NAMES = ("idx", "input_ids", "x", "inputs", "tokens")
+TARGET_NAMES = ("targets", "labels", "y", "target")
+FINGERPRINT_ELEMENTS = 4096  # IDs that enter a batch's fingerprint (evenly spaced)
+LOSS_ROWS = 256  # logits rows the loss-weight estimate reads (evenly spaced)
+
+
+@dataclass
+class ForwardInputs:
+    ids: torch.Tensor | None  # integer token IDs (B, T)
+    targets: torch.Tensor | None
+    target_name: str | None  # "targets", "labels", ... or "positional" for a second argument
+
+
+def forward_inputs(args: tuple, kwargs: Mapping) -> ForwardInputs:
+    """Token IDs and targets of a forward call, by position or by the usual names."""
+    ids = next((kwargs[k] for k in INPUT_NAMES if _is_ids(kwargs.get(k))), None)
+    rest = list(args)
+    if ids is None and rest and _is_ids(rest[0]):
+        ids = rest.pop(0)
+    elif ids is None and rest and isinstance(rest[0], Mapping):  # model(batch) with a dict batch
+        return forward_inputs((), rest[0])
+    for name in TARGET_NAMES:
+        if _is_ids(kwargs.get(name)):
+            return ForwardInputs(ids, kwargs[name], name)
+    if rest and _is_ids(rest[0]):
+        return ForwardInputs(ids, rest[0], "positional")
+    return ForwardInputs(ids, None, None)
+
+
+def _is_ids(value: object) -> bool:
+    return isinstance(value, torch.Tensor) and not value.is_floating_point() and not value.is_complex()
+
+
+def model_outputs(output: object) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """(logits, loss) of a forward's output: a tuple/list `(logits, loss)`, logits alone, a dict or
+    an object with `.logits`/`.loss` (Hugging Face's ModelOutput). Either may be None."""
+    if isinstance(output, torch.Tensor):
+        return (output, None) if output.dim() >= 2 and output.is_floating_point() else (None, _scalar(output))
+    if isinstance(output, Mapping) or hasattr(output, "logits"):
+        get = output.get if isinstance(output, Mapping) else lambda k: getattr(output, k, None)
+        logits = get("logits")
+        return (logits if _is_logits(logits) else None), _scalar(get("loss"))
+    if isinstance(output, tuple | list):
+        logits = next((o for o in output if _is_logits(o)), None)
+        loss = next((s for o in output if (s := _scalar(o)) is not None), None)
+        return logits, loss
+    return None, None
+
+
+def _is_logits(value: object) -> bool:
+    return isinstance(value, torch.Tensor) and value.dim() >= 2 and value.is_floating_point()
+
+
+def _scalar(value: object) -> torch.Tensor | None:
+    if isinstance(value, torch.Tensor) and value.dim() == 0 and value.is_floating_point():
+        return value
+    return None
+
+
+class Fingerprinter:
+    """A batch's fingerprint: a fixed pseudo-random integer combination of (up to 4096 evenly
+    spaced) token IDs. Equal batches give equal fingerprints; different ones almost never do. Its
+    coefficients come from a private generator: the user's RNG streams are never touched."""
+
+    def __init__(self, seed: int = 0x5EED):
+        self.seed = seed
+        self._coef: dict[tuple, torch.Tensor] = {}
+
+    def __call__(self, ids: torch.Tensor) -> torch.Tensor:
+        flat = ids.detach().reshape(-1)
+        step = max(1, flat.numel() // FINGERPRINT_ELEMENTS)
+        flat = flat[::step][:FINGERPRINT_ELEMENTS].long()
+        key = (flat.device, flat.numel())
+        coef = self._coef.get(key)
+        if coef is None:
+            gen = torch.Generator().manual_seed(self.seed)
+            coef = torch.randint(1, 2**31 - 1, (flat.numel(),), generator=gen, dtype=torch.long).to(flat.device)
+            self._coef[key] = coef
+        return ((flat + 1) * coef).sum()  # +1: an all-zero batch is not the empty fingerprint
+
+
+def target_relation(ids: torch.Tensor, targets: torch.Tensor) -> torch.Tensor | None:
+    """[share of targets equal to the inputs, share equal to the inputs shifted by one], or None
+    when the shapes are not (B, T) alike (then nothing can be said)."""
+    if ids.shape != targets.shape or ids.dim() < 1 or ids.shape[-1] < 2:
+        return None
+    ids, targets = ids.detach(), targets.detach()
+    equal = (ids == targets).float().mean()
+    shifted = (ids[..., 1:] == targets[..., :-1]).float().mean()
+    return torch.stack([equal, shifted])
+
+
+def row_step(n_rows: int) -> int:
+    """The stride that picks up to LOSS_ROWS evenly spaced rows out of `n_rows`."""
+    return max(1, n_rows // LOSS_ROWS)
+
+
+def sampled_rows(logits: torch.Tensor) -> torch.Tensor:
+    """A float32 copy of up to LOSS_ROWS evenly spaced rows of (..., V) logits (small: never the
+    whole tensor, which may be gigabytes at GPT-2 size)."""
+    flat = logits.detach().reshape(-1, logits.shape[-1])
+    return flat[:: row_step(flat.shape[0])][:LOSS_ROWS].float().clone()
+
+
+def loss_weight(grad: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """From the gradient that reached the logits, how much of a mean cross-entropy this backward
+    carried: [weight, misfit, loss, rows with a gradient (share)].
+
+    For a loss `w * mean CE` over N rows, each row's gradient is `w / N * (softmax - onehot)`; its
+    target is the one negative entry. So `c = -g_t / (1 - p_t)` is `w / N` on every row, and
+    `weight = c * N` is 1 for an undivided micro-batch loss, 1/K for `loss / K`, N for
+    `reduction='sum'`. `misfit` is how far the rows are from that form (0 for cross-entropy,
+    large for another loss: then the weight means nothing). `loss` is the cross-entropy of the
+    sampled rows at their targets: the loss of a loop whose model returns logits only.
+    """
+    V = grad.shape[-1]
+    flat = grad.detach().reshape(-1, V)
+    n_total = flat.shape[0]
+    g = flat[:: row_step(n_total)][: rows.shape[0]].float()
+    p = F.softmax(rows, dim=-1)
+    has = g.abs().amax(dim=-1) > 0
+    t = g.argmin(dim=-1, keepdim=True)
+    pt = p.gather(-1, t).squeeze(-1)
+    gt = g.gather(-1, t).squeeze(-1)
+    # c = -g_t / (1 - p_t) on every row; pooled with weights (1 - p_t), so rows the model already
+    # predicts with certainty (0 / 0) do not decide it
+    c = -(gt * has).sum() / ((1 - pt) * has).sum().clamp_min(1e-12)
+    fitted = c * (p - F.one_hot(t.squeeze(-1), V).to(p.dtype))
+    misfit_rows = (g - fitted).abs().sum(-1) / g.abs().sum(-1).clamp_min(1e-30)
+    n_has = has.sum().clamp_min(1)
+    share = has.float().mean()
+    weight = c * share * n_total
+    misfit = (misfit_rows * has).sum() / n_has
+    loss = (-(pt.clamp_min(1e-30).log()) * has).sum() / n_has
+    return torch.stack([weight, misfit, loss, share])

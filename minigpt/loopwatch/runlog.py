@@ -1,0 +1,241 @@
+"""The run folder a watched loop writes, in the trainer's own formats (no torch here).
+
+- `logs/metrics.jsonl`: the trainer's schema (step, train_loss, lr, grad_norm before clipping,
+  tokens_per_s, elapsed_s, time) plus `loss_source`, `lrs` (every group), `grad_norm_after_clip`,
+  `tokens`, `memory_bytes`/`memory_source`;
+- `logs/grads.jsonl`: the gradients pane's records (per-parameter gradient, weight and update norms);
+- `logs/loop.jsonl`: a header (who writes: PID, script, optimizer, groups), one line per
+  optimizer step with what the loop checks read (see the README), a closing or error line;
+- `logs/ranks/rank{N}.jsonl`: under DDP, each rank above 0 writes the batches it saw.
+
+Rank 0 takes the workspace lock for the whole run (the UI then names the writer) and moves an
+earlier run's logs to `previous/<time>/` first, as `minigpt train` does.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from typing import IO, Any
+
+from .. import lock as workspace_lock
+from ..fileio import open_log
+from ..workspace import Workspace, archive_run
+
+CLIP_EPS = 1e-3  # a step whose gradients shrank by more than this between backward and step was clipped
+
+
+class RunLog:
+    def __init__(self, ws: Workspace, *, rank: int = 0, lock: bool = True):
+        self.ws, self.rank, self.use_lock = ws, rank, lock
+        self._lock: workspace_lock.WorkspaceLock | None = None
+        self._files: dict[str, IO] = {}
+        self.t0 = time.time()
+
+    def start(self, header: dict) -> None:
+        logs = self.ws.metrics.parent
+        if self.rank != 0:
+            self.ws.ranks.mkdir(parents=True, exist_ok=True)
+            self._files["rank"] = open_log(self.ws.ranks / f"rank{self.rank}.jsonl", "wb", what="the rank's log")
+            self._line("rank", {k: header[k] for k in ("kind", "pid", "started", "rank", "world_size")})
+            return
+        logs.mkdir(parents=True, exist_ok=True)
+        if self.use_lock:
+            self._lock = workspace_lock.acquire(self.ws.root, command="watch")
+        archive_run(self.ws, (self.ws.metrics, self.ws.grads, self.ws.loop_log))
+        for name, path in (("loop", self.ws.loop_log), ("metrics", self.ws.metrics), ("grads", self.ws.grads)):
+            self._files[name] = open_log(path, "a")
+        self._line("loop", header)
+        self._flush()
+
+    # --- records ---------------------------------------------------------------------------------
+
+    def write(self, records: list[dict], logged_loss: bool) -> None:
+        for record in records:
+            if "metrics_only" in record:
+                if self.rank == 0:
+                    self._line("metrics", {**record["metrics_only"], "time": time.time()})
+                continue
+            if self.rank != 0:
+                self._line("rank", {"step": record["step"], "fingerprints": record.get("fingerprints", [])})
+                continue
+            step = loop_record(record)
+            self._line("loop", step)
+            self._line("metrics", metrics_record(step, record, logged_loss, self.t0))
+            if record.get("grad_rows"):
+                self._line("grads", grads_record(step, record["grad_rows"]))
+        self._flush()
+
+    def close(self, step: int) -> None:
+        if self.rank == 0 and "loop" in self._files:
+            self._line("loop", {"kind": "closed", "step": step, "time": time.time()})
+        self._flush(sync=True)
+
+    def error(self, message: str, step: int) -> None:
+        """Best effort: the error line in the loop log (the disk may be what failed)."""
+        try:
+            name = "loop" if "loop" in self._files else "rank"
+            if name in self._files:
+                self._line(name, {"kind": "error", "step": step, "message": message, "time": time.time()})
+                self._flush()
+        except (OSError, ValueError):
+            pass
+
+    def release(self) -> None:
+        for fh in self._files.values():
+            try:
+                fh.close()
+            except OSError:
+                pass
+        self._files = {}
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def _line(self, name: str, record: dict) -> None:
+        fh = self._files.get(name)
+        if fh is not None:
+            fh.write(json.dumps(_finite(record), separators=(",", ":")) + "\n")
+
+    def _flush(self, sync: bool = False) -> None:
+        for fh in self._files.values():
+            fh.flush()
+            if sync:
+                os.fsync(fh.fileno())
+
+
+def loop_record(r: dict) -> dict:
+    """The loop log's line for one optimizer step, from the watch's host-side record."""
+    before = r.get("grad_before") or []
+    known = [b for b in before if b is not None]
+    # where the gradients were cleared inside this step's window (a backward that found them empty)
+    clears = [i for i, b in enumerate(before) if b is not None and b == 0.0]
+    last_clear = max([i for i in clears if i > 0], default=0)
+    effective = r["backwards"] - last_clear
+    weights = r.get("weights") or []
+    used = weights[last_clear:] if len(weights) == len(before) else weights
+    out: dict[str, Any] = {
+        "kind": "step",
+        "step": r["step"],
+        "deep": r["deep"],
+        "backwards": r["backwards"],
+        "micro_batches": effective,
+        "cleared_before": (before[0] == 0.0) if before and before[0] is not None else None,
+        "cleared_within": sum(1 for i in clears if i > 0) if len(known) == len(before) else None,
+        "train_forwards": r["train_forwards"],
+        "train_in_eval_mode": r["train_in_eval_mode"],
+        "eval_forwards": r["eval_forwards"],
+        "eval_in_train_mode": r["eval_in_train_mode"],
+        "eval_with_grad": r["eval_with_grad"],
+        "autocast": r.get("autocast"),
+        "lrs": r.get("lrs", []),
+        "tokens": r.get("tokens", 0),
+        "fingerprints": r.get("fingerprints", []),
+        "targets": r.get("targets"),
+        "old_graphs_alive": r.get("old_graphs_alive", 0),
+        "seconds": r.get("seconds"),
+        "closure": r.get("closure", False),
+    }
+    present = r.get("grads_present", 0)
+    at_step = r.get("grad_norm_at_step")
+    out["grads_at_step"] = "none" if present == 0 else ("zero" if at_step == 0.0 else "present")
+    if r.get("relation") is not None:
+        out["targets_equal"], out["targets_shifted"] = r["relation"]
+    if r.get("loss") is not None:
+        out["loss"] = r["loss"]
+    if used:
+        out["loss_weight"] = sum(w[0] for w in used)
+        out["loss_weight_misfit"] = max(w[1] for w in used)
+        out["loss_from_logits"] = sum(w[2] for w in used) / len(used)
+        if r.get("loss_scale"):
+            out["loss_scale"] = r["loss_scale"]
+            out["loss_weight"] /= r["loss_scale"]
+    if r["deep"]:
+        out["grad_norm_at_step"] = at_step
+        after, probe_at = r.get("probe_after"), r.get("probe_at_step")
+        if after and probe_at and at_step and not r.get("closure"):  # no gradients at the step: no clip to read
+            factor = probe_at / after
+            if r.get("loss_scale"):
+                factor *= r["loss_scale"]  # the scaler's unscale is not a clip
+            out["clip_factor"] = factor
+            out["clipped"] = factor < 1 - CLIP_EPS
+            if factor > 0 and at_step is not None:
+                out["grad_norm_before_clip"] = at_step / factor
+        out["outside_optimizer"] = r.get("outside_optimizer", [])
+        out["memory"], out["memory_source"] = r.get("memory"), r.get("memory_source")
+    return out
+
+
+def metrics_record(step: dict, r: dict, logged_loss: bool, t0: float) -> dict:
+    """The metrics.jsonl line of one step, in `minigpt train`'s schema; every number names its source."""
+    line: dict[str, Any] = {"step": step["step"]}
+    if step.get("loss") is not None:
+        line["train_loss"], line["loss_source"] = step["loss"], "model"
+    elif not logged_loss and step.get("loss_from_logits") is not None:
+        line["train_loss"], line["loss_source"] = step["loss_from_logits"], "logits sample (backward hook)"
+    lrs = step.get("lrs") or []
+    if lrs:
+        line["lr"] = lrs[0]
+        if len(lrs) > 1:
+            line["lrs"] = lrs
+    if step.get("grad_norm_before_clip") is not None:
+        line["grad_norm"] = step["grad_norm_before_clip"]
+    if step.get("grad_norm_at_step") is not None:
+        line["grad_norm_after_clip"] = step["grad_norm_at_step"]
+    line["tokens"] = step.get("tokens", 0)
+    seconds = r.get("seconds")
+    if seconds and step.get("tokens"):
+        line["tokens_per_s"] = step["tokens"] / seconds
+    line["elapsed_s"] = r["time"] - t0
+    line["time"] = r["time"]
+    if step.get("memory") is not None:
+        line["memory_bytes"], line["memory_source"] = step["memory"], step["memory_source"]
+    return line
+
+
+def grads_record(step: dict, g: dict) -> dict:
+    """A grads.jsonl record (the gradients pane's format): norms as the optimizer step saw them,
+    scaled back to before clipping when the step was clipped."""
+    factor = step.get("clip_factor") or 1.0
+    rows = []
+    for i, name in enumerate(g["names"]):
+        gn, wn, un = g["grad_norms"][i], g["weight_norms"][i], g["update_norms"][i]
+        grad = None if gn < 0 else gn / factor if factor > 0 else gn
+        if not g["requires_grad"][i]:
+            flags = ["frozen"]
+        elif grad is None:
+            flags = ["no_grad"]
+        elif not math.isfinite(grad):
+            flags = ["nonfinite"]
+        elif grad == 0.0:
+            flags = ["zero"]
+        else:
+            flags = []
+        if grad is not None and not g["in_optimizer"][i]:
+            flags.append("not_in_optimizer")
+        numel = math.prod(g["shapes"][i])
+        rows.append(
+            {
+                "name": name,
+                "shape": g["shapes"][i],
+                "numel": numel,
+                "grad_norm": grad if grad is None or math.isfinite(grad) else str(grad),
+                "weight_norm": wn,
+                "update_ratio": un / wn if wn else None,
+                "flags": flags,
+            }
+        )
+    return {"step": step["step"], "global_norm": step.get("grad_norm_before_clip"), "clip": None, "rows": rows}
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no NaN/Infinity: non-finite numbers become the strings the readers understand."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value

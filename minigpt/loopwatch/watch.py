@@ -1,0 +1,559 @@
+"""`minigpt.watch(model, optimizer)`: records any PyTorch training loop through public hooks.
+
+What it sees, and how (no monkey-patching, no private API):
+
+- each forward of `model` (`register_forward_pre_hook` / `register_forward_hook`): train or eval
+  mode, whether gradients are enabled, autocast, the batch's fingerprint, how targets relate to
+  the inputs, the model's own loss;
+- each backward: a hook on the logits' gradient (how much of a mean cross-entropy it carries:
+  see `probes.loss_weight`) and, on a few probe parameters, a hook before the gradient is
+  accumulated (were the gradients cleared?) and one after (`register_post_accumulate_grad_hook`);
+- each optimizer step (`register_step_pre_hook` / `register_step_post_hook`): learning rates,
+  gradient norms as the step sees them, parameters with gradients outside every group, update
+  sizes, memory, and whether earlier steps' graphs are still alive.
+
+Numbers stay on the device until a flush (every `interval` steps, and at `log()`/`close()`),
+which moves them to the host in one transfer. The expensive readings (the loss weight, gradient
+norms, memory) are taken on the first three steps and every `interval`-th step; the cheap ones
+on every step. An exception inside the watch is reported once and turns the watch off: the
+training goes on.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import time
+import traceback
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+from ..workspace import Workspace
+from . import probes
+from .runlog import RunLog
+
+PROBES = 3  # parameters whose gradients the backward hooks read
+DEEP_FIRST_STEPS = 3  # steps always read in full at the start
+
+
+class _Sentinel:
+    """Hung on a step's graph (`grad_fn.metadata`): alive exactly as long as that graph is."""
+
+
+@dataclass
+class _Forward:
+    training: bool
+    grad_enabled: bool
+    autocast: str | None
+    tokens: int = 0
+    fingerprint: torch.Tensor | None = None
+    relation: torch.Tensor | None = None  # [share equal, share shifted]
+    target_name: str | None = None
+    loss: torch.Tensor | None = None  # the model's own loss
+    rows: torch.Tensor | None = None  # sampled logits rows (deep windows)
+    backwarded: bool = False
+
+
+@dataclass
+class _Window:
+    """What happened between two optimizer steps."""
+
+    deep: bool
+    forwards: list[_Forward] = field(default_factory=list)
+    backwards: int = 0  # counted on probe 0's gradient
+    logit_backwards: int = 0  # counted on the logits' gradient
+    grad_before: list[Any] = field(default_factory=list)  # per backward: 0.0, None (not read) or a tensor
+    weights: list[torch.Tensor] = field(default_factory=list)  # per backward through the logits
+    probe_after: torch.Tensor | None = None  # probe gradient norm after the last backward
+    closure: bool = False  # forward/backward run inside optimizer.step(closure)
+
+
+class Watch:
+    """Records a training loop into a run folder. Use `minigpt.watch(...)` to make one."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        workspace: str | os.PathLike = ".",
+        *,
+        scheduler: object | None = None,
+        scaler: object | None = None,
+        interval: int = 10,
+        grads_every: int = 100,
+        lock: bool = True,
+        stderr=None,
+    ):
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"minigpt.watch: model must be a torch.nn.Module, got {type(model).__name__}")
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise TypeError(f"minigpt.watch: optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
+        if int(interval) < 1 or int(grads_every) < 1:
+            raise ValueError("minigpt.watch: interval and grads_every must be at least 1")
+        self.model, self.optimizer = model, optimizer
+        self.scheduler, self.scaler = scheduler, scaler
+        self.interval, self.grads_every = int(interval), int(grads_every)
+        self.ws = Workspace(Path(workspace))
+        self.stderr = stderr if stderr is not None else sys.stderr
+        self.step = 0
+        self.active = True
+        self.closed = False
+        self._handles: list[Any] = []
+        self._pending: list[dict] = []  # records whose tensors are still on the device
+        self._graphs: list[tuple[int, weakref.ref]] = []
+        self._fingerprint = probes.Fingerprinter()
+        self._started = time.time()
+        self._t_last = time.perf_counter()
+        self._snapshot: list[torch.Tensor] | None = None
+        self._step_reading: dict[str, Any] = {}
+        self._grad_norms: torch.Tensor | None = None
+        self._logged_loss = False  # the user passes `loss=` to log(): the metrics take that
+        self.rank, self.world_size = _rank_and_world()
+        self.names = _param_names(model)
+        self._window = _Window(deep=True)
+        self.log_writer: RunLog | None = None
+        try:
+            self.log_writer = RunLog(self.ws, rank=self.rank, lock=lock)
+            self.log_writer.start(self._header())
+            self._install()
+        except Exception as exc:  # never break the user's run: say so once and stay off
+            self._fail(exc, "starting")
+        atexit.register(self._at_exit, weakref.ref(self))
+
+    # --- public API ----------------------------------------------------------------------------
+
+    def log(self, step: int | None = None, **scalars: float) -> None:
+        """Log what the watch cannot see by itself (validation loss, anything): one metrics line at
+        `step` (default: the optimizer steps done so far). `loss=` replaces the training loss the
+        watch would read off the model (use it when the model returns logits only)."""
+        if not self.active:
+            return
+        try:
+            record: dict[str, Any] = {"step": int(self.step if step is None else step)}
+            for key, value in scalars.items():
+                if isinstance(value, torch.Tensor):
+                    value = value.detach().float().mean().item()
+                if isinstance(value, bool) or not isinstance(value, int | float):
+                    continue  # a string or an object: not a scalar for the log
+                record["train_loss" if key == "loss" else key] = float(value)
+            if "train_loss" in record:
+                self._logged_loss = True
+            self._pending.append({"metrics_only": record})
+            self.flush()
+        except Exception as exc:
+            self._fail(exc, "log()")
+
+    def flush(self) -> None:
+        """Write what is buffered (one host transfer)."""
+        if not self.active or not self._pending:
+            return
+        try:
+            pending, self._pending = self._pending, []
+            assert self.log_writer is not None
+            self.log_writer.write(_to_host(pending), self._logged_loss)
+        except Exception as exc:
+            self._fail(exc, "writing the run folder")
+
+    def close(self) -> None:
+        """Flush, write the closing record, remove every hook, release the run folder."""
+        if self.closed:
+            return
+        self.closed = True
+        if self.active:
+            self.flush()
+            if self.active and self.log_writer is not None:
+                try:
+                    self.log_writer.close(self.step)
+                except Exception as exc:
+                    self._fail(exc, "closing")
+        self._remove_hooks()
+        if self.log_writer is not None:
+            self.log_writer.release()
+
+    def __enter__(self) -> Watch:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- set-up --------------------------------------------------------------------------------
+
+    def _header(self) -> dict:
+        groups = []
+        for i, g in enumerate(self.optimizer.param_groups):
+            params = g["params"]
+            decayed_1d = [self.names.get(id(p), f"group{i}[{j}]") for j, p in enumerate(params) if p.dim() <= 1]
+            groups.append(
+                {
+                    "lr": _float(g.get("lr")),
+                    "weight_decay": _float(g.get("weight_decay", 0.0)),
+                    "params": len(params),
+                    "one_d": decayed_1d[:20],
+                    "one_d_count": len(decayed_1d),
+                    "has_initial_lr": "initial_lr" in g,  # an lr_scheduler was attached to this group
+                    "initial_lr": _float(g.get("initial_lr")),
+                }
+            )
+        dropout = [
+            name
+            for name, m in self.model.named_modules()
+            if isinstance(m, nn.modules.dropout._DropoutNd)
+            and m.p > 0
+            or isinstance(m, nn.modules.batchnorm._BatchNorm)
+        ]
+        return {
+            "kind": "header",
+            "pid": os.getpid(),
+            "script": _script(),
+            "argv": sys.argv[:20],
+            "started": self._started,
+            "torch": torch.__version__,
+            "model_class": f"{type(self.model).__module__}.{type(self.model).__qualname__}",
+            "optimizer": f"{type(self.optimizer).__module__}.{type(self.optimizer).__qualname__}",
+            "scheduler": None if self.scheduler is None else type(self.scheduler).__qualname__,
+            "scaler": self.scaler is not None,
+            "groups": groups,
+            "mode_sensitive_modules": dropout[:20],
+            "mode_sensitive_count": len(dropout),
+            "parameters": sum(p.numel() for p in self.model.parameters()),
+            "trainable": sum(p.numel() for p in self.model.parameters() if p.requires_grad),
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "interval": self.interval,
+            "grads_every": self.grads_every,
+        }
+
+    def _install(self) -> None:
+        m, opt = self.model, self.optimizer
+        self._handles.append(m.register_forward_pre_hook(self._guard(self._on_forward_pre), with_kwargs=True))
+        self._handles.append(m.register_forward_hook(self._guard(self._on_forward), with_kwargs=True))
+        self._handles.append(opt.register_step_pre_hook(self._guard(self._on_step_pre)))
+        self._handles.append(opt.register_step_post_hook(self._guard(self._on_step_post)))
+        in_opt = {id(p) for g in opt.param_groups for p in g["params"]}
+        candidates = [p for p in m.parameters() if p.requires_grad and id(p) in in_opt]
+        if not candidates:
+            candidates = [p for p in m.parameters() if p.requires_grad]
+        picks = sorted({0, len(candidates) // 2, len(candidates) - 1}) if candidates else []
+        self._probes = [candidates[i] for i in picks][:PROBES]
+        for i, p in enumerate(self._probes):
+            self._handles.append(p.register_hook(self._guard(self._before_accumulate(i, p))))
+            self._handles.append(p.register_post_accumulate_grad_hook(self._guard(self._after_accumulate(i))))
+
+    def _guard(self, fn):
+        def hook(*args, **kwargs):
+            if not self.active:
+                return None
+            try:
+                fn(*args, **kwargs)
+            except Exception as exc:
+                self._fail(exc, fn.__name__)
+            return None  # never change what the loop computes
+
+        return hook
+
+    # --- hooks ---------------------------------------------------------------------------------
+
+    def _on_forward_pre(self, module, args, kwargs) -> None:
+        device_type = _device_type(self._probes[0] if self._probes else None)
+        autocast = None
+        if torch.is_autocast_enabled(device_type):
+            autocast = str(torch.get_autocast_dtype(device_type)).replace("torch.", "")
+        fwd = _Forward(module.training, torch.is_grad_enabled(), autocast)
+        inputs = probes.forward_inputs(args, kwargs)
+        if inputs.ids is not None:
+            fwd.tokens = inputs.ids.numel()
+            fwd.fingerprint = self._fingerprint(inputs.ids)
+            if inputs.targets is not None:
+                fwd.relation = probes.target_relation(inputs.ids, inputs.targets)
+                fwd.target_name = inputs.target_name
+        self._window.forwards.append(fwd)
+
+    def _on_forward(self, module, args, kwargs, output) -> None:
+        if not self._window.forwards:
+            return
+        fwd = self._window.forwards[-1]
+        logits, loss = probes.model_outputs(output)
+        if loss is not None:
+            fwd.loss = loss.detach()
+        anchor = loss if loss is not None and loss.requires_grad else logits
+        if anchor is not None and anchor.requires_grad and anchor.grad_fn is not None:
+            sentinel = _Sentinel()
+            anchor.grad_fn.metadata["minigpt.watch"] = sentinel  # type: ignore[index]  # a dict (Node.metadata)
+            self._graphs.append((self.step + 1, weakref.ref(sentinel)))
+        if logits is not None and logits.requires_grad:
+            window = self._window
+            if window.deep:
+                fwd.rows = probes.sampled_rows(logits)
+
+            def on_logits_grad(grad, fwd=fwd, window=window):
+                fwd.backwarded = True
+                window.logit_backwards += 1
+                if fwd.rows is not None and window is self._window:
+                    window.weights.append(probes.loss_weight(grad, fwd.rows))
+                    fwd.rows = None  # free it: one backward per forward is what loops do
+
+            logits.register_hook(self._guard(on_logits_grad))
+
+    def _before_accumulate(self, index: int, p: torch.Tensor):
+        def before_accumulate(grad) -> None:
+            if index != 0:  # probe 0, the first trainable parameter: every backward through the model reaches it
+                return
+            w = self._window
+            if p.grad is None:
+                w.grad_before.append(0.0)
+            elif w.deep:
+                w.grad_before.append(torch.linalg.vector_norm(p.grad.detach()).float())
+            else:
+                w.grad_before.append(None)  # there, but whether it is zero would need a device sync
+
+        return before_accumulate
+
+    def _after_accumulate(self, index: int):
+        def after_accumulate(p) -> None:
+            w = self._window
+            if index == 0:
+                w.backwards += 1
+                if w.forwards:  # the forward this backward went through (for models without logits hooks)
+                    for fwd in reversed(w.forwards):
+                        if fwd.grad_enabled:
+                            fwd.backwarded = True
+                            break
+                if w.deep and not w.closure:
+                    w.probe_after = torch.linalg.vector_norm(p.grad.detach()).float()
+
+        return after_accumulate
+
+    def _on_step_pre(self, optimizer, args, kwargs) -> None:
+        # args[0] is the optimizer itself (step is a method); a closure comes next or by name
+        closure = args[1] if len(args) > 1 else kwargs.get("closure")
+        if closure is not None:  # Lightning, LBFGS: forward and backward run inside step()
+            self._window.closure = True
+            return
+        self._at_step(self._window)
+
+    def _at_step(self, w: _Window) -> None:
+        """Read the gradients as the update will see them (after clipping and unscaling)."""
+        rec: dict[str, Any] = {"lrs": [_float(g.get("lr")) for g in self.optimizer.param_groups]}
+        opt_params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        grads = [p.grad for p in opt_params if p.grad is not None]
+        rec["grads_present"] = len(grads)
+        step = self.step + 1
+        if w.deep:
+            rec["grad_norm_at_step"] = torch.nn.utils.get_total_norm(grads).float() if grads else 0.0
+            probe = self._probes[0] if self._probes else None
+            rec["probe_at_step"] = (
+                torch.linalg.vector_norm(probe.grad.detach()).float()
+                if probe is not None and probe.grad is not None
+                else 0.0
+            )
+            in_opt = {id(p) for p in opt_params}
+            rec["outside_optimizer"] = [
+                self.names.get(id(p), "?")
+                for p in self.model.parameters()
+                if p.grad is not None and id(p) not in in_opt
+            ][:20]
+            if self.scaler is not None and hasattr(self.scaler, "get_scale"):
+                rec["loss_scale"] = float(self.scaler.get_scale())
+        if step == 1 or step % self.grads_every == 0:
+            named = [(n, p) for n, p in self.model.named_parameters()]
+            self._snapshot = [p.detach().clone() for _, p in named]
+            self._grad_norms = (
+                torch.stack(
+                    [
+                        torch.linalg.vector_norm(p.grad.detach()).float()
+                        if p.grad is not None
+                        else torch.tensor(-1.0, device=p.device)
+                        for _, p in named
+                    ]
+                )
+                if named
+                else None
+            )
+        self._step_reading = rec
+
+    def _on_step_post(self, optimizer, args, kwargs) -> None:
+        w = self._window
+        if w.closure:
+            self._at_step(w)
+        reading, self._step_reading = self._step_reading, {}
+        self.step += 1
+        step = self.step
+        now = time.perf_counter()
+        record: dict[str, Any] = {
+            "step": step,
+            "deep": w.deep,
+            "closure": w.closure,
+            "backwards": w.backwards or w.logit_backwards,
+            "grad_before": w.grad_before,
+            "weights": w.weights,
+            "probe_after": w.probe_after,
+            "seconds": now - self._t_last,
+            "time": time.time(),
+            **reading,
+        }
+        self._t_last = now
+        train = [f for f in w.forwards if f.backwarded]
+        evals = [f for f in w.forwards if not f.backwarded]
+        record["train_forwards"] = len(train)
+        record["train_in_eval_mode"] = sum(not f.training for f in train)
+        record["eval_forwards"] = len(evals)
+        record["eval_in_train_mode"] = sum(f.training for f in evals)
+        record["eval_with_grad"] = sum(f.grad_enabled for f in evals)
+        record["autocast"] = next((f.autocast for f in train if f.autocast), None)
+        record["tokens"] = sum(f.tokens for f in train)
+        record["fingerprints"] = [f.fingerprint for f in train if f.fingerprint is not None]
+        rel = [f for f in train if f.relation is not None]
+        record["targets"] = rel[0].target_name if rel else None
+        record["relation"] = torch.stack([f.relation for f in rel]).mean(0) if rel else None  # type: ignore[misc]
+        losses = [f.loss for f in train if f.loss is not None]
+        record["loss"] = torch.stack(losses).float().mean() if losses else None
+        if w.deep:
+            record["memory"], record["memory_source"] = _memory(self._probes[0] if self._probes else None)
+        self._graphs = [(s, r) for s, r in self._graphs if r() is not None]
+        record["old_graphs_alive"] = sum(1 for s, _ in self._graphs if s <= step - 2)
+        if self._snapshot is not None:
+            record["grad_rows"] = self._grad_rows()
+        self._pending.append(record)
+        nxt = step + 1
+        self._window = _Window(deep=nxt <= DEEP_FIRST_STEPS or nxt % self.interval == 0)
+        if w.deep:
+            self.flush()
+
+    def _grad_rows(self) -> dict:
+        named = list(self.model.named_parameters())
+        snapshot, self._snapshot = self._snapshot or [], None
+        grad_norms, self._grad_norms = self._grad_norms, None
+        weights = torch.stack([torch.linalg.vector_norm(p.detach()).float() for _, p in named])
+        updates = torch.stack(
+            [torch.linalg.vector_norm(p.detach() - old).float() for (_, p), old in zip(named, snapshot)]
+        )
+        in_opt = {id(p) for g in self.optimizer.param_groups for p in g["params"]}
+        return {
+            "names": [n for n, _ in named],
+            "shapes": [list(p.shape) for _, p in named],
+            "requires_grad": [p.requires_grad for _, p in named],
+            "in_optimizer": [id(p) in in_opt for _, p in named],
+            "grad_norms": grad_norms,
+            "weight_norms": weights,
+            "update_norms": updates,
+        }
+
+    # --- failure -------------------------------------------------------------------------------
+
+    def _fail(self, exc: BaseException, where: str) -> None:
+        if not self.active:
+            return
+        self.active = False
+        self._remove_hooks()
+        frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+        at = f" ({Path(frame.filename).name}:{frame.lineno})" if frame else ""
+        message = f"minigpt.watch turned itself off after an error while {where}: {type(exc).__name__}: {exc}{at}"
+        try:
+            print(f"{message}; your training goes on unwatched", file=self.stderr)
+        except Exception:  # a closed stderr: nothing more can be said
+            pass
+        if self.log_writer is not None:
+            self.log_writer.error(message, self.step)
+            self.log_writer.release()
+
+    def _remove_hooks(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    @staticmethod
+    def _at_exit(ref: weakref.ref) -> None:
+        watch = ref()
+        if watch is not None:
+            watch.close()
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+def _to_host(records: list[dict]) -> list[dict]:
+    """Replace every tensor in the records by Python numbers, in one transfer per dtype."""
+    floats: list[torch.Tensor] = []
+    ints: list[torch.Tensor] = []
+
+    def collect(value):
+        if isinstance(value, torch.Tensor):
+            (ints if not value.is_floating_point() else floats).append(value)
+        elif isinstance(value, dict):
+            for v in value.values():
+                collect(v)
+        elif isinstance(value, list):
+            for v in value:
+                collect(v)
+
+    collect(records)
+    host: dict[int, Any] = {}
+    for group, dtype in ((floats, torch.float32), (ints, torch.long)):
+        if not group:
+            continue
+        flat = torch.cat([t.detach().reshape(-1).to(dtype).cpu() for t in group]).tolist()  # one sync
+        i = 0
+        for t in group:
+            n = t.numel()
+            host[id(t)] = flat[i] if t.dim() == 0 else flat[i : i + n]
+            i += n
+
+    def convert(value):
+        if isinstance(value, torch.Tensor):
+            return host[id(value)]
+        if isinstance(value, dict):
+            return {k: convert(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [convert(v) for v in value]
+        return value
+
+    return [convert(r) for r in records]
+
+
+def _float(value: object) -> float | None:
+    if isinstance(value, torch.Tensor):
+        return float(value.detach().float().mean())
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def _param_names(model: nn.Module) -> dict[int, str]:
+    names: dict[int, str] = {}
+    for name, p in model.named_parameters():
+        names.setdefault(id(p), name)
+    return names
+
+
+def _device_type(p: torch.Tensor | None) -> str:
+    return p.device.type if p is not None else "cpu"
+
+
+def _memory(p: torch.Tensor | None) -> tuple[int | None, str | None]:
+    """Bytes in use now: the CUDA allocator's count on a GPU, else this process's resident set."""
+    if p is not None and p.device.type == "cuda":
+        return int(torch.cuda.memory_allocated(p.device)), "cuda_allocated"
+    try:
+        with open("/proc/self/statm", "rb") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE"), "rss"
+    except (OSError, ValueError, IndexError):
+        return None, None
+
+
+def _rank_and_world() -> tuple[int, int]:
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return int(os.environ.get("RANK", "0") or 0), int(os.environ.get("WORLD_SIZE", "1") or 1)
+
+
+def _script() -> str:
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    return str(path) if path else (sys.argv[0] if sys.argv and sys.argv[0] else "<interactive>")

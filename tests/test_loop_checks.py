@@ -1,0 +1,114 @@
+"""Loop checks on real loops: each classic loop bug fails its own check (and no other loop check),
+and healthy loops written the usual ways run clean."""
+
+from __future__ import annotations
+
+import pytest
+
+from minigpt.checks import CheckContext, CheckOptions, Status, run_checks
+from minigpt.checks.registry import catalog
+from tests.fixtures import loops
+
+LOOP_IDS = [cid for cid, info in catalog().items() if info.stage == "loop"]
+
+# each bug -> (the check that must name it, words its summary or causes must contain)
+EXPECTED = {
+    "never_zero_grad": ("loop_grads_cleared", "not cleared"),
+    "zero_grad_before_step": ("loop_grads_reach_step", "between backward() and step()"),
+    "accum_not_divided": ("loop_accumulation", "not divided by the 2"),
+    "no_train_after_eval": ("loop_train_mode", "model.train() missing"),
+    "no_eval_for_eval": ("loop_eval_mode", "model.eval() missing"),
+    "eval_with_grad": ("loop_eval_no_grad", "torch.no_grad()"),
+    "lr_zero": ("loop_lr_positive", "learning rate is 0"),
+    "scheduler_never_stepped": ("loop_scheduler", "never moved"),
+    "warmup_too_long": ("loop_warmup_ends", "still rising at the last step"),
+    "same_batch": ("loop_batches_change", "same batch on every step"),
+    "targets_equal_inputs": ("loop_targets_shifted", "equal the inputs"),
+    "optimizer_misses_params": ("loop_optimizer_covers", "in no optimizer group"),
+    "decay_on_norms": ("loop_weight_decay", "1-D parameter"),
+    "clip_always": ("loop_clipping", "clipping fired"),
+    "graph_kept_alive": ("loop_memory", "still alive"),
+}
+WARN_ONLY = {"decay_on_norms"}  # a choice, not a bug
+
+
+def loop_report(run_dir):
+    return run_checks(CheckContext(CheckOptions(workspace=run_dir, device="cpu")), only=LOOP_IDS)
+
+
+def not_clean(report) -> dict[str, str]:
+    return {
+        r.id: f"{r.status.value}: {r.summary}"
+        for r in report.results
+        if r.status in (Status.FAIL, Status.WARN, Status.ERROR)
+    }
+
+
+def test_every_bug_has_an_expectation():
+    assert set(EXPECTED) == set(loops.BUGS)
+    assert {check for check, _ in EXPECTED.values()} <= set(LOOP_IDS)
+
+
+@pytest.mark.parametrize("bug", loops.BUGS)
+def test_loop_bug_fails_its_check_and_no_other(tmp_path, bug):
+    # GIVEN a nanoGPT-style loop with one bug, watched for 50 optimizer steps
+    loops.nanogpt_loop(tmp_path / "run", bug=bug, max_iters=50)
+    # WHEN the loop checks read its run folder
+    report = loop_report(tmp_path / "run")
+    # THEN the bug's check fails (warns, for a choice) naming the cause, and no other loop check complains
+    check_id, words = EXPECTED[bug]
+    result = report.by_id()[check_id]
+    assert result.status is (Status.WARN if bug in WARN_ONLY else Status.FAIL), result.summary
+    text = " ".join([result.summary, *result.causes, *result.fixes])
+    assert words in text, text
+    others = {cid: s for cid, s in not_clean(report).items() if cid != check_id}
+    assert not others, others
+    if "first_step" in result.values:
+        assert result.values["first_step"] <= 50
+
+
+def test_healthy_nanogpt_loop_is_clean(tmp_path):
+    loops.nanogpt_loop(tmp_path / "run", max_iters=50)
+    report = loop_report(tmp_path / "run")
+    assert not not_clean(report)
+    accumulation = report.by_id()["loop_accumulation"]
+    assert accumulation.values["micro_batches"] == 2
+    assert accumulation.values["loss_weight"] == pytest.approx(1.0, abs=0.05)
+
+
+def test_healthy_hf_style_loop_with_lambdalr_and_zero_grad_to_zeros_is_clean(tmp_path):
+    loops.hf_style_loop(tmp_path / "run")
+    report = loop_report(tmp_path / "run")
+    assert not not_clean(report)
+    assert "shifts them inside" in report.by_id()["loop_targets_shifted"].summary
+    assert "changes over the run" in report.by_id()["loop_scheduler"].summary
+
+
+def test_hf_labels_shifted_twice_fail_the_targets_check(tmp_path):
+    loops.hf_style_loop(tmp_path / "run", bug="labels_shifted", steps=20)
+    result = loop_report(tmp_path / "run").by_id()["loop_targets_shifted"]
+    assert result.status is Status.FAIL
+    assert "labels=input_ids" in " ".join(result.fixes)
+
+
+@pytest.mark.parametrize("autocast", [False, True], ids=["float32", "bfloat16"])
+def test_healthy_logits_only_loop_is_clean(tmp_path, autocast):
+    loops.logits_only_loop(tmp_path / "run", autocast=autocast)
+    report = loop_report(tmp_path / "run")
+    assert not not_clean(report)
+    assert report.by_id()["loop_targets_shifted"].status is Status.SKIP  # the loop computes the loss
+    assert report.by_id()["loop_accumulation"].values["loss_weight"] == pytest.approx(1.0, abs=0.1)
+
+
+def test_closure_loop_is_read_and_clean(tmp_path):
+    loops.closure_loop(tmp_path / "run")
+    report = loop_report(tmp_path / "run")
+    assert not not_clean(report)
+    assert report.by_id()["loop_grads_reach_step"].status is Status.PASS
+
+
+def test_loop_checks_skip_without_a_watched_run(tiny_workspace):
+    report = loop_report(tiny_workspace.root)
+    for r in report.results:
+        assert r.status is Status.SKIP
+        assert "minigpt.watch" in r.summary
