@@ -81,7 +81,7 @@ class TrainingRun:
 
         # one core left to the UI's own checks, unless the user set OMP_NUM_THREADS
         env = dict(child_env("train", share_with=1), PYTHONUNBUFFERED="1")
-        with open(self.log_path, "wb") as log:  # the child keeps its own descriptor
+        with os.fdopen(self._open_log(), "wb") as log:  # the child keeps its own descriptor
             self.process = await asyncio.create_subprocess_exec(
                 *self.command,
                 stdin=asyncio.subprocess.DEVNULL,
@@ -90,6 +90,26 @@ class TrainingRun:
                 env=env,
                 start_new_session=True,
             )
+
+    def _open_log(self) -> int:
+        """The log, emptied, never through a link or a FIFO (minigpt.fileio.open_regular). Its flock
+        passes to the trainer with the descriptor: while another UI's run writes `tui_train.log`,
+        this UI writes `tui_train.<pid>.log` instead of emptying the other's."""
+        import fcntl
+
+        from minigpt.fileio import open_regular
+
+        for path in (self.log_path, self.log_path.with_name(f"tui_train.{os.getpid()}.log")):
+            fd = open_regular(path, os.O_WRONLY | os.O_CREAT, what="the UI's training log")
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue
+            os.ftruncate(fd, 0)
+            self.log_path = path
+            return fd
+        raise BlockingIOError(f"{self.log_path} and this UI's own log are both in use")
 
     async def wait(self) -> TrainingExit:
         assert self.process is not None, "start() first"

@@ -136,3 +136,12 @@ def test_a_metrics_line_nested_200000_deep_is_a_bad_line(tmp_path):
     assert [p.step for p in log.points] == [1, 2] and log.bad_line_numbers == [2]
     follower = MetricsFollower(path)
     assert [p.step for p in follower.poll()] == [1, 2] and follower.bad_lines == 1
+
+
+def test_the_ui_grads_follower_counts_a_line_nested_200000_deep_as_bad(tmp_path):
+    from minigpt_tui.widgets.jsonl_follow import JsonlFollower
+
+    path = tmp_path / "grads.jsonl"
+    path.write_bytes(b"[" * 200_000 + b"\n" + b'{"step": 2, "rows": []}\n')
+    follower = JsonlFollower(path)
+    assert follower.poll() == [{"step": 2, "rows": []}] and follower.bad_lines == 1

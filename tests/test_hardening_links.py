@@ -186,3 +186,56 @@ def test_the_ui_follower_reads_a_fifo_as_missing_without_blocking(tmp_path):
     fifo = tmp_path / "metrics.jsonl"
     os.mkfifo(fifo)
     assert LineFollower(fifo).poll_lines() == []
+
+
+# --- the UI's training log (minigpt_tui/training.py) ---
+
+
+class _SleepingRun:
+    """A TrainingRun whose "trainer" prints a line and sleeps: the log handling is what is tested."""
+
+    @staticmethod
+    def make(workspace):
+        from minigpt_tui.training import TrainingRun
+
+        class Run(TrainingRun):
+            @property
+            def command(self) -> list[str]:
+                return [sys.executable, "-c", "import time; print('running', flush=True); time.sleep(30)"]
+
+        return Run(workspace, [])
+
+
+def test_the_ui_never_truncates_a_file_its_training_log_links_to(tmp_path):
+    import asyncio
+
+    outside = tmp_path / "precious.log"
+    outside.write_text("someone else's\n")
+    (tmp_path / "ws" / "logs").mkdir(parents=True)
+    (tmp_path / "ws" / "logs" / "tui_train.log").symlink_to(outside)
+    run = _SleepingRun.make(tmp_path / "ws")
+    with pytest.raises(UnsafePathError, match="symbolic link"):
+        asyncio.run(run.start())
+    assert run.process is None and outside.read_text() == "someone else's\n"
+
+
+def test_two_uis_starting_a_run_at_once_write_two_logs(tmp_path):
+    import asyncio
+
+    async def both() -> tuple[Path, Path, str]:
+        first, second = _SleepingRun.make(tmp_path / "ws"), _SleepingRun.make(tmp_path / "ws")
+        await first.start()
+        for _ in range(400):  # until the first trainer has written its line
+            if "running" in first.log_path.read_text():
+                break
+            await asyncio.sleep(0.05)
+        await second.start()  # while the first trainer still writes its log
+        text = first.log_path.read_text()
+        for run in (first, second):
+            run.process.kill()
+            await run.process.wait()
+        return first.log_path, second.log_path, text
+
+    a, b, first_text = asyncio.run(both())
+    assert a.name == "tui_train.log" and b.name == f"tui_train.{os.getpid()}.log"
+    assert "running" in first_text  # the second UI did not empty the first one's log

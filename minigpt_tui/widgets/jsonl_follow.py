@@ -28,7 +28,7 @@ class JsonlFollower(LineFollower):
                 continue
             try:
                 record = json.loads(raw)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: a line nested thousands deep
                 self.bad_lines += 1
                 continue
             if isinstance(record, dict):
