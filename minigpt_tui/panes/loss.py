@@ -39,6 +39,7 @@ from minigpt.curve import (
 )
 
 from ..messages import TrainingEnded, TrainingStarted
+from ..train_args import DEFAULT_PRESET, TrainPlan
 from ..training import OtherTrainer, TrainingRun, other_trainer
 from ..widgets.deferred import RenderWhenShown
 from ..widgets.loss_plot import (
@@ -89,6 +90,13 @@ class DiagnosisDue(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, DiagnosisDue)
+
+
+@dataclass
+class TrainingPlanned(Message):
+    """The flags `s`/`t` would train with, read from the workspace (on a worker thread)."""
+
+    plan: TrainPlan
 
 
 @dataclass
@@ -164,7 +172,9 @@ class LossPane(Vertical, RenderWhenShown):
     ]
     can_focus = True  # so the keys reach the pane when its tab is shown
     POLL_S = 0.25  # 4 Hz: tail -f latency, and the most often a snapshot is posted
-    train_args: list[str] = ["--preset", "debug"]  # appended after `minigpt train --workspace W`
+    # fixed flags after `minigpt train --workspace W` (tests); None: the workspace's own settings,
+    # read from its checkpoint when `s`/`t` is pressed (minigpt_tui.train_args)
+    train_args: list[str] | None = None
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -514,12 +524,14 @@ class LossPane(Vertical, RenderWhenShown):
             return self.training  # `x` shows in the footer only while there is a run to stop
         return True
 
-    def start_training(self, extra_args: list[str] | None = None) -> bool:
-        """Start `minigpt train` on this workspace; False when one is already running."""
+    def start_training(self, extra_args: list[str] | None = None, args: list[str] | None = None) -> bool:
+        """Start `minigpt train` on this workspace with `args` (default: `train_args`, else the
+        debug preset); False when one is already running."""
         if self.training:
             self.notify("training is already running (x stops it)", severity="warning")
             return False
-        self.run = TrainingRun(self.app.workspace.root, [*self.train_args, "--quiet", *(extra_args or [])])
+        flags = args if args is not None else (self.train_args or ["--preset", DEFAULT_PRESET])
+        self.run = TrainingRun(self.app.workspace.root, [*flags, "--quiet", *(extra_args or [])])
         self.last_exit = None
         self._supervise(self.run)
         self._render_training("starting…")
@@ -543,7 +555,8 @@ class LossPane(Vertical, RenderWhenShown):
         return True
 
     def action_start_training(self) -> None:
-        """Ask first when a run is already there: a fresh run moves it to previous/<time>/."""
+        """Train with the workspace's own settings; ask first when a run is there (a fresh run
+        moves it to previous/<time>/), naming the command and the files it moves."""
         if self.training:
             self.start_training()  # says it is already running
             return
@@ -551,19 +564,39 @@ class LossPane(Vertical, RenderWhenShown):
             self.notify(f"training in progress (PID {self.writer.pid}): {self.writer.describe}", severity="warning")
             return
         ws = self.app.workspace
-        if not (ws.best_checkpoint.exists() or ws.latest_checkpoint.exists()):
-            self.start_training()
+        checkpoint = next((p for p in (ws.best_checkpoint, ws.latest_checkpoint) if p.is_file()), None)
+        self._render_training("reading the workspace's training settings…")
+        self._plan_training(Path(ws.root), checkpoint, self.train_args)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="loss-plan", name="training settings")
+    def _plan_training(self, root: Path, checkpoint: Path | None, fixed: list[str] | None) -> None:
+        from ..train_args import TrainPlan, archived_files, plan_training
+
+        if fixed is not None:
+            plan = TrainPlan(list(fixed), "this pane's fixed flags", archived_files(root))
+        else:
+            plan = plan_training(root, checkpoint)  # reads the checkpoint: torch, so not on the UI thread
+        self.post_message(TrainingPlanned(plan))
+
+    @on(TrainingPlanned)
+    def _ask_to_train(self, message: TrainingPlanned) -> None:
+        plan = message.plan
+        self._render_training()
+        if not plan.archived:  # nothing to move aside: nothing to ask
+            self.start_training(args=plan.args)
             return
         from ..screens.confirm import ConfirmScreen
 
+        ws = self.app.workspace
+        moved = ", ".join(plan.archived[:6]) + (f" and {len(plan.archived) - 6} more" if len(plan.archived) > 6 else "")
         question = (
-            f"Start a fresh training run ({' '.join(self.train_args)})?\n\nThe current checkpoints and "
-            f"logs of {ws.root} move to previous/<time>/ first (nothing is deleted). "
+            f"Start a fresh training run?\n\nminigpt train {' '.join(plan.args)}\n({plan.origin})\n\n"
+            f"First moved from {ws.root} to previous/<time>/ (nothing is deleted): {moved}. "
             "An injected fault does not apply to the training run."
         )
         self.app.push_screen(
             ConfirmScreen(question, yes="Start training", no="Cancel"),
-            lambda yes: self.start_training() if yes else None,
+            lambda yes: self.start_training(args=plan.args) if yes else None,
         )
 
     def action_stop_training(self) -> None:
@@ -598,5 +631,6 @@ class LossPane(Vertical, RenderWhenShown):
             if tail and not ok:
                 text.append("\n" + "\n".join("  " + line for line in tail), style="dim")
         else:
-            text = Text(f"training: not started here · s start ({' '.join(self.train_args)})")
+            how = " ".join(self.train_args) if self.train_args else "the workspace's own settings"
+            text = Text(f"training: not started here · s start ({how}){' · ' + note if note else ''}")
         self._show_text("train-status", text)
