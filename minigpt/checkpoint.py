@@ -179,6 +179,7 @@ def read_checkpoint(path: str | os.PathLike) -> dict:
             **data,
             "model_state_dict": data["model"],
             "config": data["model_args"],
+            "nanogpt_config": data.get("config"),  # train.py's settings, kept for the import and the curve
             "step": data.get("iter_num"),
             "optimizer_state_dict": data.get("optimizer"),
             "best_val_loss": float(best) if best is not None else None,

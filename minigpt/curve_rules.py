@@ -186,6 +186,14 @@ def _rule_too_short(c: Curve) -> CurveDiagnosis | None:
     return _result("too_short", f"too_short: {n} train loss value(s); need at least {MIN_POINTS} to judge the curve", c)
 
 
+def _first_raw_above(c: Curve, i: int, level: float) -> int:
+    """The first logged point above `level` in the window the smoothed value at `i` covers: a
+    running median of 3 can cross at the point before the jump (4.8 at step 0, 50 at step 10 gives
+    a smoothed 27 at step 0), and the verdict must quote the step the loss itself got there."""
+    n = len(c.ys)
+    return next((j for j in range(max(0, i - 1), min(n, i + 2)) if c.ys[j] > level), i)
+
+
 def _unstable_reason(c: Curve) -> tuple[str, str, int] | None:
     """(reason, words, index where it went wrong), or None when the loss never went the wrong way."""
     ys, sm, steps, n = c.ys, c.smooth, c.steps, len(c.ys)
@@ -196,10 +204,16 @@ def _unstable_reason(c: Curve) -> tuple[str, str, int] | None:
     )
     peak = max(range(n), key=ys.__getitem__)
     if c.end > c.ceiling:
-        return "above_ceiling", f"ended above {guess}; peak {_f(ys[peak])} at step {steps[peak]}", peak
+        first_up = next(i for i in range(n) if ys[i] > c.ceiling)  # the end is above: some point is
+        return (
+            "above_ceiling",
+            f"ended above {guess}; first above it at step {steps[first_up]}, peak {_f(ys[peak])} at step {steps[peak]}",
+            first_up,
+        )
     far = max(FAR_RATIO * c.baseline, c.ceiling) if c.baseline is not None else NO_BASELINE_CEILING
     first_far = next((i for i in range(n) if sm[i] > far), None)
     if first_far is not None:
+        first_far = _first_raw_above(c, first_far, far)
         return (
             "far_above_guess",
             f"went above {_f(far)} (far worse than a uniform guess) at step {steps[first_far]}; "
@@ -210,6 +224,7 @@ def _unstable_reason(c: Curve) -> tuple[str, str, int] | None:
     for i in range(1, n):
         low = min(low, sm[i - 1])
         if i not in c.excused and sm[i] > c.ceiling and sm[i] > low + max(RISE_ABS, RISE_REL * abs(low)):
+            i = _first_raw_above(c, i, c.ceiling)
             top = max(range(i, n), key=ys.__getitem__)
             return (
                 "rose_above_ceiling",

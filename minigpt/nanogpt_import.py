@@ -17,6 +17,8 @@ workspace files the rest of minigpt reads:
                                              is the checkpoint's tokenizer_fingerprint
     train.bin / val.bin (uint16)         ->  data/encoded/{train,val}_ids.pt (smallest integer dtype;
                                              nanoGPT has no test split)
+    its stdout (--log, optional)         ->  logs/metrics.jsonl (`nanogpt_log`: train/val loss per
+                                             step, the learning rate from config via get_lr)
 
 `ckpt.pt` is read with `torch.load(weights_only=True)`; `meta.pkl` with an unpickler that refuses
 every global, so a payload that would run code is refused before it runs. The `.bin` files are
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import math
 import os
 import pickle
@@ -43,6 +46,7 @@ import torch
 from .errors import CheckpointError, ConfigError, DataError
 from .fileio import StagedWrite, os_error, stage_text, stage_torch_save, stat_input
 from .nanogpt import GPT, MODEL_CLASS, GPTConfig
+from .nanogpt_log import read_nanogpt_log
 from .workspace import SPLITS, Workspace
 
 META_MAX_BYTES = 64 * 2**20  # a char-level meta.pkl is a few KB
@@ -343,6 +347,8 @@ class ImportSummary:
     ids_dtype: str
     seconds: float
     notices: list[str] = field(default_factory=list)
+    settings: dict = field(default_factory=dict)  # the checkpoint's whole `config`: train.py's settings
+    log_records: int | None = None  # metrics records written from --log (None: no log given)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -383,7 +389,11 @@ def _number(value: object, name: str, path: Path) -> float | None:
 
 
 def import_nanogpt(
-    out_dir: str | os.PathLike, data_dir: str | os.PathLike, workspace: str | os.PathLike
+    out_dir: str | os.PathLike,
+    data_dir: str | os.PathLike,
+    workspace: str | os.PathLike,
+    *,
+    log: str | os.PathLike | None = None,
 ) -> ImportSummary:
     """Read nanoGPT's `out_dir/ckpt.pt` and `data_dir/{meta.pkl,train.bin,val.bin}` and write them
     into `workspace` as a minigpt run. Everything is validated and staged first, then replaced
@@ -426,7 +436,11 @@ def import_nanogpt(
             f"{ckpt_path}: 'iter_num' should be a non-negative integer; found {iter_num!r}", path=ckpt_path
         )
     best = _number(raw.get("best_val_loss"), "best_val_loss", ckpt_path)
-    train_config = raw.get("config") if isinstance(raw.get("config"), dict) else {}
+    # read_checkpoint moved model_args to "config"; train.py's own config is under "nanogpt_config"
+    train_config = raw.get("nanogpt_config") if isinstance(raw.get("nanogpt_config"), dict) else {}
+    stdout_log = read_nanogpt_log(log, train_config) if log is not None else None
+    if stdout_log is not None and stdout_log.lr_source is None:
+        notices.append("the checkpoint's config has no learning_rate: the log's records carry no lr")
     payload = {
         "model_state_dict": model.state_dict(),
         "config": {**cfg.to_dict(), MODEL_CLASS_KEY: MODEL_CLASS},
@@ -449,6 +463,9 @@ def import_nanogpt(
             for split, src in bins.items():
                 staged.append(stage_ids(src, ws.ids(split), dtype, tokenizer.vocab_size, data_dir / f"{split}.bin"))
             staged.append(stage_text(tokenizer.to_json(), ws.tokenizer))
+            if stdout_log is not None:
+                lines = "".join(json.dumps(r) + "\n" for r in stdout_log.records)
+                staged.append(stage_text(lines, ws.metrics))
             staged.append(stage_torch_save(payload, ws.best_checkpoint))
             for write in staged:  # the checkpoint last: a run is only judged once its data is there
                 write.commit()
@@ -472,4 +489,6 @@ def import_nanogpt(
         ids_dtype=str(dtype),
         seconds=time.perf_counter() - started,
         notices=notices,
+        settings=dict(train_config or {}),
+        log_records=len(stdout_log.records) if stdout_log is not None else None,
     )

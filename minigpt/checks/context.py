@@ -20,6 +20,7 @@ import torch
 import torch.nn as nn
 
 from ..checkpoint import MODEL_CLASS_KEY, LoadedCheckpoint, load_checkpoint, read_checkpoint
+from ..curve import RunSettings
 from ..data import get_batch, load_ids
 from ..device import resolve_device
 from ..errors import CheckpointError, ConfigError, MiniGPTError
@@ -358,6 +359,31 @@ class CheckContext:
             return small
         except Exception:  # the class rejects the debug shape: examine it at its own size
             return {**base, "dropout": 0.0} if "dropout" in base else base
+
+    def run_settings(self) -> RunSettings | None:
+        """The training settings the checkpoint carries (minigpt's `train_config`, or an imported
+        nanoGPT run's whole `config`), for the curve's advice; None without a readable checkpoint."""
+        if not self.has_checkpoint or self.hf_weights is not None:
+            return None
+        try:
+            raw = self.checkpoint_raw
+        except MiniGPTError:
+            return None
+        imported = raw.get("imported_from")
+        if isinstance(raw.get("train_config"), dict):
+            settings, source = raw["train_config"], "the checkpoint's train_config"
+        elif isinstance(imported, dict) and isinstance(imported.get("config"), dict):
+            settings, source = imported["config"], f"the {imported.get('format', 'imported')} run's config"
+        elif isinstance(raw.get("nanogpt_config"), dict):  # a nanoGPT ckpt.pt opened as it is
+            settings, source = raw["nanogpt_config"], "the nanoGPT checkpoint's config"
+        else:
+            return None
+
+        def number(key: str) -> float | None:
+            value = settings.get(key)
+            return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+        return RunSettings(source, learning_rate=number("learning_rate"), grad_clip=number("grad_clip"))
 
     # -- batches ----------------------------------------------------------------------------
     def batch(self, batch_size: int, block_size: int, split: str = "train", seed: int | None = None):

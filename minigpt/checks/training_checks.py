@@ -145,8 +145,11 @@ def training_curve(ctx, run):
         baseline = math.log(ctx.tokenizer.vocab_size)
     except MiniGPTError:
         pass  # tokenizer_roundtrip reports it; the curve is judged without the uniform-guess line
-    diagnosis = diagnose(list(log.points), baseline=baseline)
+    diagnosis = diagnose(list(log.points), baseline=baseline, settings=ctx.run_settings())
     values = {"shape": diagnosis.shape, "points": len(log.points), "bad_lines": log.bad_lines, **diagnosis.values}
+    for note in getattr(log, "notes", []):  # a TensorBoard folder: which run and tags were read
+        diagnosis.summary += f"; {note}"
+    values["tensorboard_tags"] = getattr(log, "tags", None)
     status = SEVERITY[SHAPE_SEVERITY.get(diagnosis.shape, "warn")]
     if status is Status.PASS:
         return _curve_summary(diagnosis), values

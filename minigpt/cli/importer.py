@@ -12,8 +12,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("format", choices=FORMATS, help="what wrote the run (nanogpt: Karpathy's nanoGPT)")
     p.add_argument("--out-dir", required=True, help="nanoGPT's out_dir, holding ckpt.pt")
     p.add_argument("--data-dir", required=True, help="nanoGPT's data/<dataset> folder: meta.pkl, train.bin, val.bin")
+    p.add_argument(
+        "--log",
+        metavar="FILE",
+        help="nanoGPT's saved stdout (python train.py ... | tee train.log): written as logs/metrics.jsonl",
+    )
     p.add_argument("--json", dest="json_path", metavar="PATH", help="also write the import summary as JSON here")
     p.add_argument("--allow-large", action="store_true", help="import a model past the machine's memory estimate")
+
+
+# the train.py settings that decide how a run trains, in the order a reader looks for them
+SETTINGS_SHOWN = (
+    "learning_rate", "min_lr", "warmup_iters", "lr_decay_iters", "decay_lr", "max_iters", "batch_size",
+    "gradient_accumulation_steps", "grad_clip", "weight_decay", "beta1", "beta2", "dropout", "dtype", "compile",
+)  # fmt: skip
+
+
+def settings_line(settings: dict) -> str:
+    """nanoGPT's training settings in one line: `learning_rate 0.001, ... (+12 more in the checkpoint)`."""
+    shown = [f"{k} {settings[k]}" for k in SETTINGS_SHOWN if k in settings]
+    rest = len(settings) - len(shown)
+    return ", ".join(shown) + (f" (+{rest} more kept in the checkpoint)" if rest else "")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -23,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from ..nanogpt_import import import_nanogpt
 
     with large_allowed(args.allow_large):
-        summary = import_nanogpt(args.out_dir, args.data_dir, args.workspace)
+        summary = import_nanogpt(args.out_dir, args.data_dir, args.workspace, log=args.log)
     cfg = summary.config
     best = f"{summary.best_val_loss:.4f}" if summary.best_val_loss is not None else "unknown"
     print(f"imported {summary.checkpoint} (iter {summary.step}, best val loss {best}) into {summary.workspace}")
@@ -31,6 +50,10 @@ def run(args: argparse.Namespace) -> int:
         f"  model       {MODEL_CLASS}: {cfg['n_layer']} layers, {cfg['n_head']} heads, n_embd {cfg['n_embd']}, "
         f"block {cfg['block_size']}, bias {'on' if cfg['bias'] else 'off'}, {summary.parameters:,} parameters"
     )
+    if summary.settings:
+        print(f"  training    {settings_line(summary.settings)}")
+    if summary.log_records is not None:
+        print(f"  log         {summary.log_records:,} steps from {args.log}")
     print(f"  tokenizer   {summary.vocab_size} characters, fingerprint {summary.fingerprint[:12]}")
     print(
         "  data        "

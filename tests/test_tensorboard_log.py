@@ -1,0 +1,149 @@
+"""TensorBoard logs as people write them: any loss-like tag, add_scalars subfolders, a parent
+`runs/` folder; the tags found are named when none matches; the LR-3 verdict quotes the right step
+and drops clipping advice for a run that clipped."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tensorboard", reason="the optional extra minigpt-tui[tensorboard]")
+
+from torch.utils.tensorboard import SummaryWriter  # noqa: E402
+
+from minigpt.checks import CheckContext, CheckOptions, Status, run_checks  # noqa: E402
+from minigpt.curve import RunSettings, diagnose  # noqa: E402
+from minigpt.errors import DataError  # noqa: E402
+from minigpt.tensorboard_log import is_tensorboard_path, read_tensorboard, tag_field  # noqa: E402
+
+CURVES = Path(__file__).parent / "fixtures" / "curves"
+LR3 = [json.loads(line) for line in (CURVES / "lr_3_noclip.jsonl").read_text().splitlines() if line.strip()]
+
+
+def write(folder: Path, scalars: dict[str, list[tuple[int, float]]]) -> Path:
+    writer = SummaryWriter(str(folder))
+    for tag, points in scalars.items():
+        for step, value in points:
+            writer.add_scalar(tag, value, step)
+    writer.close()
+    return folder
+
+
+def falling(n: int = 12, start: float = 4.2) -> list[tuple[int, float]]:
+    return [(10 * i, start * math.exp(-0.05 * i)) for i in range(n)]
+
+
+@pytest.mark.parametrize(
+    "tag, field",
+    [
+        ("loss", "train_loss"), ("Loss/train_step", "train_loss"), ("training_loss", "train_loss"),
+        ("TRAIN_LOSS", "train_loss"), ("validation_loss", "val_loss"), ("eval/loss", "val_loss"),
+        ("Loss/Valid", "val_loss"), ("test_loss", None), ("accuracy", None), ("learning_rate", "lr"),
+        ("lr-AdamW", "lr"), ("train/grad_norm", "grad_norm"),
+    ],
+)  # fmt: skip
+def test_tags_are_read_by_their_words(tag, field):
+    assert tag_field(tag) == field
+
+
+def test_styles_people_write_are_read(tmp_path):
+    folder = write(
+        tmp_path / "run", {"Loss/train_step": falling(), "validation_loss": falling(4, 4.3), "acc": [(0, 1)]}
+    )
+    log = read_tensorboard(folder)
+    assert log.tags == {"train_loss": "Loss/train_step", "val_loss": "validation_loss"}  # type: ignore[attr-defined]
+    assert len(log.points) == 12 and log.points[0].val_loss is not None
+
+
+def test_lightning_prefers_the_per_step_loss(tmp_path):
+    folder = write(tmp_path / "run", {"train_loss_epoch": falling(3), "train_loss_step": falling()})
+    assert read_tensorboard(folder).tags["train_loss"] == "train_loss_step"  # type: ignore[attr-defined]
+
+
+def test_add_scalars_subfolders_are_read(tmp_path):
+    writer = SummaryWriter(str(tmp_path / "run"))
+    for step, value in falling():
+        writer.add_scalars("Loss", {"train": value, "val": value + 0.1}, step)
+    writer.close()
+    log = read_tensorboard(tmp_path / "run")
+    assert log.tags == {"train_loss": "Loss_train", "val_loss": "Loss_val"}  # type: ignore[attr-defined]
+    assert log.points[3].val_loss == pytest.approx(log.points[3].train_loss + 0.1, abs=1e-5)
+
+
+def test_a_parent_folder_reads_its_newest_run_and_names_it(tmp_path):
+    write(tmp_path / "runs" / "old", {"loss": [(s, 9.0) for s, _ in falling()]})
+    time.sleep(0.01)
+    new = write(tmp_path / "runs" / "new", {"loss": falling()})
+    old_files = list((tmp_path / "runs" / "old").glob("events*"))
+    for f in old_files:
+        os.utime(f, (1, 1))
+    assert is_tensorboard_path(tmp_path / "runs")
+    log = read_tensorboard(tmp_path / "runs")
+    assert log.path == str(new)
+    assert log.notes == [f"2 runs in {tmp_path / 'runs'}; read the newest, new (1 other(s))"]  # type: ignore[attr-defined]
+
+
+def test_a_parent_folder_with_one_run(tmp_path):
+    run = write(tmp_path / "runs" / "Dec02_host", {"training_loss": falling()})
+    log = read_tensorboard(tmp_path / "runs")
+    assert log.path == str(run) and "read the one run" in log.notes[0]  # type: ignore[attr-defined]
+
+
+def test_no_loss_tag_lists_the_tags_found(tmp_path):
+    folder = write(tmp_path / "run", {"accuracy": falling(), "perplexity/train": falling()})
+    with pytest.raises(DataError, match="scalar tags found: accuracy, perplexity/train"):
+        read_tensorboard(folder)
+
+
+def test_the_check_fails_naming_the_tags_instead_of_too_short(tiny_workspace, tmp_path):
+    folder = write(tmp_path / "run", {"accuracy": falling(), "lr": falling()})
+    opts = CheckOptions(workspace=tiny_workspace.root, metrics=folder, device="cpu", skip_overfit=True)
+    result = run_checks(CheckContext(opts), only=["training_curve"]).by_id()["training_curve"]
+    assert result.status is Status.FAIL and "scalar tags found: accuracy, lr" in result.summary
+
+
+def lr3_with_step0() -> list:
+    """The real lr=3 run as its TensorBoard showed it: step 0 at 4.82, the blow-up at step 10."""
+    return [{"step": 0, "train_loss": 4.82, "lr": 0.0}] + LR3
+
+
+def test_lr3_explosion_quotes_step_10_not_step_0(tmp_path):
+    rows = lr3_with_step0()
+    folder = write(
+        tmp_path / "run",
+        {
+            "train_loss": [(r["step"], r["train_loss"]) for r in rows if isinstance(r.get("train_loss"), float)],
+            "lr": [(r["step"], r["lr"]) for r in rows],
+        },
+    )
+    d = diagnose(list(read_tensorboard(folder).points), baseline=math.log(103))
+    assert d.shape == "unstable"
+    assert "at step 10" in d.summary and "at step 0;" not in d.summary and "at step 0 " not in d.summary
+
+
+def test_clipping_is_not_suggested_to_a_run_that_clipped(tmp_path):
+    from minigpt.metrics_log import MetricPoint
+
+    points = [MetricPoint(r["step"], train_loss=r.get("train_loss"), lr=r.get("lr")) for r in lr3_with_step0()]
+    plain = diagnose(points, baseline=math.log(103))
+    assert any("clip" in f for f in plain.fixes)
+    clipped = diagnose(points, baseline=math.log(103), settings=RunSettings("the checkpoint's train_config", 3.0, 1.0))
+    assert not any("clip gradients" in f for f in clipped.fixes)
+    assert not any(c == "no gradient clipping" for c in clipped.causes)
+    assert any("clipped gradients at 1" in c for c in clipped.causes)
+
+
+def test_training_curve_takes_the_clip_from_the_checkpoint(trained_workspace, tmp_path):
+    # GIVEN a minigpt checkpoint (trained with grad_clip 1.0) and the lr=3 blow-up as its TensorBoard log
+    rows = lr3_with_step0()
+    folder = write(tmp_path / "tb", {"train/loss": [(r["step"], r["train_loss"]) for r in rows if "train_loss" in r]})
+    opts = CheckOptions(workspace=trained_workspace.root, metrics=folder, device="cpu", skip_overfit=True)
+    result = run_checks(CheckContext(opts), only=["training_curve"]).by_id()["training_curve"]
+    assert result.status is Status.FAIL
+    assert not any("clip gradients" in f for f in result.fixes)
+    assert any("the checkpoint's train_config" in c for c in result.causes)
