@@ -8,6 +8,7 @@ menu read them directly.
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 import time
 from functools import partial
@@ -58,6 +59,27 @@ def header_subtitle(width: int, title: str, fault: str | None, checkpoint: str, 
     if len(root) > room:
         root = "…" + root[-(room - 1) :]
     return f"{head}{fields} · {root}"
+
+
+JUDGED_POLL_S = 2.0  # how often the judged checkpoint is stat-ed (two stat calls: cheap)
+
+
+def judged_change(judged, stat=os.stat) -> str | None:
+    """How the checkpoint a report judged differs from the file on disk now (a CLI run moved it
+    to previous/ or wrote a new one), or None when it is the same file."""
+    if judged is None:
+        return None
+    try:
+        st = stat(judged.path)
+    except FileNotFoundError:
+        return "moved away"
+    except OSError as exc:
+        return f"unreadable now ({exc.strerror or exc})"
+    if (judged.bytes is not None and st.st_size != judged.bytes) or (
+        judged.mtime is not None and abs(st.st_mtime - judged.mtime) > 1e-3
+    ):
+        return "rewritten"
+    return None
 
 
 class MiniGPTCommands(Provider):
@@ -139,6 +161,7 @@ class MiniGPTApp(App):
         self._checks_lock = threading.Lock()  # one run at a time on the shared context
         self._demo_cancel = threading.Event()
         self.checkpoint_label = "checking…"  # until the checks say which checkpoint they judged
+        self._judged_change: str | None = None  # how the judged checkpoint changed on disk since
         self.resolved_device: str | None = None  # from the environment check
 
     def _new_session(self) -> Session:
@@ -167,6 +190,7 @@ class MiniGPTApp(App):
     def on_mount(self) -> None:
         self._update_title()
         self.call_after_refresh(self._first_paint)
+        self.set_interval(JUDGED_POLL_S, self._check_judged_files)
         if not self.needs_setup:
             self.call_after_refresh(self._focus_pane, "checks")
             # torch work starts once the first frame is out: its import holds the GIL for ~2 s
@@ -393,7 +417,31 @@ class MiniGPTApp(App):
             same_day = time.strftime("%Y%m%d", time.localtime(ckpt.mtime)) == time.strftime("%Y%m%d")
             when = time.strftime(" %H:%M" if same_day else " %m-%d %H:%M", time.localtime(ckpt.mtime))
         self.checkpoint_label = f"ckpt step {ckpt.step}{when}"
+        self._judged_change = None
         self._update_title()
+
+    def _check_judged_files(self) -> None:
+        """The header and the checks' status must not describe a checkpoint that is gone: say
+        what changed and that `r` re-runs the checks (not automatically: a run writing a
+        checkpoint every few steps would keep the checks running)."""
+        report = self.session.last_report
+        if report is None or self._checks_running():
+            return
+        judged = report.judged_file("checkpoint")
+        change = judged_change(judged)
+        if change == self._judged_change:
+            return
+        self._judged_change = change
+        if change is None or judged is None:
+            return
+        self.checkpoint_label = f"ckpt step {judged.step} {change} · r re-checks"
+        self._update_title()
+        checks = self.panes.get("checks")
+        if checks is not None:
+            checks.mark_stale(f"the checkpoint these results judged was {change} since")
+
+    def _checks_running(self) -> bool:
+        return any(w.group == "checks" and not w.is_finished for w in self.workers)
 
     # -- actions ----------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple) -> bool | None:

@@ -248,6 +248,11 @@ class ChecksPane(Vertical):
         """(rows shown, checks known): what the status line says, counted from the table itself."""
         return self.table.row_count, len(self.order)
 
+    def mark_stale(self, why: str) -> None:
+        """The results describe files that changed since: say so first, until the next run."""
+        self._run_text = f"STALE ({why}; r re-runs) · {self._run_text}"
+        self._render_status()
+
     def _render_status(self) -> None:
         text = self._run_text
         if self.filter:

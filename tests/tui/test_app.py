@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 from textual.widgets import Input, TabbedContent
@@ -288,3 +290,36 @@ def test_header_subtitle_cuts_the_path_from_the_left():
     text = header_subtitle(80, "minigpt-tui", None, "ckpt step 1200 09:14", "cpu", "/home/u/runs/" + "x" * 60)
     assert text.startswith("ckpt step 1200 09:14 · cpu · …")
     assert text.endswith("xxxx") and len("minigpt-tui — " + text) <= 62
+
+
+async def test_a_checkpoint_moved_away_by_a_cli_run_makes_the_header_and_status_say_so(workspace, make_app):
+    app = make_app(workspace)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for_report(pilot, app)
+        judged = app.session.last_report.judged_file("checkpoint")
+        assert judged is not None and f"ckpt step {judged.step}" in app.sub_title
+        # WHEN another terminal's `minigpt train` moves the run to previous/
+        moved = workspace / "previous" / "20260101-000000" / "checkpoints"
+        moved.mkdir(parents=True)
+        os.replace(judged.path, moved / Path(judged.path).name)
+        # THEN the header and the checks' status stop describing it as current
+        await wait_until(pilot, lambda: "moved away" in app.sub_title, 10, "the header to notice")
+        assert "r re-checks" in app.sub_title
+        status = str(app.panes["checks"].query_one("#checks-status").render())
+        assert status.startswith("STALE (the checkpoint these results judged was moved away since")
+
+
+def test_judged_change_names_a_rewritten_or_missing_checkpoint(tmp_path):
+    from minigpt.checks import FileIdentity
+    from minigpt_tui.app import judged_change
+
+    path = tmp_path / "ckpt.pt"
+    path.write_bytes(b"12345")
+    st = path.stat()
+    same = FileIdentity("checkpoint", str(path), st.st_size, st.st_mtime, step=3)
+    assert judged_change(same) is None
+    path.write_bytes(b"123456")
+    assert judged_change(same) == "rewritten"
+    path.unlink()
+    assert judged_change(same) == "moved away"
+    assert judged_change(None) is None
