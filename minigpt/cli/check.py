@@ -129,7 +129,7 @@ def _run(args: argparse.Namespace) -> int:
         from ..errors import ConfigError
 
         raise ConfigError(refusal)
-    err = Console(stderr=True, highlight=False, emoji=False)
+    err = Console(stderr=True, highlight=False, emoji=False, soft_wrap=True)
     if args.inject:
         err.print(f"[yellow]injecting fault[/] {args.inject}: {escape(FAULTS[args.inject].description)}")
 
