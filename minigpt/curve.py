@@ -162,6 +162,7 @@ VALUE_KEYS = (
     "warmup_end_step",
     "warmup_bump_steps",  # [[rise, peak, recovered], ...]
     "lr_cut_steps",  # steps of the first point logged at the lower LR
+    "lr_raise_steps",  # steps of the first point logged at a much higher LR after a steady one (a resume)
 )
 
 
@@ -194,6 +195,7 @@ class Curve:
     bumps: list[tuple[int, int, int]] = field(default_factory=list)  # (rise, peak, recovered) indices
     excused: set[int] = field(default_factory=set)  # indices inside warmup bumps
     cuts: list[tuple[int, float, float]] = field(default_factory=list)  # (index after, lr before, lr after)
+    raises: list[tuple[int, float, float]] = field(default_factory=list)  # the same, for a jump up
     train_trend: tuple[float, float] = (0.0, math.inf)  # (relative fall, standard error) of the train tail
     trend: tuple[float, float] = (0.0, math.inf)  # the one the plateau / improving rules use
     trend_series: str = "train"
@@ -306,6 +308,17 @@ def _lr_cuts(c: Curve) -> list[tuple[int, float, float]]:
     return out
 
 
+def _lr_raises(lrs: list[tuple[int, float]]) -> list[int]:
+    """Indices into `lrs` where the LR jumped LR_CUT_RATIO-fold up after two steady points: a
+    resume with a higher --lr, never a warm-up (a warm-up climbs, it is not steady before)."""
+    out = []
+    for k in range(2, len(lrs)):
+        (_, a), (_, before), (_, after) = lrs[k - 2], lrs[k - 1], lrs[k]
+        if after >= LR_CUT_RATIO * before > 0 and max(a, before) <= LR_STEADY_RATIO * min(a, before):
+            out.append(k)
+    return out
+
+
 def _trends(c: Curve) -> None:
     steps, ys, n = c.steps, c.ys, len(c.ys)
     tail_from = steps[0] + (1 - TAIL) * (steps[-1] - steps[0])
@@ -373,7 +386,12 @@ def derive(points: list[MetricPoint], baseline: float | None = None) -> Curve:
         train_perplexity=perplexity(c.end),
         generalisation_gap=None if last_val is None else last_val - c.end,
     )
-    c.warmup_end = _warmup_end(c.lrs)
+    raised = _lr_raises(c.lrs)
+    c.warmup_end = _warmup_end(c.lrs[: raised[0]] if raised else c.lrs)  # a resume's jump is no warm-up
+    for k in raised:
+        index = bisect.bisect_left(c.steps, c.lrs[k][0])
+        if 0 < index < len(c.steps):
+            c.raises.append((index, c.lrs[k - 1][1], c.lrs[k][1]))
     c.bumps = _warmup_bumps(c)
     c.excused = {i for rise, _, end in c.bumps for i in range(rise, end)}
     c.cuts = _lr_cuts(c)
@@ -382,6 +400,7 @@ def derive(points: list[MetricPoint], baseline: float | None = None) -> Curve:
         warmup_end_step=c.warmup_end,
         warmup_bump_steps=[[c.steps[r], c.steps[p], c.steps[e]] for r, p, e in c.bumps],
         lr_cut_steps=[c.steps[i] for i, _, _ in c.cuts],
+        lr_raise_steps=[c.steps[i] for i, _, _ in c.raises],
         recent_improvement=c.trend[0],
         recent_improvement_se=c.trend[1],
         trend_series=c.trend_series,
@@ -400,6 +419,12 @@ def derive(points: list[MetricPoint], baseline: float | None = None) -> Curve:
             which, lo, hi = "train", _median(ys[max(0, i - 3) : i]), _median(ys[i : i + 3])
         moved = f"{which} loss {_f(lo)} -> {_f(hi)}" + (", a healthy drop" if hi < lo else "")
         c.notes.append(f"learning rate cut from {before:.3g} to {after:.3g} at step {cut} ({moved})")
+    for i, before, after in c.raises:
+        lo, hi = _median(ys[max(0, i - 3) : i]), _median(ys[i : i + 3])
+        c.notes.append(
+            f"learning rate raised {after / before:.3g}x, from {before:.3g} to {after:.3g}, at step {c.steps[i]} "
+            f"(a resume with a higher --lr?; train loss {_f(lo)} -> {_f(hi)})"
+        )
     return c
 
 

@@ -173,9 +173,10 @@ def _rule_nonfinite(c: Curve) -> CurveDiagnosis | None:
             value = getattr(p, bad[0])
             lr_text = f" (learning rate {lr:.3g})" if lr is not None else ""
             loss = f"; train loss {_f(p.train_loss)} there" if bad[0] == "grad_norm" and p.train_loss else ""
-            return _result(
+            d = _result(
                 "diverged", f"diverged: {bad[0].replace('_', ' ')} became {value} at step {p.step}{lr_text}{loss}", c
             )
+            return _blame_raise(d, c, p.step)
     return None
 
 
@@ -266,6 +267,22 @@ def _rule_unstable(c: Curve) -> CurveDiagnosis | None:
     peak_lr = c.values["peak_lr"]
     if peak_lr:
         d.fixes[0] = f"lower the learning rate 3-10x (peak {peak_lr:.3g}: try {peak_lr / 10:.2g} to {peak_lr / 3:.2g})"
+    return _blame_raise(d, c, c.steps[index])
+
+
+def _blame_raise(d: CurveDiagnosis, c: Curve, bad_step: int) -> CurveDiagnosis:
+    """It went wrong at or after a jump up of the LR (a resume with a higher --lr): that jump is
+    the first suspect, named with the rate the run had before it."""
+    raised = [(i, before, after) for i, before, after in c.raises if c.steps[i] <= bad_step]
+    if raised:
+        i, before, after = raised[-1]
+        d.causes.insert(
+            0,
+            f"the learning rate was raised from {before:.3g} to {after:.3g} at step {c.steps[i]} (a resume with --lr?)",
+        )
+        d.fixes.insert(
+            0, f"resume from the checkpoint before step {c.steps[i]} with the learning rate it had ({before:.3g})"
+        )
     return d
 
 
@@ -352,12 +369,13 @@ def _rule_spikes(c: Curve) -> CurveDiagnosis | None:
     c.values.update(spike_steps=spike_steps, lr_at_instability=lr)
     lr_text = f"; learning rate {lr:.3g} at the first" if lr is not None else ""
     top = max(spike_idx, key=c.ys.__getitem__)
-    return _result(
+    d = _result(
         "spikes",
         f"spikes: {len(spike_steps)} loss spike(s) at step(s) {_fmt_steps(spike_steps)} "
         f"(highest {_f(c.ys[top])}){lr_text}; {_last(c)}",
         c,
     )
+    return _blame_raise(d, c, spike_steps[0])
 
 
 def _plateau_start(c: Curve) -> int:
