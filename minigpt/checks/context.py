@@ -312,7 +312,9 @@ class CheckContext:
 
     @staticmethod
     def _config_file(path: Path) -> dict:
-        stat_input(path, "--config model config", error=ConfigError)  # a FIFO would block the read
+        st = stat_input(path, "--config model config", error=ConfigError)  # a FIFO would block the read
+        if st.st_size > 1 << 24:
+            raise ConfigError(f"--config {path}: {st.st_size:,} bytes is no model config (a few hundred bytes)")
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:

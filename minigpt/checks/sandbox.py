@@ -5,7 +5,7 @@ The child is a fresh interpreter (`python -c ...`, not `multiprocessing`: no for
 holds threads or OpenMP state, no re-import of the caller's `__main__`, and it works under a TUI
 that has replaced `sys.stdout`/`sys.stderr`). It builds its own `CheckContext` from the same
 options and streams the engine's events back as length-prefixed pickles over a private pipe (the
-model's own prints go to /dev/null, its stderr to a file whose tail is quoted on a crash). The
+model's own prints go to /dev/null, its stderr into a bounded tail quoted on a crash). The
 parent enforces a time budget per check. A check whose process died (`os._exit`, a segfault, the
 OOM killer) or ran past its budget becomes an `error` result naming the check and what it was
 doing (a death is noticed from the process itself, not from the pipe's EOF: a grandchild the
@@ -43,6 +43,7 @@ STARTUP_S = 180.0  # a fresh interpreter importing torch on a loaded machine, be
 POLL_S = 0.2
 EXIT_DRAIN_S = 1.0  # after the child exited: time for the events it wrote to arrive
 STDERR_KEEP = 64 * 1024  # bytes of the child's stderr kept for the message
+MAX_FRAME = 1 << 28  # an event (a report with every check's values) is well under a MB
 _FRAME = struct.Struct("<I")
 _CHILD = "from minigpt.checks.sandbox import _child_main; _child_main()"
 
@@ -74,10 +75,18 @@ def _read_events(fd: int, events: queue.Queue) -> None:
             head = _read_exactly(pipe, _FRAME.size)
             if head is None:
                 break
-            body = _read_exactly(pipe, _FRAME.unpack(head)[0])
+            size = _FRAME.unpack(head)[0]
+            if size > MAX_FRAME:  # not our child's frame: the model's code wrote on the pipe
+                events.put(("crashed", f"an event of {size:,} bytes on the check pipe (written by the model?)"))
+                break
+            body = _read_exactly(pipe, size)
             if body is None:
                 break
-            events.put(pickle.loads(body))
+            try:
+                events.put(pickle.loads(body))
+            except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError) as exc:
+                events.put(("crashed", f"an unreadable event on the check pipe ({type(exc).__name__})"))
+                break
     events.put(("eof", None))
 
 
