@@ -537,7 +537,7 @@ def loop_clipping(ctx, run):
     factor = statistics.median(factors) if factors else 1.0
     values["median_clip_factor"] = factor
     if share < CLIP_ALWAYS or factor >= CLIP_SEVERE:
-        trim = f" (the clip trims the gradient by a median {1 - factor:.0%}, mild)" if clipped else ""
+        trim = f" (cut to a median {factor:.2g} of its norm when it fired)" if clipped else ""
         return f"clipped at {len(clipped)} of {len(read)} full readings{trim}", values
     raise Outcome(
         Status.FAIL,
@@ -548,6 +548,8 @@ def loop_clipping(ctx, run):
             "a learning rate or loss scale too high",
             "a clip threshold far below the usual gradient norm",
             "the model is not learning (the gradient keeps its initial size: see the other loop checks)",
+            "gradients inflated by a loop bug: an undivided accumulated loss (loop_accumulation), gradients never "
+            "cleared (loop_grads_cleared); clipping then hides it",
         ],
         fixes=["lower the LR or raise max_norm until clipping fires only on spikes"],
     )
