@@ -50,10 +50,6 @@ BUGS = {
         "        out[split] = losses.mean()",
         "loop_train_mode",
     ),
-        "        out[split] = losses.mean()\n    model.train()",
-        "        out[split] = losses.mean()",
-        "loop_train_mode",
-    ),
     "zero_grad_before_step": (
         "    # clip the gradient\n",
         "    optimizer.zero_grad(set_to_none=True)\n    # clip the gradient\n",
