@@ -239,3 +239,20 @@ def test_two_uis_starting_a_run_at_once_write_two_logs(tmp_path):
     a, b, first_text = asyncio.run(both())
     assert a.name == "tui_train.log" and b.name == f"tui_train.{os.getpid()}.log"
     assert "running" in first_text  # the second UI did not empty the first one's log
+
+
+def test_a_fresh_run_over_a_symlinked_checkpoint_never_writes_through_it(trained_workspace, tmp_path, capsys):
+    # GIVEN a workspace whose best checkpoint is a link to a file outside it
+    ws = trained_workspace
+    outside = tmp_path / "outside.pt"
+    outside.write_bytes(b"not yours to overwrite")
+    ws.best_checkpoint.unlink()
+    ws.best_checkpoint.symlink_to(outside)
+    # WHEN a fresh run archives the previous one and saves its own
+    code = main(["train", "--workspace", str(ws.root), "--preset", "debug", "--steps", "2", "--quiet"])
+    # THEN the link was moved aside as a link, the new checkpoint is a file, the target is untouched
+    assert code == 0, capsys.readouterr().err
+    assert outside.read_bytes() == b"not yours to overwrite"
+    assert ws.best_checkpoint.is_file() and not ws.best_checkpoint.is_symlink()
+    archived = list((ws.root / "previous").glob("*/checkpoints/mini_gpt_best.pt"))
+    assert len(archived) == 1 and archived[0].is_symlink()
