@@ -22,6 +22,10 @@ Derived series
   smooth end of a cosine). The drop in loss after it is healthy, never a spike: the trend window
   starts max(3, 5% of the points) after the last cut (once the drop has settled), and the summary
   names the cut and the drop.
+- LR raises: the logged LR rises LR_CUT_RATIO-fold or more between two logged points after not
+  climbing between the two before (a resume with a higher --lr; a warm-up climbs). It ends the
+  warm-up window (no warmup bump after it), is named in the summary, and is the first cause of an
+  unstable / spikes / diverged verdict at or after it.
 - trend: a least-squares line through the last TAIL (30%) of the train points (after the last LR cut,
   without warmup bumps): `recent_improvement` = its relative fall across the window, with its standard
   error. When that error is above TREND_NOISY (1%), the line through the last max(4, 30%) val losses
@@ -309,12 +313,13 @@ def _lr_cuts(c: Curve) -> list[tuple[int, float, float]]:
 
 
 def _lr_raises(lrs: list[tuple[int, float]]) -> list[int]:
-    """Indices into `lrs` where the LR jumped LR_CUT_RATIO-fold up after two steady points: a
-    resume with a higher --lr, never a warm-up (a warm-up climbs, it is not steady before)."""
+    """Indices into `lrs` where the LR jumped LR_CUT_RATIO-fold up after two points that were not
+    climbing (steady, or decaying on a schedule): a resume with a higher --lr, never a warm-up (a
+    warm-up climbs before, and never doubles in one logged step after its first two)."""
     out = []
     for k in range(2, len(lrs)):
         (_, a), (_, before), (_, after) = lrs[k - 2], lrs[k - 1], lrs[k]
-        if after >= LR_CUT_RATIO * before > 0 and max(a, before) <= LR_STEADY_RATIO * min(a, before):
+        if after >= LR_CUT_RATIO * before > 0 and before <= LR_STEADY_RATIO * a:  # steady or decaying before
             out.append(k)
     return out
 

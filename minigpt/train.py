@@ -400,6 +400,11 @@ class Trainer:
             raise ConfigError(f"--resume keeps the checkpoint's model shape; drop {', '.join(ignored)}")
         saved = {k: v for k, v in (raw.get("train_config") or {}).items() if k in TRAIN_FIELDS}
         shape = {k: v for k, v in raw["config"].items() if k in MODEL_FIELDS}
+        changed = [
+            f"--{k.replace('_', '-')} {saved[k]!r} -> {v!r}" for k, v in self.overrides.items() if saved.get(k, v) != v
+        ]
+        if changed:  # say it: a resumed run that silently kept (or dropped) a setting misleads its curve
+            self._fire("on_notice", f"--resume overrides the saved settings: {', '.join(changed)}")
         try:
             return replace(self.cfg, **{**saved, **shape, **self.overrides, "device": self.cfg.device})
         except ConfigError as exc:

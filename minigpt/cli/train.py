@@ -20,18 +20,29 @@ if TYPE_CHECKING:
     from ..train import TrainConfig
 
 DTYPE_CHOICES = ("float32", "bfloat16", "float16")  # minigpt.train.DTYPES, without importing torch
+# nanoGPT's model flags -> TrainConfig's fields
+SHAPE_FLAGS = {
+    "--n-layer": ("num_layers", "transformer blocks"),
+    "--n-head": ("num_heads", "attention heads (must divide --n-embd)"),
+    "--n-embd": ("embedding_dim", "embedding width"),
+    "--block-size": ("block_size", "context length in tokens"),
+}
+FLAG_OF = {field: flag for flag, (field, _) in SHAPE_FLAGS.items()} | {"dropout": "--dropout"}
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", choices=sorted(PRESETS), default="debug", help="model shape and schedule")
+    shape = p.add_argument_group("model shape (nanoGPT's names; over the preset)")
+    for flag, (field, what) in SHAPE_FLAGS.items():
+        shape.add_argument(flag, type=int, dest=field, metavar="N", help=what)
     p.add_argument("--steps", type=int, dest="max_steps", help="optimizer steps")
     p.add_argument("--lr", "--learning-rate", type=float, dest="learning_rate", help="peak learning rate")
-    p.add_argument("--batch-size", type=int)
+    p.add_argument("--batch-size", type=int, help="sequences per micro-batch")
     p.add_argument("--grad-accum", type=int, help="micro-batches per optimizer step")
     p.add_argument("--eval-interval", type=int, help="evaluate and save `latest` every N steps")
     p.add_argument("--warmup-steps", type=int)
     p.add_argument("--grad-clip", type=float, help="max global gradient norm (0 = off)")
-    p.add_argument("--dropout", type=float)
+    p.add_argument("--dropout", type=float, help="dropout probability in [0, 1)")
     p.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
     p.add_argument("--seed", type=int)
     p.add_argument(
@@ -57,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
     overrides = {
         k: getattr(args, k)
         for k in (
+            *(field for field, _ in SHAPE_FLAGS.values()),
             "max_steps",
             "learning_rate",
             "batch_size",
@@ -70,6 +82,7 @@ def run(args: argparse.Namespace) -> int:
             "compile",
         )
     }
+    _check_shape_flags(args, overrides)
     cfg = TrainConfig.from_preset(args.preset, device=args.device, **overrides)
     from .. import distributed
     from ..threads import apply as apply_thread_policy
@@ -80,6 +93,48 @@ def run(args: argparse.Namespace) -> int:
         return _train(args, cfg, overrides, world)
     finally:
         distributed.shutdown()
+
+
+def _check_shape_flags(args: argparse.Namespace, overrides: dict) -> None:
+    """The model flags in the user's words: positive sizes, heads dividing the width, no shape
+    change on --resume (the checkpoint's shape is the run's). TrainConfig validates the rest."""
+    from ..errors import ConfigError
+
+    given = {FLAG_OF[k]: v for k, v in overrides.items() if k in FLAG_OF and v is not None}
+    if args.resume and given:
+        raise ConfigError(
+            f"--resume keeps the checkpoint's model shape; drop {', '.join(given)}",
+            causes=["to train another shape, start a fresh run (the old one is archived to previous/)"],
+        )
+    for flag, value in given.items():
+        if flag != "--dropout" and value < 1:
+            raise ConfigError(f"{flag} must be a positive integer; found {value}")
+    if "--dropout" in given and not 0 <= given["--dropout"] < 1:
+        raise ConfigError(f"--dropout must be in [0, 1); found {given['--dropout']}")
+    preset = PRESETS[args.preset]
+    width = int(overrides.get("embedding_dim") or preset["embedding_dim"])
+    heads = int(overrides.get("num_heads") or preset["num_heads"])
+    if width % heads:
+        fits = next(h for h in range(heads, 0, -1) if width % h == 0)
+        raise ConfigError(
+            f"--n-embd {width} must be divisible by --n-head {heads} (each head gets n_embd / n_head channels)",
+            causes=[f"try --n-head {fits} or --n-embd {width + (-width) % heads}"],
+        )
+
+
+def _shape_line(trainer) -> str:
+    """What is trained, in nanoGPT's words, with the memory estimate the trainer checked it against."""
+    from ..fileio import describe_size
+    from ..memory import estimate_memory
+
+    cfg, model = trainer.cfg, trainer.state.model
+    params = sum(p.numel() for p in model.parameters())
+    peak = estimate_memory(model.config, cfg.batch_size, training=True)
+    return (
+        f"model: n_layer {cfg.num_layers}, n_head {cfg.num_heads}, n_embd {cfg.embedding_dim}, block_size "
+        f"{cfg.block_size}, dropout {cfg.dropout:g}; batch_size {cfg.batch_size}; {params:,} parameters, "
+        f"about {describe_size(peak)} at peak (estimate)"
+    )
 
 
 def _train(args: argparse.Namespace, cfg: TrainConfig, overrides: dict, world: World) -> int:
@@ -127,6 +182,7 @@ def _train(args: argparse.Namespace, cfg: TrainConfig, overrides: dict, world: W
             what = f"preset {args.preset}, fresh, {info['max_steps']} steps"
         ranks = f" x {info['world_size']} processes" if info["world_size"] > 1 else ""
         console.print(f"training on {info['device']}{ranks} ({what})", highlight=False, markup=False)
+        console.print(_shape_line(trainer), highlight=False, markup=False)
         progress.update(task, total=info["max_steps"], completed=info["step"])
 
     trainer.register_callback("on_start", on_start)
