@@ -77,10 +77,13 @@ class TrainingRun:
     async def start(self) -> None:
         """Start the process (raises OSError when the interpreter cannot be run)."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        from minigpt.cli import TAKE_SIGINT
         from minigpt.threads import child_env  # torch-free
 
         # one core left to the UI's own checks, unless the user set OMP_NUM_THREADS
-        env = dict(child_env("train", share_with=1), PYTHONUNBUFFERED="1")
+        # stop() sends SIGINT: the child must take it even when this UI was started with SIGINT
+        # ignored (`nohup … &`), which a child inherits (minigpt.cli.main restores it on this flag)
+        env = dict(child_env("train", share_with=1), PYTHONUNBUFFERED="1", **{TAKE_SIGINT: "1"})
         with os.fdopen(self._open_log(), "wb") as log:  # the child keeps its own descriptor
             self.process = await asyncio.create_subprocess_exec(
                 *self.command,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,16 @@ import torch
 from minigpt.fileio import atomic_torch_save
 from minigpt.tokenizer import CharTokenizer
 from minigpt.workspace import Workspace
+
+
+def pytest_configure(config):
+    # `nohup pytest &` or `trap '' INT` start the suite with SIGINT ignored, and every process it
+    # starts inherits that: tests that send SIGINT (to a trainer, to themselves) then wait forever.
+    # The tests own their signals: Python's handler here, so the default in each child (exec resets
+    # a handled signal, not an ignored one).
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 WIKITEXT2 = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikitext-2"
 PROSE_CHARS = 200_000

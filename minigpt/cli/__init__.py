@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import sys
 
 from ..errors import MiniGPTError
@@ -45,7 +47,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+TAKE_SIGINT = "MINIGPT_TAKE_SIGINT"  # set by a parent that stops us with SIGINT (the UI's training run)
+
+
+def take_sigint() -> None:
+    """A process started with SIGINT ignored (`nohup … &`, a shell script's `&`) keeps it ignored,
+    and then the UI's stop (SIGINT, like Ctrl+C: finish the save in progress) does nothing. Only
+    when the parent asks: a script's background job is meant to ignore the terminal's Ctrl+C."""
+    if os.environ.get(TAKE_SIGINT) == "1" and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: list[str] | None = None) -> int:
+    take_sigint()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
