@@ -28,6 +28,8 @@ from .fileio import open_regular, os_error
 
 LOCK_NAME = ".minigpt.lock"
 WRITE_FOLDERS = ("checkpoints", "logs", "data", "tokenizer", "previous")  # what a writer of a workspace writes into
+# what each command writes (train only reads data/ and tokenizer/: sharing them by a link is fine)
+WRITES = {"train": ("checkpoints", "logs", "previous"), "prepare": ("data", "tokenizer")}
 _MARKERS = (LOCK_NAME, "tokenizer/char_tokenizer.json", "checkpoints/mini_gpt_latest.pt")  # a workspace has one
 
 
@@ -117,12 +119,12 @@ def _workspace_of(folder: Path, own_root: Path) -> Path | None:
     return None
 
 
-def refuse_shared_folders(workspace: str | os.PathLike) -> None:
-    """Raise UnsafePathError when a folder this workspace writes into resolves into another
-    workspace (`checkpoints -> ../other/checkpoints`): both would write, archive and lock apart."""
+def refuse_shared_folders(workspace: str | os.PathLike, folders: tuple[str, ...] = WRITE_FOLDERS) -> None:
+    """Raise UnsafePathError when one of `folders` (those a command writes into) resolves into
+    another workspace (`checkpoints -> ../other/checkpoints`): both would write, archive and lock apart."""
     root = Path(workspace).expanduser()
     real_root = Path(os.path.realpath(root))
-    for name in WRITE_FOLDERS:
+    for name in folders:
         real = Path(os.path.realpath(root / name))
         if real == real_root / name:
             continue
@@ -204,7 +206,7 @@ def acquire(workspace: str | os.PathLike, command: str = "train", *, retries: in
         raise os_error(OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(path.parent)), path) from None
     except OSError as exc:
         raise os_error(exc, path) from None
-    refuse_shared_folders(path.parent)
+    refuse_shared_folders(path.parent, WRITES.get(command, WRITE_FOLDERS))
     notices: list[str] = []
     for attempt in range(retries + 1):
         fd, created = _open_lock(path)

@@ -252,7 +252,7 @@ def prepare_workspace(
     # fail before the work when a training run holds the workspace, its lock file is a link or a
     # special file, or its folders lead into another workspace
     busy = lock.holder(ws.root, refuse_unsafe=True)
-    lock.refuse_shared_folders(ws.root)
+    lock.refuse_shared_folders(ws.root, lock.WRITES["prepare"])
     if busy is not None:
         raise WorkspaceLockedError(
             f"workspace {ws.root} is in use: {busy.describe()}; prepare would replace its files under it",

@@ -256,3 +256,15 @@ def test_a_fresh_run_over_a_symlinked_checkpoint_never_writes_through_it(trained
     assert ws.best_checkpoint.is_file() and not ws.best_checkpoint.is_symlink()
     archived = list((ws.root / "previous").glob("*/checkpoints/mini_gpt_best.pt"))
     assert len(archived) == 1 and archived[0].is_symlink()
+
+
+def test_training_may_share_another_workspaces_data_by_a_link_but_prepare_may_not_write_it(tmp_path, tiny_workspace):
+    a = tiny_workspace.root
+    lock.acquire(a).release()
+    b = tmp_path / "b"
+    b.mkdir()
+    (b / "data").symlink_to(a / "data")
+    (b / "tokenizer").symlink_to(a / "tokenizer")
+    lock.acquire(b, "train").release()  # train only reads data/ and tokenizer/
+    with pytest.raises(UnsafePathError, match="its data/ resolves to"):
+        lock.acquire(b, "prepare")
