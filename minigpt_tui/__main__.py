@@ -17,7 +17,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"minigpt-tui {__version__}")
     p.add_argument("--workspace", default=".", help="run folder (default: current directory)")
     p.add_argument("--checkpoint", help="checkpoint to inspect (default: checkpoints/mini_gpt_best.pt)")
-    p.add_argument("--model", dest="model_spec", metavar="SPEC", help="your model: FILE.py:CLASS[:CONFIG]")
+    p.add_argument(
+        "--model",
+        dest="model_spec",
+        metavar="SPEC",
+        help="your model: FILE.py:CLASS[:CONFIG], transformers:CLASS:CONFIG or hf:PATH",
+    )
+    p.add_argument("--config", dest="config_path", metavar="JSON", help="model config JSON for fresh-model checks")
+    p.add_argument(
+        "--metrics",
+        metavar="PATH",
+        help="training log to judge: a metrics JSONL (default: logs/metrics.jsonl) or a TensorBoard event file/folder",
+    )
     p.add_argument("--device", default="auto", help="auto, cpu, cuda[:N] or mps (default: auto)")
     p.add_argument(
         "--demo",
@@ -39,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
         args.workspace,
         checkpoint=args.checkpoint,
         model_spec=args.model_spec,
+        config_path=args.config_path,
+        metrics=args.metrics,
         device=args.device,
         demo_mode=args.demo,
         fault=args.inject,

@@ -130,6 +130,8 @@ class MiniGPTApp(App):
         *,
         checkpoint: str | None = None,
         model_spec: str | None = None,
+        config_path: str | None = None,
+        metrics: str | None = None,
         device: str = "auto",
         demo_mode: bool = False,
         fault: str | None = None,
@@ -147,6 +149,8 @@ class MiniGPTApp(App):
         self._option_args = dict(
             checkpoint=checkpoint,
             model_spec=model_spec,
+            config_path=config_path,
+            metrics=metrics,
             device=device,
             fault=fault,
             skip_overfit=skip_overfit,
@@ -155,6 +159,8 @@ class MiniGPTApp(App):
         if demo_mode:
             workspace = demo.demo_dir()
         self.workspace = Workspace(workspace)
+        # --metrics: the log the checks judge; the Loss pane follows it too when it is a JSONL file
+        self.metrics_path = Path(metrics).expanduser() if metrics else None
         self.session = self._new_session()
         self.panes: dict = {}
         self._cancel: threading.Event | None = None

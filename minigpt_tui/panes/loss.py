@@ -215,7 +215,8 @@ class LossPane(Vertical, RenderWhenShown):
         self._render_training()
         self.set_interval(1.0, self._watch_follower)
         if getattr(self.app, "workspace", None) is not None:
-            self.load_initial()
+            given = getattr(self.app, "metrics_path", None)  # --metrics; a TensorBoard log is for the checks only
+            self.load_initial(given if given is not None and given.is_file() and "tfevents" not in given.name else None)
         else:
             self._show_text("loss-status", "no workspace: nothing to follow")
 

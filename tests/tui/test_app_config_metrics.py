@@ -1,0 +1,32 @@
+"""minigpt-tui --config and --metrics reach the checks, and the Loss pane follows a --metrics JSONL."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from minigpt_tui.__main__ import build_parser
+from minigpt_tui.panes.loss import LossPane
+
+from .conftest import SIZE, wait_until
+
+
+def test_the_flags_are_parsed():
+    args = build_parser().parse_args(["--config", "c.json", "--metrics", "runs/", "--model", "hf:out"])
+    assert (args.config_path, args.metrics, args.model_spec) == ("c.json", "runs/", "hf:out")
+
+
+async def test_config_and_metrics_reach_the_check_options_and_the_loss_pane(workspace, make_app, tmp_path):
+    log = tmp_path / "other.jsonl"
+    log.write_text("".join(json.dumps({"step": s, "train_loss": 4 * math.exp(-s / 50)}) + "\n" for s in range(40)))
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"vocab_size": 103, "block_size": 16}))
+    app = make_app(workspace, config_path=str(config), metrics=str(log))
+    async with app.run_test(size=SIZE) as pilot:
+        options = app.session.options
+        assert Path(options.metrics) == log and Path(options.config_path) == config
+        await wait_until(pilot, lambda: bool(app.query(LossPane)), 30, "the Loss pane to mount")
+        pane = app.query_one(LossPane)
+        await wait_until(pilot, lambda: pane.points_count == 40, 30, "the Loss pane to read --metrics")
+        assert pane.metrics_path == log
