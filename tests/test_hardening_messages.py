@@ -103,3 +103,14 @@ def test_json_goes_where_it_says_after_the_model_changes_directory(tiny_workspac
     assert (tmp_path / "out" / "report.json").is_file(), done.stdout + done.stderr
     assert not (elsewhere / "out").exists()
     assert f"report written to {tmp_path / 'out' / 'report.json'}" in done.stderr
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+def test_a_terminal_that_cannot_show_a_character_gets_an_escape_not_a_traceback(tiny_workspace, tmp_path, encoding):
+    ws = tmp_path / "w\u00e9\u2603"
+    tiny_workspace.root.rename(ws)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONIOENCODING": encoding, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "minigpt", "check", "--workspace", str(ws), "--only", "tokenizer_roundtrip"]
+    done = subprocess.run(cmd, capture_output=True, env=env, timeout=240)
+    assert done.returncode == 0, done.stderr.decode(encoding)
+    assert b"Traceback" not in done.stderr and b"\\u2713" in done.stdout  # the pass mark, escaped

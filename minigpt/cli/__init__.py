@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import io
 import os
 import signal
 import sys
@@ -60,6 +61,9 @@ def take_sigint() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     take_sigint()
+    for stream in (sys.stdout, sys.stderr):  # an ASCII/Latin-1 terminal gets \u2713, never a traceback
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
