@@ -143,3 +143,17 @@ def test_save_pretrained_folder_is_the_run(tiny_workspace, tmp_path):
 def test_hf_folder_without_config_is_refused(tmp_path):
     with pytest.raises(ModelSpecError, match="no config.json"):
         load_model_spec(f"hf:{tmp_path}")
+
+
+@pytest.mark.parametrize(
+    "spec, heads_field", [("transformers:LlamaForCausalLM:LlamaConfig", "num_attention_heads"),
+                          ("transformers:GPT2LMHeadModel:GPT2Config", "n_head")],
+    ids=["llama", "gpt2"],
+)  # fmt: skip
+def test_without_config_the_debug_shape_is_spelled_with_hf_field_names(tiny_workspace, spec, heads_field):
+    ctx = CheckContext(CheckOptions(workspace=tiny_workspace.root, model_spec=spec, device="cpu", skip_overfit=True))
+    config = ctx.base_config()
+    assert config[heads_field] == 4 and config["vocab_size"] == vocab(tiny_workspace)
+    report = run_checks(ctx, only=MODEL_CHECKS)
+    assert alarms(report) == {}
+    assert report.by_id()["forward_shapes"].values["batch_shape"][1] == 32
