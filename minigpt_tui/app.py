@@ -78,7 +78,7 @@ def judged_change(judged, stat=os.stat) -> str | None:
     if (judged.bytes is not None and st.st_size != judged.bytes) or (
         judged.mtime is not None and abs(st.st_mtime - judged.mtime) > 1e-3
     ):
-        return "rewritten"
+        return "replaced"  # rewritten in place, or a new run wrote one where it was
     return None
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from minigpt.presets import PRESETS
+from minigpt.workspace import Workspace
 
 SHAPE_KEYS = ("block_size", "embedding_dim", "num_heads", "num_layers", "expansion_factor")
 # train_config key -> the `minigpt train` flag that sets it
@@ -58,16 +59,17 @@ def train_args(train_config: dict | None, defaults: dict[str, dict]) -> tuple[li
         value = train_config.get(key)
         if value is not None and value != defaults[preset].get(key):
             args += [flag, str(value)]
-    return args, f"the checkpoint's own settings (preset {preset}{', changed: ' if len(args) > 2 else ''}" + (
-        " ".join(args[2:]) + ")" if len(args) > 2 else ")"
-    )
+    changed = f", changed: {' '.join(args[2:])}" if len(args) > 2 else ""
+    return args, f"the checkpoint's own settings: preset {preset}{changed}"
 
 
 def archived_files(root: str | os.PathLike) -> list[str]:
-    """What a fresh run moves aside: the checkpoints and logs that exist now."""
-    root = Path(root)
-    found = [p for folder in ("checkpoints", "logs") for p in sorted((root / folder).glob("*")) if p.is_file()]
-    return [str(p.relative_to(root)) for p in found]
+    """What a fresh run moves aside (as `Trainer._archive_previous_run` does: the non-empty
+    checkpoints and logs it writes), workspace-relative."""
+    ws = Workspace(root)
+    paths = [ws.best_checkpoint, ws.latest_checkpoint, ws.metrics, ws.grads, getattr(ws, "loop_log", None)]
+    found = [p for p in paths if p is not None and p.is_file() and p.stat().st_size > 0]
+    return [str(p.relative_to(ws.root)) for p in found]
 
 
 def plan_training(root: str | os.PathLike, checkpoint: Path | None) -> TrainPlan:

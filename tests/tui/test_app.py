@@ -319,7 +319,7 @@ def test_judged_change_names_a_rewritten_or_missing_checkpoint(tmp_path):
     same = FileIdentity("checkpoint", str(path), st.st_size, st.st_mtime, step=3)
     assert judged_change(same) is None
     path.write_bytes(b"123456")
-    assert judged_change(same) == "rewritten"
+    assert judged_change(same) == "replaced"
     path.unlink()
     assert judged_change(same) == "moved away"
     assert judged_change(None) is None

@@ -21,7 +21,7 @@ def test_a_small_run_is_retrained_as_small_with_its_changed_settings():
     config = dict(DEFAULTS["small"], learning_rate=0.01, batch_size=4)
     args, origin = train_args(config, DEFAULTS)
     assert args == ["--preset", "small", "--lr", "0.01", "--batch-size", "4"]
-    assert "preset small" in origin and "--lr 0.01" in origin
+    assert origin == "the checkpoint's own settings: preset small, changed: --lr 0.01 --batch-size 4"
 
 
 def test_a_debug_run_with_preset_settings_gets_just_the_preset():
@@ -50,7 +50,9 @@ def test_an_unreadable_checkpoint_plans_the_default(tmp_path, unreadable):
     (tmp_path / "checkpoints").mkdir()
     (tmp_path / "checkpoints" / "mini_gpt_best.pt").write_bytes(unreadable)
     plan = plan_training(tmp_path, tmp_path / "checkpoints" / "mini_gpt_best.pt")
-    assert plan.args == ["--preset", "debug"] and plan.archived == ["checkpoints/mini_gpt_best.pt"]
+    assert plan.args == ["--preset", "debug"] and "unreadable" in plan.origin
+    # as the trainer does: an empty file is not moved aside
+    assert plan.archived == (["checkpoints/mini_gpt_best.pt"] if unreadable else [])
 
 
 async def test_s_asks_naming_the_command_and_the_files_it_moves(trained_workspace):
