@@ -21,6 +21,11 @@ from .errors import FileSystemError, UnsafePathError
 _DISK_FULL = {E.ENOSPC, getattr(E, "EDQUOT", E.ENOSPC)}
 _DENIED = {E.EACCES, E.EPERM}
 KEPT = " (nothing was overwritten: the old file, if any, is intact)"
+_UNNAMED = {
+    E.ENOSPC: "Disk full: could not",
+    E.EROFS: "Read-only file system: cannot",
+    E.EACCES: "Permission denied: cannot",
+}
 
 
 def _file_in_the_way(path: Path) -> Path | None:
@@ -43,8 +48,16 @@ def os_error(exc: OSError, path: object = None, *, action: str = "write", kept: 
     """
     if isinstance(exc, FileSystemError):
         return exc
-    where = Path(str(path if path is not None else exc.filename if exc.filename is not None else "?"))
+    named = path if path is not None else exc.filename
+    where = Path(str(named)) if named is not None else Path(".")
     code = exc.errno
+    if named is None:  # the OS did not say which file: say so, never "?"
+        return FileSystemError(
+            f"{_UNNAMED.get(code, 'Cannot')} {action} a file (the OS did not name it): {exc.strerror or exc}",
+            path=None,
+            errno=code,
+            causes=["free some space on the disk of the --workspace"] if code in _DISK_FULL else [],
+        )
     causes: list[str] = []
     if code in _DISK_FULL:
         try:

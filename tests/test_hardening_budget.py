@@ -145,3 +145,12 @@ def test_the_ui_grads_follower_counts_a_line_nested_200000_deep_as_bad(tmp_path)
     path.write_bytes(b"[" * 200_000 + b"\n" + b'{"step": 2, "rows": []}\n')
     follower = JsonlFollower(path)
     assert follower.poll() == [{"step": 2, "rows": []}] and follower.bad_lines == 1
+
+
+def test_an_os_error_that_names_no_file_says_so_instead_of_a_question_mark():
+    import errno
+
+    from minigpt.fileio import os_error
+
+    message = os_error(OSError(errno.ENOSPC, "No space left on device")).message
+    assert message.startswith("Disk full: could not write a file (the OS did not name it)") and "?" not in message
