@@ -86,6 +86,21 @@ def test_fault_menu_layout(snap_compare):
     assert snap_compare(ScreenHost(fault_menu), terminal_size=(80, 24))
 
 
+def test_fault_menu_scrolled_to_the_end_shows_the_last_fault_and_clear(snap_compare):
+    # 80x24 holds fewer faults than there are: the list scrolls, the box stays on screen
+    assert snap_compare(ScreenHost(fault_menu), terminal_size=(80, 24), press=["end"])
+
+
+def test_checks_status_with_a_filter_counts_the_rows_shown(snap_compare):
+    async def filter_rows(pilot):
+        pane = pilot.app.query_one(ChecksPane)
+        pane.table.focus()
+        await pilot.press("slash", "b", "a", "t", "c", "h", "enter")
+        await pilot.pause()
+
+    assert snap_compare(FixedChecks(), terminal_size=(80, 24), run_before=filter_rows)
+
+
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
 def test_checks_pane_layout(snap_compare, size):
     async def select_failed_check(pilot):
@@ -112,7 +127,7 @@ class FixedLoss(App):
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
-        from minigpt.curve import CurveDiagnosis, MetricPoint
+        from minigpt.curve import MetricPoint
 
         self.sub_title = header_subtitle(
             self.size.width, self.TITLE, None, "ckpt step 600 09:14", "cpu", "/home/ada/runs/tiny-shakespeare"
@@ -134,13 +149,46 @@ class FixedLoss(App):
         )
         snap = store.snapshot(LossView(width=60, ema=0.9))
         pane.post_message(CurveUpdated(snap, True, 4.17, 0, False, 0.01, None, False, False, (1, 0)))
-        verdict = CurveDiagnosis(
+        pane.post_message(CurveDiagnosed(self.verdict(), (1, 0), 0.01))
+
+    @staticmethod
+    def verdict():
+        from minigpt.curve import CurveDiagnosis
+
+        return CurveDiagnosis(
             "still_improving",
             "val loss fell 9.1% (+- 1.2%) over the last 30% of the run; train longer; first 4.10, "
             "last 1.55 (median of the last 3: 1.56)",
             fixes=["train for more steps"],
         )
-        pane.post_message(CurveDiagnosed(verdict, (1, 0), 0.01))
+
+
+class FailingLoss(FixedLoss):
+    """The same chrome and curve, judged overfitting with a verdict far longer than two lines."""
+
+    @staticmethod
+    def verdict():
+        from minigpt.curve import CurveDiagnosis
+
+        return CurveDiagnosis(
+            "overfitting",
+            "val loss rose 12.0% from its best (1.62 at step 300) while train fell 20.1%; generalisation gap "
+            "0.41 at step 600; the best checkpoint is step 300; train 1.55, val 2.03; first 4.10, last 1.55",
+            causes=["too little data for the model size", "too many steps", "too little regularisation"],
+            fixes=["use the best checkpoint (lowest val loss), not the last", "stop training earlier"],
+        )
+
+
+def test_loss_pane_verdict_cause_and_try_line_fit_80x24(snap_compare):
+    async def let_the_plot_draw(pilot):
+        plot = pilot.app.query_one(LossPlot)
+        for _ in range(40):
+            await pilot.pause(0.05)
+            if plot.replots:
+                break
+        await pilot.pause()
+
+    assert snap_compare(FailingLoss(), terminal_size=(80, 24), run_before=let_the_plot_draw)
 
 
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
