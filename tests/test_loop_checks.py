@@ -49,7 +49,10 @@ def test_every_bug_has_an_expectation():
     assert {check for check, _ in EXPECTED.values()} <= set(LOOP_IDS)
 
 
-@pytest.mark.parametrize("bug", loops.BUGS)
+FAST_BUGS = {"accum_not_divided", "zero_grad_before_step", "no_train_after_eval"}  # the rest: slow tier
+
+
+@pytest.mark.parametrize("bug", [b if b in FAST_BUGS else pytest.param(b, marks=pytest.mark.slow) for b in loops.BUGS])
 def test_loop_bug_fails_its_check_and_no_other(tmp_path, bug):
     # GIVEN a nanoGPT-style loop with one bug, watched for 50 optimizer steps
     loops.nanogpt_loop(tmp_path / "run", bug=bug, max_iters=50)

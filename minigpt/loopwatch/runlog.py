@@ -32,6 +32,7 @@ class RunLog:
         self.ws, self.rank, self.use_lock = ws, rank, lock
         self._lock: workspace_lock.WorkspaceLock | None = None
         self._files: dict[str, IO] = {}
+        self._loss_factor = 1.0  # the model's loss times this is the mean cross-entropy (see loss_factor)
         self.t0 = time.time()
 
     def start(self, header: dict) -> None:
@@ -63,7 +64,8 @@ class RunLog:
                 continue
             step = loop_record(record)
             self._line("loop", step)
-            self._line("metrics", metrics_record(step, record, logged_loss, self.t0))
+            self._loss_factor = loss_factor(step, self._loss_factor)
+            self._line("metrics", metrics_record(step, record, logged_loss, self.t0, self._loss_factor))
             if record.get("grad_rows"):
                 self._line("grads", grads_record(step, record["grad_rows"]))
         self._flush()
@@ -168,10 +170,27 @@ def loop_record(r: dict) -> dict:
     return out
 
 
-def metrics_record(step: dict, r: dict, logged_loss: bool, t0: float) -> dict:
+def loss_factor(step: dict, previous: float) -> float:
+    """What the model's own loss must be multiplied by to be the mean cross-entropy of the step.
+
+    Usually 1. A model that divides its loss itself (Hugging Face models given `num_items_in_batch`
+    by the Trainer return sum / all tokens of the accumulated step, about loss / K per micro-batch)
+    returns a fraction: the cross-entropy read at the logits says which. Kept from the last full
+    reading that had both."""
+    model, at_logits = step.get("loss"), step.get("loss_from_logits")
+    if model is None or at_logits is None or not model or step.get("loss_weight_misfit", 1.0) > 0.25:
+        return previous
+    ratio = at_logits / model
+    return 1.0 if abs(ratio - 1) <= 0.05 else ratio
+
+
+def metrics_record(step: dict, r: dict, logged_loss: bool, t0: float, factor: float = 1.0) -> dict:
     """The metrics.jsonl line of one step, in `minigpt train`'s schema; every number names its source."""
     line: dict[str, Any] = {"step": step["step"]}
-    if step.get("loss") is not None:
+    if step.get("loss") is not None and factor != 1.0:
+        line["train_loss"] = step["loss"] * factor
+        line["loss_source"] = f"model x {factor:.3g} (its loss came pre-divided; the factor is read at the logits)"
+    elif step.get("loss") is not None:
         line["train_loss"], line["loss_source"] = step["loss"], "model"
     elif not logged_loss and step.get("loss_from_logits") is not None:
         line["train_loss"], line["loss_source"] = step["loss_from_logits"], "logits sample (backward hook)"

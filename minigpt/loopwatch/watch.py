@@ -114,6 +114,7 @@ class Watch:
         self._step_reading: dict[str, Any] = {}
         self._grad_norms: torch.Tensor | None = None
         self._logged_loss = False  # the user passes `loss=` to log(): the metrics take that
+        self._model_loss_seen = False  # the model returns its loss: a logged `loss=` is kept apart
         self.rank, self.world_size = _rank_and_world()
         self.names = _param_names(model)
         self._window = _Window(deep=True)
@@ -141,7 +142,9 @@ class Watch:
                     value = value.detach().float().mean().item()
                 if isinstance(value, bool) or not isinstance(value, int | float):
                     continue  # a string or an object: not a scalar for the log
-                record["train_loss" if key == "loss" else key] = float(value)
+                if key == "loss":  # the model's own loss is the series; the loop's is kept beside it
+                    key = "logged_loss" if self._model_loss_seen else "train_loss"
+                record[key] = float(value)
             if "train_loss" in record:
                 self._logged_loss = True
             self._pending.append({"metrics_only": record})
@@ -281,6 +284,7 @@ class Watch:
         logits, loss = probes.model_outputs(output)
         if loss is not None:
             fwd.loss = loss.detach()
+            self._model_loss_seen = True
         anchor = loss if loss is not None and loss.requires_grad else logits
         if anchor is not None and anchor.requires_grad and anchor.grad_fn is not None:
             sentinel = _Sentinel()

@@ -1,0 +1,100 @@
+"""The watch where users' loops already are: a Hugging Face `TrainerCallback` and a Lightning
+`Callback`. Each starts the same `Watch` when training begins, forwards the loop's own logs
+(validation loss, ...) to `watch.log`, and closes it when training ends.
+
+    trainer = transformers.Trainer(..., callbacks=[minigpt.loopwatch.callbacks.hf_callback("RUN")])
+    trainer = lightning.Trainer(..., callbacks=[minigpt.loopwatch.callbacks.lightning_callback("RUN")])
+
+The classes are built on first use, so importing this module needs neither library
+(`pip install 'minigpt-tui[hf]'` / `'minigpt-tui[lightning]'`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .watch import Watch
+
+# keys of the libraries' log dicts, in the names our metrics log reads
+_RENAMES = {"eval_loss": "val_loss", "val_loss": "val_loss", "loss": "loss", "train_loss": "loss"}
+_SKIP = {"learning_rate", "lr", "epoch", "step", "grad_norm"}  # read by the watch itself
+
+
+def _torch_optimizer(optimizer: Any) -> Any:
+    """The torch optimizer inside a library's wrapper (accelerate's AcceleratedOptimizer,
+    Lightning's LightningOptimizer): hooks go where `step()` really runs."""
+    inner = getattr(optimizer, "optimizer", None)
+    return inner if inner is not None and hasattr(inner, "param_groups") else optimizer
+
+
+def _scalars(logs: dict) -> dict[str, float]:
+    out = {}
+    for key, value in (logs or {}).items():
+        if key in _SKIP or isinstance(value, bool):
+            continue
+        if hasattr(value, "item") and getattr(value, "numel", lambda: 0)() == 1:
+            value = value.item()
+        if isinstance(value, int | float):
+            out[_RENAMES.get(key, key.replace("/", "_"))] = float(value)
+    return out
+
+
+def hf_callback(workspace: str | os.PathLike = ".", **options):
+    """A `transformers.TrainerCallback` that watches the Trainer's loop into `workspace`."""
+    import importlib
+
+    TrainerCallback = importlib.import_module("transformers").TrainerCallback
+
+    class MinigptWatchCallback(TrainerCallback):  # type: ignore[misc,valid-type]
+        def __init__(self):
+            self.watch: Watch | None = None
+
+        def on_train_begin(self, args, state, control, model=None, optimizer=None, lr_scheduler=None, **kwargs):
+            if model is not None and optimizer is not None:
+                self.watch = Watch(model, _torch_optimizer(optimizer), workspace, scheduler=lr_scheduler, **options)
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            if self.watch is not None:
+                self.watch.log(step=state.global_step, **_scalars(logs or {}))
+
+        def on_train_end(self, args, state, control, **kwargs):
+            if self.watch is not None:
+                self.watch.close()
+
+    return MinigptWatchCallback()
+
+
+def lightning_callback(workspace: str | os.PathLike = ".", *, module: str | None = None, **options):
+    """A `lightning.pytorch.Callback` that watches `trainer.fit` into `workspace`. The watched model is
+    the LightningModule, or its attribute `module` when `training_step` calls a submodule
+    (`self.model(x)`) rather than `self(x)`."""
+    import importlib
+
+    try:
+        Callback = importlib.import_module("lightning.pytorch").Callback
+    except ImportError:  # the older package name
+        Callback = importlib.import_module("pytorch_lightning").Callback
+
+    class MinigptWatchCallback(Callback):  # type: ignore[misc,valid-type]
+        def __init__(self):
+            self.watch: Watch | None = None
+
+        def on_train_start(self, trainer, pl_module):
+            model = getattr(pl_module, module) if module else pl_module
+            if trainer.optimizers:
+                schedulers = getattr(trainer, "lr_scheduler_configs", None) or []
+                scheduler = schedulers[0].scheduler if schedulers else None
+                self.watch = Watch(
+                    model, _torch_optimizer(trainer.optimizers[0]), workspace, scheduler=scheduler, **options
+                )
+
+        def on_validation_end(self, trainer, pl_module):
+            if self.watch is not None and not trainer.sanity_checking:
+                self.watch.log(step=trainer.global_step, **_scalars(dict(trainer.callback_metrics)))
+
+        def on_train_end(self, trainer, pl_module):
+            if self.watch is not None:
+                self.watch.close()
+
+    return MinigptWatchCallback()

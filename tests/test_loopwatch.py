@@ -1,0 +1,193 @@
+"""minigpt.watch itself: it never changes or breaks the user's run, and it writes the run folder in
+the trainer's formats."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import minigpt
+from minigpt.curve import read_metrics
+from minigpt.loopwatch import probes
+from minigpt.loopwatch.loop_log import read_loop_log
+from minigpt.workspace import Workspace
+from tests.fixtures import loops
+from tests.test_hardening_io import tmpfs  # noqa: F401  (the fixture)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def plain_loop(run_dir, *, steps=12, watched=True, **watch_options):
+    """A small loop with dropout, accumulation and clipping; returns the final parameters."""
+    torch.manual_seed(0)
+    data, vocab = loops.demo_ids()
+    model = loops.small_model(vocab, dropout=0.1)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
+    watch = minigpt.watch(model, opt, workspace=run_dir, **watch_options) if watched else None
+    for _ in range(steps):
+        for _ in range(2):
+            ix = torch.randint(len(data) - 33, (8,))
+            x = torch.stack([data[i : i + 32] for i in ix])
+            y = torch.stack([data[i + 1 : i + 33] for i in ix])
+            _, loss = model(x, y)
+            (loss / 2).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    if watch is not None:
+        watch.close()
+    return [p.detach().clone() for p in model.parameters()], watch
+
+
+def test_watching_does_not_change_a_single_weight(tmp_path):
+    # the watch reads but never writes: same RNG streams, same gradients, same updates
+    watched, _ = plain_loop(tmp_path / "a", watched=True)
+    unwatched, _ = plain_loop(tmp_path / "b", watched=False)
+    assert all(torch.equal(a, b) for a, b in zip(watched, unwatched))
+
+
+def test_an_error_inside_the_watch_is_reported_once_and_training_goes_on(tmp_path, monkeypatch, capsys):
+    def broken(grad, rows):
+        raise RuntimeError("probe exploded")
+
+    monkeypatch.setattr(probes, "loss_weight", broken)
+    params, watch = plain_loop(tmp_path / "run", steps=6)
+    unwatched, _ = plain_loop(tmp_path / "b", steps=6, watched=False)
+    assert all(torch.equal(a, b) for a, b in zip(params, unwatched))  # the run finished, untouched
+    err = capsys.readouterr().err
+    assert err.count("minigpt.watch turned itself off") == 1
+    assert "probe exploded" in err and "your training goes on" in err
+    assert not watch.active
+    log = read_loop_log(Workspace(tmp_path / "run"))
+    assert log is not None and "probe exploded" in log.errors[0]["message"]
+
+
+@pytest.mark.slow
+def test_a_full_disk_turns_the_watch_off_and_training_goes_on(tmpfs, capsys):  # noqa: F811
+    run = tmpfs("size=24k") / "run"
+    params, watch = plain_loop(run, steps=30, interval=1)  # a line per step: the disk fills mid-run
+    unwatched, _ = plain_loop(run.parent / "unused", steps=30, watched=False)
+    assert all(torch.equal(a, b) for a, b in zip(params, unwatched))
+    err = capsys.readouterr().err
+    assert err.count("minigpt.watch turned itself off") == 1
+    assert "No space left" in err or "Disk full" in err
+    assert not watch.active
+
+
+def test_a_run_folder_that_cannot_be_made_is_reported_and_training_goes_on(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the run folder should go")
+    params, watch = plain_loop(blocker / "run", steps=3)
+    assert not watch.active
+    err = capsys.readouterr().err
+    assert err.count("minigpt.watch turned itself off") == 1 and "starting" in err
+
+
+def test_a_run_folder_in_use_is_refused_naming_the_holder(tmp_path, capsys):
+    from minigpt import lock
+
+    with lock.acquire(tmp_path / "run", command="train"):
+        _, watch = plain_loop(tmp_path / "run", steps=2)
+    assert not watch.active
+    assert "is in use" in capsys.readouterr().err
+
+
+def test_run_folder_formats_are_the_trainers(tmp_path):
+    plain_loop(tmp_path / "run", steps=12, grads_every=10)
+    ws = Workspace(tmp_path / "run")
+    log = read_metrics(ws.metrics)
+    assert [p.step for p in log.points] == list(range(1, 13))
+    assert all(p.train_loss is not None and p.lr == pytest.approx(1e-3) for p in log.points)
+    lines = [json.loads(line) for line in ws.metrics.read_text().splitlines()]
+    assert {line["loss_source"] for line in lines} == {"model"}
+    deep = [line for line in lines if "grad_norm" in line]
+    assert [line["step"] for line in deep] == [1, 2, 3, 10]
+    assert all(line["grad_norm"] >= line["grad_norm_after_clip"] for line in deep)
+    grads = [json.loads(line) for line in ws.grads.read_text().splitlines()]
+    assert [g["step"] for g in grads] == [1, 10]
+    row = grads[-1]["rows"][0]
+    assert {"name", "shape", "numel", "grad_norm", "weight_norm", "update_ratio", "flags"} <= set(row)
+    assert row["update_ratio"] > 0
+    loop = read_loop_log(ws)
+    assert loop is not None and loop.closed is not None and loop.header["pid"] == os.getpid()
+
+
+def test_a_second_run_moves_the_first_runs_logs_to_previous(tmp_path):
+    plain_loop(tmp_path / "run", steps=3)
+    plain_loop(tmp_path / "run", steps=4)
+    previous = list((tmp_path / "run" / "previous").iterdir())
+    assert len(previous) == 1 and (previous[0] / "logs" / "loop.jsonl").is_file()
+    assert read_loop_log(Workspace(tmp_path / "run")).last_step == 4
+
+
+def test_the_watch_closes_itself_at_interpreter_exit(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import sys, torch
+            sys.path.insert(0, {str(ROOT)!r})
+            import minigpt
+            model = torch.nn.Sequential(torch.nn.Embedding(10, 8), torch.nn.Linear(8, 10))
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            watch = minigpt.watch(model, opt, workspace={str(tmp_path / "run")!r})
+            for _ in range(5):
+                x = torch.randint(0, 10, (4, 6))
+                loss = torch.nn.functional.cross_entropy(model(x).view(-1, 10), x.view(-1))
+                loss.backward(); opt.step(); opt.zero_grad()
+            """
+        )
+    )
+    subprocess.run([sys.executable, str(script)], check=True)
+    log = read_loop_log(Workspace(tmp_path / "run"))
+    assert log is not None and log.closed is not None and log.last_step == 5
+    assert log.writer().startswith("train.py (PID")
+
+
+def test_model_outputs_are_read_in_every_usual_form():
+    logits, loss = torch.randn(2, 3, 5), torch.tensor(1.5)
+
+    class Out:
+        pass
+
+    obj = Out()
+    obj.logits, obj.loss = logits, loss
+    for output in [(logits, loss), [logits, loss], {"logits": logits, "loss": loss}, obj]:
+        got_logits, got_loss = probes.model_outputs(output)
+        assert got_logits is logits and got_loss is loss
+    assert probes.model_outputs(logits) == (logits, None)
+    assert probes.model_outputs("text") == (None, None)
+
+
+def test_loss_weight_reads_the_division_of_a_cross_entropy():
+    torch.manual_seed(0)
+    logits = torch.randn(4, 16, 11, requires_grad=True)
+    targets = torch.randint(0, 11, (4, 16))
+    rows = probes.sampled_rows(logits)
+    for scale, expected in [(1.0, 1.0), (0.25, 0.25), (3.0, 3.0)]:
+        logits.grad = None
+        (F.cross_entropy(logits.view(-1, 11), targets.view(-1)) * scale).backward()
+        weight, misfit, loss, share = probes.loss_weight(logits.grad, rows).tolist()
+        assert weight == pytest.approx(expected, rel=1e-4) and misfit < 1e-4 and share == 1.0
+    logits.grad = None
+    (F.cross_entropy(logits.view(-1, 11), targets.view(-1), reduction="sum")).backward()
+    assert probes.loss_weight(logits.grad, rows)[0].item() == pytest.approx(64, rel=1e-4)  # the token count
+    logits.grad = None
+    ((logits.softmax(-1) - 0.1) ** 2).mean().backward()  # not a cross-entropy
+    assert probes.loss_weight(logits.grad, rows)[1].item() > 0.25
+
+
+def test_watch_refuses_what_is_not_a_model_or_an_optimizer(tmp_path):
+    model = torch.nn.Linear(2, 2)
+    with pytest.raises(TypeError, match="torch.nn.Module"):
+        minigpt.watch("model", torch.optim.SGD(model.parameters(), lr=1), workspace=tmp_path)
+    with pytest.raises(TypeError, match="torch.optim.Optimizer"):
+        minigpt.watch(model, object(), workspace=tmp_path)
