@@ -59,7 +59,8 @@ def train_args(train_config: dict | None, defaults: dict[str, dict]) -> tuple[li
         value = train_config.get(key)
         if value is not None and value != defaults[preset].get(key):
             args += [flag, str(value)]
-    changed = f", changed: {' '.join(args[2:])}" if len(args) > 2 else ""
+    n = (len(args) - 2) // 2
+    changed = f" with {n} setting{'s' if n > 1 else ''} changed" if n else ""
     return args, f"the checkpoint's own settings: preset {preset}{changed}"
 
 

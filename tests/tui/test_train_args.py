@@ -21,7 +21,7 @@ def test_a_small_run_is_retrained_as_small_with_its_changed_settings():
     config = dict(DEFAULTS["small"], learning_rate=0.01, batch_size=4)
     args, origin = train_args(config, DEFAULTS)
     assert args == ["--preset", "small", "--lr", "0.01", "--batch-size", "4"]
-    assert origin == "the checkpoint's own settings: preset small, changed: --lr 0.01 --batch-size 4"
+    assert origin == "the checkpoint's own settings: preset small with 2 settings changed"
 
 
 def test_a_debug_run_with_preset_settings_gets_just_the_preset():
