@@ -103,7 +103,7 @@ class CharTokenizer:
                 path=path,
                 causes=["the file was truncated or written in another encoding", "it is another kind of file"],
             ) from None
-        data = parse_json(text, path=path, error=TokenizerError, what="a tokenizer")
+        data = parse_json(text, path=path, error=TokenizerError, what="a tokenizer", lead="Not a tokenizer: ")
         if not isinstance(data, dict) or not isinstance(data.get("chars"), list):
             found = type(data).__name__ if not isinstance(data, dict) else f"keys {sorted(data)[:8]}"
             raise TokenizerError(

@@ -93,7 +93,7 @@ def test_from_file_empty(tmp_path, content):
 def test_from_file_not_json(tmp_path, content):
     path = tmp_path / "tok.json"
     path.write_bytes(content)
-    with pytest.raises(TokenizerError, match="not valid UTF-8 JSON|Invalid JSON"):
+    with pytest.raises(TokenizerError, match="not valid UTF-8 JSON|invalid JSON"):
         CharTokenizer.from_file(path)
 
 

@@ -319,7 +319,7 @@ class CheckContext:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise ConfigError(f"--config {path}: cannot read a JSON model config ({exc})", path=path) from None
-        data = parse_json(text, path=path, error=ConfigError, what="a model config")  # any depth: no traceback
+        data = parse_json(text, path=path, error=ConfigError, what="a model config", lead="--config ")  # any depth
         if not isinstance(data, dict):
             raise ConfigError(
                 f"--config {path}: expected a JSON object of config fields, found {type(data).__name__}", path=path
