@@ -115,3 +115,33 @@ def test_loop_checks_skip_without_a_watched_run(tiny_workspace):
     for r in report.results:
         assert r.status is Status.SKIP
         assert "minigpt.watch" in r.summary
+
+
+def _torchrun_loop(run_dir, *extra):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    cmd += [str(root / "tests" / "fixtures" / "ddp_loop.py"), str(run_dir), *extra]
+    done = subprocess.run(
+        cmd, cwd=root, env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("same_seed", [False, True], ids=["per_rank_seeds", "same_seed"])
+def test_ddp_ranks_reading_the_same_data_fail_and_per_rank_seeds_pass(tmp_path, same_seed):
+    # GIVEN a DDP loop under torchrun with 2 gloo ranks, watched on both (rank 1 writes logs/ranks/)
+    _torchrun_loop(tmp_path / "run", *(["same_seed"] if same_seed else []))
+    report = loop_report(tmp_path / "run")
+    ranks = report.by_id()["loop_ranks_differ"]
+    others = {cid: s for cid, s in not_clean(report).items() if cid != "loop_ranks_differ"}
+    assert not others, others
+    if same_seed:
+        assert ranks.status is Status.FAIL and "same batches as rank 0" in ranks.summary
+    else:
+        assert ranks.status is Status.PASS, ranks.summary

@@ -82,7 +82,7 @@ class RunLog:
             if name in self._files:
                 self._line(name, {"kind": "error", "step": step, "message": message, "time": time.time()})
                 self._flush()
-        except (OSError, ValueError):
+        except Exception:  # noqa: BLE001  reporting must never raise into the user's loop
             pass
 
     def release(self) -> None:
@@ -99,7 +99,8 @@ class RunLog:
     def _line(self, name: str, record: dict) -> None:
         fh = self._files.get(name)
         if fh is not None:
-            fh.write(json.dumps(_finite(record), separators=(",", ":")) + "\n")
+            text = json.dumps(_finite(record), separators=(",", ":")) + "\n"
+            fh.write(text.encode("utf-8") if "b" in fh.mode else text)
 
     def _flush(self, sync: bool = False) -> None:
         for fh in self._files.values():

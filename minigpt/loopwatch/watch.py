@@ -464,7 +464,10 @@ class Watch:
             pass
         if self.log_writer is not None:
             self.log_writer.error(message, self.step)
-            self.log_writer.release()
+            try:
+                self.log_writer.release()
+            except Exception:  # noqa: BLE001  the watch is off; nothing may reach the user's loop
+                pass
 
     def _remove_hooks(self) -> None:
         for handle in self._handles:
