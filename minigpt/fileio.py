@@ -53,7 +53,7 @@ def os_error(exc: OSError, path: object = None, *, action: str = "write", kept: 
     code = exc.errno
     if named is None:  # the OS did not say which file: say so, never "?"
         return FileSystemError(
-            f"{_UNNAMED.get(code, 'Cannot')} {action} a file (the OS did not name it): {exc.strerror or exc}",
+            f"{_UNNAMED.get(code or 0, 'Cannot')} {action} a file (the OS did not name it): {exc.strerror or exc}",
             path=None,
             errno=code,
             causes=["free some space on the disk of the --workspace"] if code in _DISK_FULL else [],
