@@ -179,7 +179,17 @@ def _open_lock(path: Path) -> tuple[int, bool]:
     except FileSystemError as exc:
         if exc.errno != errno.EEXIST:
             raise
-    return open_regular(path, os.O_RDWR | os.O_CREAT, what="the workspace lock", action="lock"), False
+    fd = open_regular(path, os.O_RDWR | os.O_CREAT, what="the workspace lock", action="lock")
+    links = os.fstat(fd).st_nlink
+    if links > 1:  # a hard link to a file elsewhere: emptying the lock would empty that file too
+        os.close(fd)
+        raise UnsafePathError(
+            f"Refused to lock {path}: the workspace lock has {links} hard links, so another file shares its "
+            "content; minigpt empties and rewrites the lock and would change that file too",
+            path=path,
+            causes=[f"remove it (rm {path}): minigpt creates the lock itself"],
+        )
+    return fd, False
 
 
 def _same_file(fd: int, path: Path) -> bool:

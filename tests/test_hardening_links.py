@@ -268,3 +268,14 @@ def test_training_may_share_another_workspaces_data_by_a_link_but_prepare_may_no
     lock.acquire(b, "train").release()  # train only reads data/ and tokenizer/
     with pytest.raises(UnsafePathError, match="its data/ resolves to"):
         lock.acquire(b, "prepare")
+
+
+def test_a_lock_that_is_a_hard_link_to_another_file_is_refused_and_the_file_kept(tmp_path):
+    outside = tmp_path / "precious.txt"
+    outside.write_text("keep me\n")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    os.link(outside, ws / ".minigpt.lock")
+    with pytest.raises(UnsafePathError, match="2 hard links"):
+        lock.acquire(ws)
+    assert outside.read_text() == "keep me\n"
