@@ -5,6 +5,7 @@ and --allow-large; readers of logs bounded in line length and nesting, linear in
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 import torch
@@ -154,3 +155,11 @@ def test_an_os_error_that_names_no_file_says_so_instead_of_a_question_mark():
 
     message = os_error(OSError(errno.ENOSPC, "No space left on device")).message
     assert message.startswith("Disk full: could not write a file (the OS did not name it)") and "?" not in message
+
+
+def test_training_curve_names_a_metrics_log_that_is_a_fifo_without_opening_it(tiny_workspace, tmp_path):
+    fifo = tmp_path / "metrics.jsonl"
+    os.mkfifo(fifo)
+    opts = CheckOptions(workspace=tiny_workspace.root, checkpoint="none", metrics=fifo, skip_overfit=True)
+    result = run_checks(CheckContext(opts), only=["training_curve"]).by_id()["training_curve"]
+    assert result.status is Status.FAIL and f"Not a metrics log: {fifo} is a FIFO" in result.summary

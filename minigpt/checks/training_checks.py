@@ -136,7 +136,7 @@ def training_curve(ctx, run):
     path = ctx.inputs.metrics
     if is_tensorboard_path(path):
         log = read_tensorboard(path)
-    elif path.is_file():
+    elif path.is_file() or path.exists():  # a FIFO or device is named by read_metrics, never opened
         log = read_metrics(path)
     else:
         raise Outcome(Status.SKIP, f"no metrics log at {path} (train first, or pass --workspace/--metrics)")
