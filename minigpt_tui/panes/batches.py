@@ -74,7 +74,9 @@ class BatchesPane(VerticalScroll, RenderWhenShown, can_focus=True):
     def _draw(self, seed: int) -> None:
         """Worker thread: ctx.batch applies the injected fault, exactly as the batch_shift check sees it."""
         from minigpt.errors import MiniGPTError
+        from minigpt.threads import apply as apply_thread_policy
 
+        apply_thread_policy("checks")  # the check's own batch, so the checks' threads (set per thread)
         ctx = self.app.session.context
         try:
             from minigpt.checks.data_checks import DEBUG_BATCH_SIZE, _block

@@ -187,3 +187,30 @@ async def test_stop_says_stopped_and_a_new_run_clears_the_old_metrics_and_b_bars
         assert await _until(pilot, lambda: pane.reports["A"] is not None, 30)
         status = _text(pane, "#sampler-status")
         assert "stopped after" in status and "done" not in status
+
+
+async def test_generation_applies_the_thread_policy_in_its_worker_thread(demo_ws, monkeypatch):
+    import threading
+
+    from minigpt import threads
+
+    calls: list[tuple[str, bool]] = []
+    real = threads.apply
+    monkeypatch.setattr(
+        threads,
+        "apply",
+        lambda purpose, **kw: (
+            calls.append((purpose, threading.current_thread() is threading.main_thread())),
+            real(purpose, **kw),
+        )[1],
+    )
+    app = _app(demo_ws)
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = app.query_one(SamplerPane)
+        assert await _until(pilot, lambda: pane.chars is not None)
+        await _set(pilot, pane, "#A-max_new_tokens", "5")
+        assert await _until(pilot, lambda: not pane.errors["A"])
+        assert pane.generate(("A",))
+        assert await _until(pilot, lambda: pane.reports["A"] is not None, 60)
+    # OpenMP keeps the count per thread: set in the worker that generates, not on the UI thread
+    assert ("sample", False) in calls
