@@ -110,12 +110,13 @@ def holder(workspace: str | os.PathLike, *, refuse_unsafe: bool = False) -> Lock
 
 
 def _workspace_of(folder: Path, own_root: Path) -> Path | None:
-    """The workspace (other than `own_root`) that the resolved `folder` lies in, if any."""
-    for parent in (folder, *folder.parents):
+    """The workspace (other than `own_root`) into whose own write folders the resolved `folder`
+    leads, if any (a folder elsewhere under a workspace, say `other/runs/x`, collides with nothing)."""
+    for parent in folder.parents:
         if parent == own_root or parent in own_root.parents:
             return None  # inside our own workspace, or a folder above it
         if any(os.path.lexists(parent / marker) for marker in _MARKERS):
-            return parent
+            return parent if folder.relative_to(parent).parts[0] in WRITE_FOLDERS else None
     return None
 
 

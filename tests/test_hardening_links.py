@@ -279,3 +279,16 @@ def test_a_lock_that_is_a_hard_link_to_another_file_is_refused_and_the_file_kept
     with pytest.raises(UnsafePathError, match="2 hard links"):
         lock.acquire(ws)
     assert outside.read_text() == "keep me\n"
+
+
+def test_a_folder_linked_elsewhere_under_another_workspace_but_outside_its_folders_is_fine(tmp_path, tiny_workspace):
+    home = tiny_workspace.root  # a workspace (with a lock file) that also holds other things
+    lock.acquire(home).release()
+    (home / "runs" / "b-logs").mkdir(parents=True)
+    b = tmp_path / "b"
+    b.mkdir()
+    (b / "logs").symlink_to(home / "runs" / "b-logs")
+    lock.acquire(b, "train").release()
+    (b / "checkpoints").symlink_to(home / "checkpoints" / "nested")
+    with pytest.raises(UnsafePathError, match="checkpoints/ resolves to"):
+        lock.acquire(b, "train")
