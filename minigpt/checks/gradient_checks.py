@@ -10,7 +10,7 @@ import torch
 
 from . import adapter
 from .adamw import AdamW
-from .model_checks import _names, _shape_T
+from .model_checks import _embedding_module, _names, _shape_T
 from .registry import check
 from .result import Outcome, Status
 from .values import GradientsValues, OptimizerValues, UpdateRow
@@ -84,11 +84,66 @@ def gradients(ctx, run):
             causes=causes,
             fixes=["for n, p in model.named_parameters(): print(n, p.requires_grad, p.grad is None)"],
         )
+    _embedding_rows(ctx, model, x, {**values})
     tied = sum(1 for r in rows if r["tied_with"])
     return (
         f"{len(rows)} parameters all have finite nonzero gradients; global norm {global_norm:.3f}"
         + (f"; {tied} tied" if tied else "")
     ), values
+
+
+def _embedding_rows(ctx, model: torch.nn.Module, x: torch.Tensor, values: dict) -> None:
+    """Every token the batch holds must have an input-embedding row that can learn: looked up with
+    its own ID (not clamped, wrapped or remapped onto another row) and not the embedding's
+    padding_idx (whose row F.embedding never updates). A tied head hides both from the gradient
+    table: the head still gives every row a gradient."""
+    V = ctx.tokenizer.vocab_size
+    emb = _embedding_module(model, V)
+    if emb is None:
+        return
+    present = sorted(set(x.flatten().tolist()))
+    looked_up: list[torch.Tensor] = []
+    handle = emb.register_forward_hook(lambda _m, inp, _out: looked_up.append(inp[0].detach().flatten()))
+    try:
+        with torch.no_grad():
+            adapter.call(model, x)
+    finally:
+        handle.remove()
+    if not looked_up:
+        return  # the table is used another way (F.embedding on its weight): nothing to see here
+    seen = set(torch.cat(looked_up).tolist())
+    never = [t for t in present if t not in seen]
+    padding = getattr(emb, "padding_idx", None)  # nn.Embedding's, normalised to a non-negative ID
+    pad = int(padding) if padding is not None and int(padding) in present else None
+    if not never and pad is None:
+        return
+    tok = ctx.tokenizer
+
+    def named(ids: list[int]) -> str:
+        shown = ", ".join(f"{tok.decode([i])!r} (ID {i})" for i in ids[:6])
+        return shown + (f" and {len(ids) - 6} more" if len(ids) > 6 else "")
+
+    if pad is not None:
+        summary = f"embedding padding_idx={pad} is a real token, {named([pad])}: its input embedding never learns"
+        causes = ["nn.Embedding(V, C, padding_idx=...) copied from code with a pad token; this vocabulary has none"]
+        fixes = ["drop padding_idx (character vocabularies have no pad token), or add a pad ID outside the data"]
+    else:
+        summary = (
+            f"{len(never)} token(s) in the batch are never looked up in the embedding: {named(never)}; "
+            "their rows can never learn"
+        )
+        causes = [
+            "the IDs are clamped, wrapped (% n) or remapped before the lookup (a table smaller than the vocabulary?)",
+            "a lookup table built for another vocabulary",
+        ]
+        fixes = ["embed the IDs as they are: tok_emb = self.wte(idx), with nn.Embedding(vocab_size, n_embd)"]
+    raise Outcome(
+        Status.FAIL,
+        summary,
+        values={**values, "tokens_never_looked_up": never, "padding_idx": padding},
+        causes=causes,
+        fixes=fixes,
+    )
 
 
 @check(

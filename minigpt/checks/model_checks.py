@@ -123,7 +123,10 @@ def loss_matches_logits(ctx, run):
     expected = F.cross_entropy(flat, targets).item()
     own = loss.float().mean().item() if loss.numel() > 1 else loss.float().item()
     values: dict[str, Any] = {"model_loss": own, "cross_entropy_of_logits": expected, "loss_shape": list(loss.shape)}
-    if math.isfinite(own) and abs(own - expected) <= LOSS_TOLERANCE * (1 + abs(expected)):
+    dropped = _unscored_targets(model, x, y)
+    values.update(dropped or {})
+    matched = math.isfinite(own) and abs(own - expected) <= LOSS_TOLERANCE * (1 + abs(expected))
+    if matched and not (dropped and dropped["classes_never_scored"]):
         return f"model loss {own:.4f} = mean next-token cross-entropy of its logits {expected:.4f}", values
     # name the difference: each candidate is a loss bug we have seen in real model code
     candidates = {
@@ -133,10 +136,14 @@ def loss_matches_logits(ctx, run):
         DOUBLE_SHIFT: (F.cross_entropy(logits[:, :-1].float().reshape(-1, V), y[:, 1:].reshape(-1))),
         "reduction='sum' instead of the mean": F.cross_entropy(flat, targets, reduction="sum"),
         "summed over positions, averaged over the batch": F.cross_entropy(flat, targets, reduction="sum") / B,
-        "only the last position is scored": F.cross_entropy(logits[:, -1].float(), y[:, -1]),
+        ONLY_LAST: F.cross_entropy(logits[:, -1].float(), y[:, -1]),
         "the loss compares logits with the inputs instead of the targets": F.cross_entropy(flat, x.reshape(-1)),
     }
     matches = [why for why, value in candidates.items() if abs(own - value.item()) <= 1e-3 * (1 + abs(own))]
+    # the gradient is a measurement, a matching candidate a coincidence at 1e-3, unless it is one of
+    # the bugs that leave positions unscored themselves
+    if dropped and dropped["classes_never_scored"] and not set(matches) & UNSCORING:
+        _raise_unscored(ctx, dropped, y, values)
     values["explained_by"] = matches
     ratio = own / expected if expected else float("nan")
     raise Outcome(
@@ -155,6 +162,45 @@ def loss_matches_logits(ctx, run):
 
 
 DOUBLE_SHIFT = "the targets are shifted again inside forward (double shift: logits[:, :-1] vs targets[:, 1:])"
+ONLY_LAST = "only the last position is scored"
+UNSCORING = frozenset({DOUBLE_SHIFT, ONLY_LAST})  # candidates that leave positions unscored by themselves
+
+
+def _raise_unscored(ctx, dropped: dict, y: torch.Tensor, values: dict) -> None:
+    """A class of targets that never trains (the loss can be within a hair of the full mean)."""
+    classes = dropped["classes_never_scored"]
+    shown = ", ".join(f"{ctx.tokenizer.decode([c])!r} (ID {c})" for c in classes[:6])
+    raise Outcome(
+        Status.FAIL,
+        f"the loss ignores every target {shown}{' and more' if len(classes) > 6 else ''}: "
+        f"{dropped['positions_not_scored']} of {y.numel()} positions get no gradient, so those tokens never train",
+        values=values,
+        causes=[
+            "ignore_index set to a real token ID (a pad ID copied from other code)",
+            "a mask over the targets (targets != some_id) that drops real tokens",
+        ],
+        fixes=["score every position: F.cross_entropy(logits.view(-1, V), targets.view(-1)) with no ignore_index"],
+    )
+
+
+def _unscored_targets(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict | None:
+    """Which targets the model's own loss never scores: a position whose logits get exactly zero
+    gradient from the loss is not in it. Returns the count and the target IDs none of whose
+    positions is scored (a whole class that never trains); None when the returned logits are not
+    the ones the loss was computed from."""
+    with torch.enable_grad():
+        logits, loss = adapter.unpack(model(x, y))
+        if loss is None or not loss.requires_grad or not logits.requires_grad or logits.shape[:2] != y.shape:
+            return None
+        (grad,) = torch.autograd.grad(loss.float().sum(), logits, allow_unused=True)
+    if grad is None:
+        return None
+    scored = grad.abs().amax(dim=-1) > 0  # (B, T)
+    ids = y.flatten()
+    ever = torch.zeros(int(ids.max()) + 1, dtype=torch.bool, device=ids.device)
+    ever[ids[scored.flatten()]] = True
+    never = sorted({int(i) for i in ids[~scored.flatten()].tolist() if not ever[i]})
+    return {"positions_not_scored": int((~scored).sum()), "classes_never_scored": never}
 
 
 def _loss_fixes(model: nn.Module, matches: list[str]) -> list[str]:
@@ -279,6 +325,8 @@ def causal_independence(ctx, run):
     model.eval()
     values["first_leaking_position"] = min(leaks.values()) if leaks else None
     values["leaking_modes"] = sorted(leaks)
+    if not leaks:
+        _prefix_probe(model, x, values)
     if leaks:
         only_train = set(leaks) == {"train"}
         where = " (in train mode only)" if only_train else ""
@@ -311,6 +359,55 @@ def causal_independence(ctx, run):
         "no gradient to later inputs",
         values,
     )
+
+
+PREFIX_LENGTHS = (0.25, 0.5)  # prompts shorter than the context, as fractions of T
+
+
+def _prefix_probe(model: nn.Module, x: torch.Tensor, values: dict) -> None:
+    """A prompt shorter than the context must be embedded as it was in training: the logits of a
+    prefix alone equal the logits at the same positions inside the longer sequence (a causal
+    model's position t sees tokens 0..t only). Positions counted from the end (`pos[-T:]`), an
+    offset computed from the length, or a mask sized for the full context break it at every
+    length but the training one."""
+    T = x.shape[1]
+    with torch.no_grad():
+        full, _ = adapter.full_logits(model, x)
+        scale = 1e-4 * (1 + full.abs().max().item())
+        again, _ = adapter.full_logits(model, x)
+        if (again - full).abs().max().item() > scale:  # noise in eval mode would read as a mismatch
+            values["prefix_probe"] = "not run: two eval-mode passes differ (see eval_determinism)"
+            return
+        for frac in PREFIX_LENGTHS:
+            t = max(2, int(T * frac))
+            if t >= T:
+                continue
+            try:
+                alone, _ = adapter.full_logits(model, x[:, :t])
+            except (RuntimeError, ValueError, IndexError, AssertionError) as exc:  # a fixed-length model
+                values["prefix_probe"] = f"not run: forward on {t} tokens raised {type(exc).__name__}: {exc}"[:300]
+                return
+            diff = (alone[0, :t] - full[0, :t]).abs().amax(dim=-1)
+            bad = (diff > scale).nonzero().flatten()
+            if len(bad):
+                first = int(bad[0].item())
+                values.update(prefix_length=t, prefix_first_mismatch=first, prefix_max_change=diff.max().item())
+                raise Outcome(
+                    Status.FAIL,
+                    f"a {t}-token prompt is computed differently from the same {t} tokens inside a {T}-token "
+                    f"sequence (position {first} changes by {diff.max().item():.3g}): positions depend on the length",
+                    values=values,
+                    causes=[
+                        "positions counted from the end: pos_emb[-T:] or arange(block_size - T, block_size)",
+                        "a position offset or mask computed from the full context length instead of T",
+                        "padding added to the full length that attention does not mask out",
+                    ],
+                    fixes=[
+                        "pos = torch.arange(0, T); x = tok_emb + pos_emb[pos] (positions start at 0 for every length)",
+                        "slice buffers to the input: mask[:T, :T], rope_cache[:T]",
+                    ],
+                )
+    values["prefix_probe"] = f"prefixes of {', '.join(str(max(2, int(T * f))) for f in PREFIX_LENGTHS)} tokens agree"
 
 
 def _unzero(model: nn.Module) -> list[str]:
