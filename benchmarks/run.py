@@ -73,6 +73,56 @@ def train_tokens_per_s(data, vocab: int, shape: dict, batch: int, steps: int, re
     return steps * batch * shape["block_size"] / median_time(run_steps, reps)
 
 
+def watch_overhead(data, vocab: int, reps: int) -> dict:
+    """`minigpt.watch` at its default interval on the debug shape: the same nanoGPT-style step (batch,
+    forward, backward, clip, AdamW, zero_grad) with and without the watch. Blocks of `interval` (20)
+    steps, so each watched block holds one full reading and its flush, run in adjacent pairs in
+    alternating order; the overhead is the median of the pairs' time ratios (load that drifts over
+    the run cancels within a pair), with the quartiles as its spread."""
+    import minigpt
+
+    shape = {k: v for k, v in PRESETS["debug"].items() if k in MODEL_FIELDS}
+    batch, block, steps = PRESETS["debug"]["batch_size"], shape["block_size"], 20
+
+    def setup():
+        torch.manual_seed(0)
+        model = MiniGPT(MiniGPTConfig(vocab_size=vocab, **shape))
+        return model, torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def run_block(model, opt):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            x, y = get_batch(data, batch, block)
+            _, loss = model(x, y)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        return time.perf_counter() - t0
+
+    with tempfile.TemporaryDirectory() as run:
+        plain, watched = setup(), setup()
+        watch = minigpt.watch(*watched, workspace=run)
+        for _ in range(3):
+            run_block(*plain), run_block(*watched)  # warm-up (and past the watch's first three full readings)
+        ratios, plain_times = [], []
+        for i in range(reps * 30):
+            if i % 2 == 0:
+                t_plain, t_watched = run_block(*plain), run_block(*watched)
+            else:
+                t_watched, t_plain = run_block(*watched), run_block(*plain)
+            ratios.append(t_watched / t_plain)
+            plain_times.append(t_plain)
+        watch.close()
+    q1, median, q3 = statistics.quantiles(ratios, n=4)
+    return {
+        "watch_overhead": median - 1,
+        "watch_overhead_quartiles": [round(q1 - 1, 4), round(q3 - 1, 4)],
+        "watch_unwatched_step_ms": statistics.median(plain_times) / steps * 1e3,
+        "watch_pairs": len(ratios),
+    }
+
+
 def kv_cache_speedup(reps: int) -> dict:
     torch.manual_seed(0)
     cfg = MiniGPTConfig(vocab_size=137, block_size=256, embedding_dim=384, num_heads=6, num_layers=6, dropout=0.0)
@@ -481,6 +531,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", choices=["watch_overhead"], help="measure just this figure")
     args = parser.parse_args()
     reps = 3 if args.quick else 7
     torch.set_num_threads(max(1, torch.get_num_threads()))
@@ -490,6 +541,11 @@ def main() -> None:
         prep = prepare_workspace(source, ws)
         data, vocab = load_ids(ws.ids("train")), prep.vocab_size
         out = {"corpus": prep.source_kind, "torch": torch.__version__, "threads": torch.get_num_threads()}
+        out["load_average_1min"] = os.getloadavg()[0]
+        if args.only == "watch_overhead":
+            out.update(watch_overhead(data, vocab, reps))
+            print(json.dumps(out, indent=2))
+            return
 
         loop = median_time(lambda: get_batch_loop(data, 64, 256), reps * 20)
         vec = median_time(lambda: get_batch(data, 64, 256), reps * 20)
@@ -508,6 +564,7 @@ def main() -> None:
 
         out.update(kv_cache_speedup(max(2, reps // 2)))
         out.update(grad_stats_overhead(data, vocab, reps))
+        out.update(watch_overhead(data, vocab, reps))
         out.update(train_vs_recipe(ws, data, vocab))
 
         # the whole check suite on the debug shape with a short trained checkpoint, 300 overfit steps

@@ -101,7 +101,7 @@ def test_a_run_folder_in_use_is_refused_naming_the_holder(tmp_path, capsys):
 
 
 def test_run_folder_formats_are_the_trainers(tmp_path):
-    plain_loop(tmp_path / "run", steps=12, grads_every=10)
+    plain_loop(tmp_path / "run", steps=12, interval=10, grads_every=10)
     ws = Workspace(tmp_path / "run")
     log = read_metrics(ws.metrics)
     assert [p.step for p in log.points] == list(range(1, 13))

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 INPUT_NAMES = ("idx", "input_ids", "x", "inputs", "tokens")
 TARGET_NAMES = ("targets", "labels", "y", "target")
 FINGERPRINT_ELEMENTS = 4096  # IDs that enter a batch's fingerprint (evenly spaced)
-LOSS_ROWS = 256  # logits rows the loss-weight estimate reads (evenly spaced)
+LOSS_ROWS = 128  # logits rows the loss-weight estimate reads (evenly spaced)
 
 
 @dataclass
@@ -28,6 +28,11 @@ class ForwardInputs:
 
 def forward_inputs(args: tuple, kwargs: Mapping) -> ForwardInputs:
     """Token IDs and targets of a forward call, by position or by the usual names."""
+    if not kwargs and len(args) <= 2:  # the usual model(idx) / model(idx, targets): no name lookups
+        ids = args[0] if args and _is_ids(args[0]) else None
+        targets = args[1] if ids is not None and len(args) == 2 and _is_ids(args[1]) else None
+        if ids is not None or not args:
+            return ForwardInputs(ids, targets, "positional" if targets is not None else None)
     ids = next((kwargs[k] for k in INPUT_NAMES if _is_ids(kwargs.get(k))), None)
     rest = list(args)
     if ids is None and rest and _is_ids(rest[0]):
@@ -140,8 +145,8 @@ def loss_weight(grad: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     # c = -g_t / (1 - p_t) on every row; pooled with weights (1 - p_t), so rows the model already
     # predicts with certainty (0 / 0) do not decide it
     c = -(gt * has).sum() / ((1 - pt) * has).sum().clamp_min(1e-12)
-    fitted = c * (p - F.one_hot(t.squeeze(-1), V).to(p.dtype))
-    misfit_rows = (g - fitted).abs().sum(-1) / g.abs().sum(-1).clamp_min(1e-30)
+    residual = (g - c * p).scatter_add_(-1, t, c.expand(t.shape))  # g - c * (p - onehot), without the one-hot
+    misfit_rows = residual.abs().sum(-1) / g.abs().sum(-1).clamp_min(1e-30)
     n_has = has.sum().clamp_min(1)
     share = has.float().mean()
     weight = c * share * n_total

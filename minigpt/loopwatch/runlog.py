@@ -99,7 +99,9 @@ class RunLog:
     def _line(self, name: str, record: dict) -> None:
         fh = self._files.get(name)
         if fh is not None:
-            text = json.dumps(_finite(record), separators=(",", ":")) + "\n"
+            # the metrics log takes non-finite numbers as strings (as the trainer writes them); the
+            # loop log is ours and its reader takes JSON's NaN literals (and the records are large)
+            text = json.dumps(record if name == "loop" else _finite(record), separators=(",", ":")) + "\n"
             fh.write(text.encode("utf-8") if "b" in fh.mode else text)
 
     def _flush(self, sync: bool = False) -> None:

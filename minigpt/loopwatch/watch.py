@@ -38,7 +38,7 @@ from ..workspace import Workspace
 from . import probes
 from .runlog import RunLog
 
-PROBES = 3  # parameters whose gradients the backward hooks read
+PROBES = 1  # parameters whose gradients the backward hooks read (the first trainable one)
 DEEP_FIRST_STEPS = 3  # steps always read in full at the start
 
 
@@ -85,7 +85,7 @@ class Watch:
         *,
         scheduler: object | None = None,
         scaler: object | None = None,
-        interval: int = 10,
+        interval: int = 20,
         grads_every: int = 100,
         lock: bool = True,
         stderr=None,
@@ -115,6 +115,9 @@ class Watch:
         self._grad_norms: torch.Tensor | None = None
         self._logged_loss = False  # the user passes `loss=` to log(): the metrics take that
         self._model_loss_seen = False  # the model returns its loss: a logged `loss=` is kept apart
+        self._count_on_logits = False  # the probe parameter gets no gradient: count backwards at the logits
+        self._device_type = "cpu"
+        self._opt_params: list[torch.Tensor] = []
         self.rank, self.world_size = _rank_and_world()
         self.names = _param_names(model)
         self._window = _Window(deep=True)
@@ -242,8 +245,9 @@ class Watch:
         candidates = [p for p in m.parameters() if p.requires_grad and id(p) in in_opt]
         if not candidates:
             candidates = [p for p in m.parameters() if p.requires_grad]
-        picks = sorted({0, len(candidates) // 2, len(candidates) - 1}) if candidates else []
-        self._probes = [candidates[i] for i in picks][:PROBES]
+        self._probes = candidates[:PROBES]
+        self._device_type = candidates[0].device.type if candidates else "cpu"
+        self._opt_params = [p for g in opt.param_groups for p in g["params"]]
         for i, p in enumerate(self._probes):
             self._handles.append(p.register_hook(self._guard(self._before_accumulate(i, p))))
             self._handles.append(p.register_post_accumulate_grad_hook(self._guard(self._after_accumulate(i))))
@@ -263,19 +267,20 @@ class Watch:
     # --- hooks ---------------------------------------------------------------------------------
 
     def _on_forward_pre(self, module, args, kwargs) -> None:
-        device_type = _device_type(self._probes[0] if self._probes else None)
+        device_type = self._device_type
         autocast = None
         if torch.is_autocast_enabled(device_type):
             autocast = str(torch.get_autocast_dtype(device_type)).replace("torch.", "")
         fwd = _Forward(module.training, torch.is_grad_enabled(), autocast)
+        self._window.forwards.append(fwd)
         inputs = probes.forward_inputs(args, kwargs)
         if inputs.ids is not None:
             fwd.tokens = inputs.ids.numel()
-            fwd.fingerprint = self._fingerprint(inputs.ids)
-            if inputs.targets is not None:
-                fwd.relation = probes.target_relation(inputs.ids, inputs.targets)
-                fwd.target_name = inputs.target_name
-        self._window.forwards.append(fwd)
+            if self._window.deep:  # batches and targets are read at full readings (every `interval` steps)
+                fwd.fingerprint = self._fingerprint(inputs.ids)
+                if inputs.targets is not None:
+                    fwd.relation = probes.target_relation(inputs.ids, inputs.targets)
+                    fwd.target_name = inputs.target_name
 
     def _on_forward(self, module, args, kwargs, output) -> None:
         if not self._window.forwards:
@@ -290,8 +295,8 @@ class Watch:
             sentinel = _Sentinel()
             anchor.grad_fn.metadata["minigpt.watch"] = sentinel  # type: ignore[index]  # a dict (Node.metadata)
             self._graphs.append((self.step + 1, weakref.ref(sentinel)))
-        if logits is not None and logits.requires_grad:
-            window = self._window
+        window = self._window
+        if logits is not None and logits.requires_grad and (window.deep or self._count_on_logits):
             if window.deep:
                 fwd.rows = probes.sampled_rows(logits)
 
@@ -344,7 +349,9 @@ class Watch:
     def _at_step(self, w: _Window) -> None:
         """Read the gradients as the update will see them (after clipping and unscaling)."""
         rec: dict[str, Any] = {"lrs": [_float(g.get("lr")) for g in self.optimizer.param_groups]}
-        opt_params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        if sum(len(g["params"]) for g in self.optimizer.param_groups) != len(self._opt_params):
+            self._opt_params = [p for g in self.optimizer.param_groups for p in g["params"]]  # a group was added
+        opt_params = self._opt_params
         grads = [p.grad for p in opt_params if p.grad is not None]
         rec["grads_present"] = len(grads)
         step = self.step + 1
@@ -418,6 +425,7 @@ class Watch:
         losses = [f.loss for f in train if f.loss is not None]
         record["loss"] = torch.stack(losses).float().mean() if losses else None
         if w.deep:
+            self._count_on_logits = w.backwards == 0 and w.logit_backwards > 0
             record["memory"], record["memory_source"] = _memory(self._probes[0] if self._probes else None)
         self._graphs = [(s, r) for s, r in self._graphs if r() is not None]
         record["old_graphs_alive"] = sum(1 for s, _ in self._graphs if s <= step - 2)
@@ -536,10 +544,6 @@ def _param_names(model: nn.Module) -> dict[int, str]:
     for name, p in model.named_parameters():
         names.setdefault(id(p), name)
     return names
-
-
-def _device_type(p: torch.Tensor | None) -> str:
-    return p.device.type if p is not None else "cpu"
 
 
 def _memory(p: torch.Tensor | None) -> tuple[int | None, str | None]:
