@@ -62,6 +62,7 @@ def header_subtitle(width: int, title: str, fault: str | None, checkpoint: str, 
 
 
 JUDGED_POLL_S = 2.0  # how often the judged checkpoint is stat-ed (two stat calls: cheap)
+LOOP_RECHECK_S = 10.0  # a watched loop's log that grew is re-judged this often (the loop checks read logs only)
 
 
 def judged_change(judged, stat=os.stat) -> str | None:
@@ -182,7 +183,8 @@ class MiniGPTApp(App):
     def needs_setup(self) -> bool:
         if self.demo_mode:
             return not demo.is_ready(self.workspace.root)
-        return not self.workspace.tokenizer.is_file()
+        # a watched loop's folder (`minigpt.watch`) has logs but no tokenizer: open it as it is
+        return not self.workspace.tokenizer.is_file() and not self.workspace.loop_log.is_file()
 
     # -- layout -----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -197,6 +199,8 @@ class MiniGPTApp(App):
         self._update_title()
         self.call_after_refresh(self._first_paint)
         self.set_interval(JUDGED_POLL_S, self._check_judged_files)
+        self._loop_log_size: int | None = None
+        self.set_interval(LOOP_RECHECK_S, self._recheck_watched_loop)
         if not self.needs_setup:
             self.call_after_refresh(self._focus_pane, "checks")
             # torch work starts once the first frame is out: its import holds the GIL for ~2 s
@@ -445,6 +449,25 @@ class MiniGPTApp(App):
         checks = self.panes.get("checks")
         if checks is not None:
             checks.mark_stale(f"the checkpoint these results judged was {change} since")
+
+    def _recheck_watched_loop(self) -> None:
+        """A loop that `minigpt.watch` records is re-judged as it goes: the loop checks and the curve,
+        when its log grew since the last look."""
+        if not self.panes or self.session.last_report is None or self._checks_running():
+            return
+        try:
+            size = self.workspace.loop_log.stat().st_size
+        except OSError:
+            return
+        if self._loop_log_size is None:
+            self._loop_log_size = size  # the first look: the checks just read it
+            return
+        if size == self._loop_log_size:
+            return
+        self._loop_log_size = size
+        from minigpt.checks import catalog
+
+        self.run_checks(only=[cid for cid, info in catalog().items() if info.stage == "loop"] + ["training_curve"])
 
     def _checks_running(self) -> bool:
         return any(w.group == "checks" and not w.is_finished for w in self.workers)
