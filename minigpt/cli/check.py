@@ -19,7 +19,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--model",
         dest="model_spec",
         metavar="SPEC",
-        help="your model: FILE.py:CLASS[:CONFIG] or package.module:CLASS[:CONFIG]",
+        help="your model: FILE.py:CLASS[:CONFIG], package.module:CLASS[:CONFIG] (transformers:CLASS:CONFIG) or hf:PATH",
     )
     p.add_argument("--config", dest="config_path", help="model config JSON, used when there is no checkpoint")
     p.add_argument(
