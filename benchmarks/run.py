@@ -11,7 +11,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
+import shlex
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -123,7 +127,19 @@ def watch_overhead(data, vocab: int, reps: int) -> dict:
     }
 
 
+def _spread(key: str, values: list[float]) -> dict:
+    """`key`: the median of `values`; `key_min_max`: their spread; `key_repetitions`: how many."""
+    return {
+        key: statistics.median(values),
+        f"{key}_min_max": [round(min(values), 4), round(max(values), 4)],
+        f"{key}_repetitions": len(values),
+    }
+
+
 def kv_cache_speedup(reps: int) -> dict:
+    """Greedy generation of 250 tokens with the KV cache and with full recomputation, timed in
+    adjacent pairs (alternating which goes first, so load that drifts hits both alike); the
+    speedup is the median of the pairs' ratios, at least 5 pairs, with their min/max."""
     torch.manual_seed(0)
     cfg = MiniGPTConfig(vocab_size=137, block_size=256, embedding_dim=384, num_heads=6, num_layers=6, dropout=0.0)
     model = MiniGPT(cfg).eval()
@@ -131,16 +147,26 @@ def kv_cache_speedup(reps: int) -> dict:
     settings = SamplerSettings(temperature=0.0, max_new_tokens=250)
     outs = {}
 
-    def run(cache: bool):
+    def timed(cache: bool) -> float:
+        t0 = time.perf_counter()
         outs[cache] = generate(model, prompt, settings, use_cache=cache)
+        return time.perf_counter() - t0
 
-    cached = median_time(lambda: run(True), reps)
-    full = median_time(lambda: run(False), reps)
+    timed(True), timed(False)  # warm-up
+    ratios, cached, full = [], [], []
+    for i in range(max(5, reps)):
+        if i % 2 == 0:
+            c, f = timed(True), timed(False)
+        else:
+            f, c = timed(False), timed(True)
+        ratios.append(f / c)
+        cached.append(c)
+        full.append(f)
     assert outs[True] == outs[False], "KV cache changed the greedy output"
     return {
-        "kv_cache_speedup": full / cached,
-        "generate_tokens_per_s_cached": 250 / cached,
-        "generate_tokens_per_s_recompute": 250 / full,
+        **_spread("kv_cache_speedup", ratios),
+        "generate_tokens_per_s_cached": 250 / statistics.median(cached),
+        "generate_tokens_per_s_recompute": 250 / statistics.median(full),
     }
 
 
@@ -176,11 +202,13 @@ def grad_stats_overhead(data, vocab: int, reps: int) -> dict:
         grad_rows(named, {id(p): host[i] for i, (_, p) in enumerate(named)}, host[len(named) :])
 
     step()
-    step_s = median_time(step, reps * 10)
-    return {
-        "grad_stats_overhead": median_time(stats, reps * 10) / step_s,
-        "grad_table_share_of_step": median_time(lambda: grad_table(model), reps * 10) / step_s,
-    }
+    # repetitions of (10 steps, 10 stats): each a ratio of medians over adjacent blocks
+    shares, table_shares = [], []
+    for _ in range(max(5, reps)):
+        step_s = median_time(step, 10)
+        shares.append(median_time(stats, 10) / step_s)
+        table_shares.append(median_time(lambda: grad_table(model), 10) / step_s)
+    return {**_spread("grad_stats_overhead", shares), "grad_table_share_of_step": statistics.median(table_shares)}
 
 
 class RecipeGPT(torch.nn.Module):
@@ -489,32 +517,176 @@ def check_suite_with_a_busy_neighbour(root: Path) -> dict:
     return out
 
 
+BARE_APP = Path(__file__).with_name("bare_app.py")
+CLOCK = re.compile(r"\b\d\d:\d\d\b")  # the inspector's header shows the time: a minute ticking over is no frame
+
+
+def _screen(session: str) -> str:
+    done = subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True)
+    return CLOCK.sub("", done.stdout)
+
+
+def _tab_bar_drawn(screen: str) -> bool:
+    return "1 Checks" in screen or "Checks" in screen and "Sampler" in screen
+
+
+def _tmux_start(session: str, command: str) -> float:
+    """Start `command` in a detached 80x24 tmux session; returns the time just before."""
+    t0 = time.perf_counter()
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "80", "-y", "24", command], check=True)
+    return t0
+
+
+def _tmux_first_frame(command: str, session: str) -> float | None:
+    """Seconds from starting `command` in tmux to the tab bar on its screen (polled every 10 ms);
+    the session is killed at once."""
+    t0 = _tmux_start(session, command)
+    try:
+        while time.perf_counter() - t0 < 30:
+            if _tab_bar_drawn(_screen(session)):
+                return time.perf_counter() - t0
+            time.sleep(0.01)
+        return None
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+def _still_screen(session: str, still_s: float = 0.15, limit_s: float = 5.0) -> str:
+    """The screen once it has not changed for `still_s` (or after `limit_s`)."""
+    t0 = changed = time.perf_counter()
+    screen = _screen(session)
+    while time.perf_counter() - t0 < limit_s:
+        time.sleep(0.02)
+        now = _screen(session)
+        if now != screen:
+            screen, changed = now, time.perf_counter()
+        elif time.perf_counter() - changed >= still_s:
+            break
+    return screen
+
+
+def _content(screen: str) -> list[str]:
+    """The rows below the tab bar and its underline, less the last (the inspector's footer)."""
+    lines = screen.splitlines()
+    bar = next((i for i, line in enumerate(lines) if _tab_bar_drawn(line)), 0)
+    return lines[bar + 2 : -1]
+
+
+def _key_to_changed_screen_ms(session: str, key: str) -> tuple[float | None, float | None]:
+    """From `tmux send-keys` to the first capture that differs from the still screen before it,
+    and to the first whose pane content (below the tab bar) differs (ms; None: not within 10 s)."""
+    before = _still_screen(session)
+    t0 = time.perf_counter()
+    subprocess.run(["tmux", "send-keys", "-t", session, key], check=True)
+    first = None
+    while time.perf_counter() - t0 < 10:
+        now = _screen(session)
+        if now != before:
+            first = first or 1000 * (time.perf_counter() - t0)
+            if _content(now) != _content(before):
+                return first, 1000 * (time.perf_counter() - t0)
+        time.sleep(0.002)
+    return first, None
+
+
+def _inspector_command(root: Path) -> str:
+    exe = Path(sys.executable).with_name("minigpt-tui")
+    return f"{shlex.quote(str(exe))} --workspace {shlex.quote(str(root))} --skip-overfit"
+
+
 def first_frame_seconds(root: Path, reps: int) -> dict:
     """From starting `minigpt-tui` in an 80x24 tmux window to its first frame on the screen (the
-    tab bar drawn), median of `reps` starts; each is quit with q at once. Needs tmux."""
-    import shutil
-    import subprocess
-    import sys
-
+    tab bar drawn), median of `reps` starts; each is killed at once. Needs tmux."""
     if shutil.which("tmux") is None:
         return {"first_frame_seconds": None}
-    exe = str(Path(sys.executable).with_name("minigpt-tui"))
-    times = []
-    for i in range(reps):
-        session = f"bench-first-frame-{os.getpid()}-{i}"
+    command = _inspector_command(root)
+    times = [_tmux_first_frame(command, f"bench-first-frame-{os.getpid()}-{i}") for i in range(reps)]
+    measured = [t for t in times if t is not None]
+    return {"first_frame_seconds": statistics.median(measured) if measured else None}
+
+
+def ui_vs_bare(root: Path, reps: int, neighbour: bool = False) -> dict:
+    """minigpt-tui on `root` and the bare seven-tab Textual app (benchmarks/bare_app.py), measured
+    the same way in 80x24 tmux windows. First frame: process start to the tab bar on the screen,
+    `reps` starts each, alternating which app goes first. Pane switch: `tmux send-keys` of a pane
+    key (2..7, 1) to the first screen capture that differs from the still screen before it; both
+    apps open side by side (the inspector once its checks are done), `reps` cycles of seven keys,
+    one cycle per app in turn; `pane_switch_content_*`: to the first capture whose rows below the
+    tab bar differ (the first changed screen is often the tab underline alone). Ratios:
+    inspector / bare, the switch ratios on the p95.
+    neighbour=True: a CPU-bound process on every core throughout (keys end in `_busy_neighbour`)."""
+    if shutil.which("tmux") is None:
+        return {"ui_vs_bare": None}
+    from minigpt.threads import usable_cpus
+
+    commands = {
+        "inspector": _inspector_command(root),
+        "bare": f"{shlex.quote(sys.executable)} {shlex.quote(str(BARE_APP))}",
+    }
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in usable_cpus()] if neighbour else []
+    first: dict[str, list[float]] = {"inspector": [], "bare": []}
+    switches: dict[str, list[float]] = {"inspector": [], "bare": []}
+    contents: dict[str, list[float]] = {"inspector": [], "bare": []}  # key to the pane's content drawn
+    lost = {"inspector": 0, "bare": 0}
+    sessions = {name: f"bench-{name}-{os.getpid()}" for name in commands}
+    try:
+        time.sleep(1.0 if busy else 0)
+        for i in range(reps):
+            for name in ("inspector", "bare") if i % 2 == 0 else ("bare", "inspector"):
+                t = _tmux_first_frame(commands[name], f"{sessions[name]}-first-{i}")
+                if t is not None:
+                    first[name].append(t)
+        for name, command in commands.items():
+            _tmux_start(sessions[name], command)
         t0 = time.perf_counter()
-        subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "80", "-y", "24",
-                        f"{exe} --workspace {root} --skip-overfit"], check=True)  # fmt: skip
-        try:
-            while time.perf_counter() - t0 < 30:
-                screen = subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True)
-                if "1 Checks" in screen.stdout or "Checks" in screen.stdout and "Sampler" in screen.stdout:
-                    times.append(time.perf_counter() - t0)
-                    break
-                time.sleep(0.01)
-        finally:
+        while time.perf_counter() - t0 < 180 and "done in" not in _screen(sessions["inspector"]):
+            time.sleep(0.1)  # the checks finished: what a user switches panes in
+        for i in range(reps):
+            for name in ("inspector", "bare") if i % 2 == 0 else ("bare", "inspector"):
+                for key in "2345671":
+                    ms, content_ms = _key_to_changed_screen_ms(sessions[name], key)
+                    if ms is None:
+                        lost[name] += 1
+                    else:
+                        switches[name].append(ms)
+                    if content_ms is not None:
+                        contents[name].append(content_ms)
+    finally:
+        for session in sessions.values():
             subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
-    return {"first_frame_seconds": statistics.median(times) if times else None}
+        for proc in busy:
+            proc.kill()
+            proc.wait()
+    suffix = "_busy_neighbour" if neighbour else ""
+    out: dict = {}
+    for name in commands:
+        if first[name]:
+            out.update({k + f"_{name}{suffix}": v for k, v in _spread("first_frame_seconds", first[name]).items()})
+        if switches[name]:
+            out[f"pane_switch_ms_p95_tmux_{name}{suffix}"] = _p95(switches[name])
+            out[f"pane_switch_ms_median_tmux_{name}{suffix}"] = statistics.median(switches[name])
+            out[f"pane_switch_ms_min_max_tmux_{name}{suffix}"] = [
+                round(min(switches[name]), 1),
+                round(max(switches[name]), 1),
+            ]
+        if contents[name]:
+            out[f"pane_switch_content_ms_p95_tmux_{name}{suffix}"] = _p95(contents[name])
+            out[f"pane_switch_content_ms_median_tmux_{name}{suffix}"] = statistics.median(contents[name])
+        out[f"pane_switch_presses_{name}{suffix}"] = len(switches[name])
+        out[f"pane_switch_lost_presses_{name}{suffix}"] = lost[name]
+    if first["inspector"] and first["bare"]:
+        out[f"first_frame_ratio_vs_bare{suffix}"] = statistics.median(first["inspector"]) / statistics.median(
+            first["bare"]
+        )
+    if switches["inspector"] and switches["bare"]:
+        out[f"pane_switch_ratio_vs_bare{suffix}"] = _p95(switches["inspector"]) / _p95(switches["bare"])
+        out[f"pane_switch_median_ratio_vs_bare{suffix}"] = statistics.median(switches["inspector"]) / statistics.median(
+            switches["bare"]
+        )
+    if contents["inspector"] and contents["bare"]:
+        out[f"pane_switch_content_ratio_vs_bare{suffix}"] = _p95(contents["inspector"]) / _p95(contents["bare"])
+    out[f"ui_vs_bare_load_average{suffix}"] = os.getloadavg()[0]
+    return out
 
 
 def demo_build_seconds(tmp: Path) -> dict:
@@ -527,11 +699,19 @@ def demo_build_seconds(tmp: Path) -> dict:
     return {"demo_build_seconds": time.perf_counter() - t0, "demo_steps": DEMO_STEPS}
 
 
+ONLY = ["watch_overhead", "ui_vs_bare", "ui_vs_bare_busy_neighbour", "kv_cache_speedup", "grad_stats_overhead"]
+
+
+def train_briefly(ws: Workspace) -> None:
+    """A short trained checkpoint and metrics log: what the check suite and the UI figures open."""
+    Trainer(ws, TrainConfig.from_preset("debug", max_steps=100, eval_interval=50, device="cpu")).run()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--only", choices=["watch_overhead"], help="measure just this figure")
+    parser.add_argument("--only", choices=ONLY, help="measure just this figure (and the load average)")
     args = parser.parse_args()
     reps = 3 if args.quick else 7
     torch.set_num_threads(max(1, torch.get_num_threads()))
@@ -542,9 +722,18 @@ def main() -> None:
         data, vocab = load_ids(ws.ids("train")), prep.vocab_size
         out = {"corpus": prep.source_kind, "torch": torch.__version__, "threads": torch.get_num_threads()}
         out["load_average_1min"] = os.getloadavg()[0]
-        if args.only == "watch_overhead":
-            out.update(watch_overhead(data, vocab, reps))
-            print(json.dumps(out, indent=2))
+        if args.only is not None:
+            if args.only.startswith("ui_vs_bare"):
+                train_briefly(ws)
+                out.update(ui_vs_bare(ws.root, reps, neighbour=args.only.endswith("busy_neighbour")))
+            elif args.only == "watch_overhead":
+                out.update(watch_overhead(data, vocab, reps))
+            elif args.only == "kv_cache_speedup":
+                out.update(kv_cache_speedup(reps))
+            elif args.only == "grad_stats_overhead":
+                out.update(grad_stats_overhead(data, vocab, reps))
+            out["load_average_1min_at_end"] = os.getloadavg()[0]
+            emit(out, args.json)
             return
 
         loop = median_time(lambda: get_batch_loop(data, 64, 256), reps * 20)
@@ -562,13 +751,13 @@ def main() -> None:
         ref = dict(block_size=64, embedding_dim=128, num_heads=4, num_layers=4, expansion_factor=4, dropout=0.0)
         out["train_tokens_per_s_4x128_block64_batch12"] = train_tokens_per_s(data, vocab, ref, 12, 20, reps)
 
-        out.update(kv_cache_speedup(max(2, reps // 2)))
+        out.update(kv_cache_speedup(reps))
         out.update(grad_stats_overhead(data, vocab, reps))
         out.update(watch_overhead(data, vocab, reps))
         out.update(train_vs_recipe(ws, data, vocab))
 
         # the whole check suite on the debug shape with a short trained checkpoint, 300 overfit steps
-        Trainer(ws, TrainConfig.from_preset("debug", max_steps=100, eval_interval=50, device="cpu")).run()
+        train_briefly(ws)
         t0 = time.perf_counter()
         report = run_checks(CheckContext(CheckOptions(workspace=ws.root, device="cpu", overfit_steps=300)))
         out["check_suite_seconds"] = time.perf_counter() - t0
@@ -579,11 +768,18 @@ def main() -> None:
         out.update(check_suite_with_a_busy_neighbour(ws.root))
         out.update(tui_latency(ws.root, reps))
         out.update(first_frame_seconds(ws.root, reps))
+        out.update(ui_vs_bare(ws.root, reps))
+        out.update(ui_vs_bare(ws.root, reps, neighbour=True))
         out.update(demo_build_seconds(Path(tmp)))  # the UI on the same trained workspace
     # memory bounds, each in its own interpreter (--quick: smaller inputs, keys name the size)
     out.update(prepare_memory(100 if args.quick else 500))
     out.update(metrics_read(40 if args.quick else 200))
-    if args.json:
+    out["load_average_1min_at_end"] = os.getloadavg()[0]
+    emit(out, args.json)
+
+
+def emit(out: dict, as_json: bool) -> None:
+    if as_json:
         print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in out.items()}, indent=2))
     else:
         for k, v in out.items():
