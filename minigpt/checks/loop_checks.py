@@ -41,9 +41,10 @@ def _log(ctx, need_steps: int = MIN_STEPS) -> LoopLog:
     if log is None:
         raise Outcome(Status.SKIP, f"no watched loop in {ws.root} (logs/loop.jsonl): {WATCH_HINT}")
     if len(log.steps) < need_steps:
+        why = f" ({log.errors[0].get('message', '')})" if log.errors else ""
         raise Outcome(
             Status.SKIP,
-            f"{log.writer()}: {len(log.steps)} optimizer step(s) recorded, this check needs {need_steps}",
+            f"{log.writer()}: {len(log.steps)} optimizer step(s) recorded, this check needs {need_steps}{why}",
         )
     return log
 

@@ -45,7 +45,10 @@ class LoopLog:
     def writer(self) -> str:
         h = self.header
         script = Path(str(h.get("script", "?"))).name
-        state = "closed" if self.closed else ("running" if self.writer_alive else "not closed (killed?)")
+        if self.errors:
+            state = f"the watch turned itself off at step {self.errors[0].get('step', '?')}"
+        else:
+            state = "closed" if self.closed else ("running" if self.writer_alive else "not closed (killed?)")
         return f"{script} (PID {h.get('pid', '?')}, {state})"
 
 

@@ -303,6 +303,9 @@ class Watch:
             def on_logits_grad(grad, fwd=fwd, window=window):
                 fwd.backwarded = True
                 window.logit_backwards += 1
+                if grad is None:  # torch.compile'd graphs can call output hooks without a gradient
+                    fwd.rows = None
+                    return
                 if fwd.rows is not None and window is self._window:
                     window.weights.append(probes.loss_weight(grad, fwd.rows))
                     fwd.rows = None  # free it: one backward per forward is what loops do
