@@ -600,10 +600,35 @@ class MiniGPTApp(App):
         text = f"{event.worker.name or event.worker.group} failed: {type(error).__name__}: {error}"
         self.log.error(text)
         self.notify(text, title="error", severity="error", timeout=10, markup=False)
-        if event.worker.group == "demo" and isinstance(self.screen, DemoSetupScreen):
-            self.pop_screen()
+        if event.worker.group == "demo":
+            self._demo_failed(error)
+            return
         if event.worker.group == "checks" and "checks" in self.panes:
             self.panes["checks"].query_one("#checks-status").update(f"check run failed: {type(error).__name__}")
+
+    def _demo_failed(self, error: BaseException) -> None:
+        """The demo could not be built (an unusable cache folder, a full disk): say where and why in a
+        dialog that stays until answered, never a toast over a blank "checking…" screen."""
+        if isinstance(self.screen, DemoSetupScreen):
+            self.pop_screen()
+        message = getattr(error, "message", None)
+        if message is None and isinstance(error, OSError):
+            from minigpt.fileio import os_error
+
+            message = os_error(error, error.filename).message  # classified by errno, with its path
+        message = message or f"{type(error).__name__}: {error}"
+        self.checkpoint_label = "demo not built"
+        self._update_title()
+        self.push_screen(
+            ConfirmScreen(
+                f"Could not build the demo workspace in {self.workspace.root}:\n\n{message}\n\n"
+                "Point XDG_CACHE_HOME at a writable folder, or open a workspace of your own with "
+                "minigpt-tui --workspace DIR.",
+                yes="Quit",
+                no="Stay",
+            ),
+            lambda quit_now: self.exit() if quit_now else None,
+        )
 
     def stop_threads(self) -> None:
         """Tell every thread to stop at its next check: a thread that ignores cancel keeps the process alive."""

@@ -323,3 +323,23 @@ def test_judged_change_names_a_rewritten_or_missing_checkpoint(tmp_path):
     path.unlink()
     assert judged_change(same) == "moved away"
     assert judged_change(None) is None
+
+
+async def test_a_demo_that_cannot_be_built_says_where_and_why_and_stays(tmp_path, make_app, monkeypatch):
+    # GIVEN a cache folder that cannot hold the demo (a file stands where its folder must be)
+    from minigpt_tui import demo
+
+    blocker = tmp_path / "cache"
+    blocker.write_text("not a folder")
+    monkeypatch.setattr(demo, "demo_dir", lambda: blocker / "demo")
+    app = make_app(blocker / "demo", demo_mode=True)
+    async with app.run_test(size=SIZE) as pilot:
+        # THEN a dialog names the folder and the cause, and stays until answered
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), 60, "the failure dialog")
+        text = str(app.screen.question)
+        assert str(blocker / "demo") in text and "Not a directory" in text and "XDG_CACHE_HOME" in text
+        await pilot.pause(0.5)
+        assert isinstance(app.screen, ConfirmScreen) and app.is_running
+        await pilot.press("y")  # Quit
+        await pilot.pause()
+        assert not app.is_running
