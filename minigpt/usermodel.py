@@ -35,9 +35,17 @@ class ModelSpec:
         """hf:PATH: the model config saved in the folder, as the dict the factory takes."""
         if self.folder is None:
             return None
-        import json
+        from .fileio import os_error
+        from .jsonsafe import parse_json
 
-        data = json.loads((self.folder / "config.json").read_text(encoding="utf-8"))
+        path = self.folder / "config.json"
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise os_error(exc, path, action="read") from None
+        data = parse_json(raw, path=path, error=ModelSpecError, lead="Not a Hugging Face model config: ")
+        if not isinstance(data, dict):
+            raise ModelSpecError(f"Not a Hugging Face model config: {path} holds {type(data).__name__}, not an object")
         fields = self.config_fields
         return {k: v for k, v in data.items() if fields is None or k in fields}
 
@@ -171,6 +179,12 @@ def _load_hf_folder(spec: str, folder: str) -> ModelSpec:
             path=path,
             causes=["PATH is the folder model.save_pretrained(PATH) wrote (config.json + model.safetensors)"],
         )
+    from .jsonsafe import parse_json
+
+    try:  # JSON of any depth is a typed error here, before transformers' own reader sees it
+        parse_json(config_file.read_bytes(), path=config_file, error=ModelSpecError, lead=f"--model {spec}: ")
+    except OSError as exc:
+        raise ModelSpecError(f"--model {spec}: cannot read {config_file}: {exc.strerror}", path=path) from None
     try:
         import transformers
     except ImportError:
