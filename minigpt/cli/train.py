@@ -156,6 +156,9 @@ def _train(args: argparse.Namespace, cfg: TrainConfig, overrides: dict, world: W
         TimeRemainingColumn(),
         console=console,
         disable=args.quiet or not world.is_main,
+        # the ETA from the rate over the last 10 minutes, evaluations and checkpoints included: over
+        # rich's default 30 s it jumped at every evaluation (seen in the first-hour session, issue 19)
+        speed_estimate_period=600.0,
     )
     task = progress.add_task("train", total=cfg.max_steps, info="")
     state = {"val": "-"}
