@@ -28,6 +28,7 @@ from .errors import CheckpointError, ConfigError, ModelSpecError
 from .fileio import atomic_torch_save, describe_size, lfs_pointer_message, os_error, read_head, stat_input
 from .memory import FLOAT_BYTES, minigpt_numel, require_fits
 from .model import MiniGPT, MiniGPTConfig
+from .nanogpt import GPT, GPTConfig
 
 KEY_PREFIXES = ("_orig_mod.", "module.")  # written by torch.compile and DistributedDataParallel
 ModelFactory = Callable[[dict], nn.Module]
@@ -37,8 +38,6 @@ MINIGPT_CLASS = "minigpt.model.MiniGPT"
 
 def builtin_model_classes() -> dict[str, tuple[type[nn.Module], Any]]:
     """Name -> (model class, config class with `from_dict`) of the classes a config may name."""
-    from .nanogpt import GPT, GPTConfig  # here: nanogpt reaches back into this module
-
     return {MINIGPT_CLASS: (MiniGPT, MiniGPTConfig), "minigpt.nanogpt.GPT": (GPT, GPTConfig)}
 
 

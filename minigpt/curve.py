@@ -1,5 +1,6 @@
 """Name the shape of a loss curve with a table of rules. Pure Python (no torch, rich or textual).
-Reading and following `logs/metrics.jsonl` lives in `minigpt.metrics_log` (re-exported here).
+Reading and following `logs/metrics.jsonl` lives in `minigpt.metrics_log`; the rules, their advice and
+`diagnose` in `minigpt.curve_rules`.
 
 `diagnose(points, baseline=log V)` first derives the series every rule reads (`derive` -> `Curve`),
 then tries the rules of `RULES` in order; the first that returns a diagnosis wins. Every rule knows
@@ -77,15 +78,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .metrics_log import (  # noqa: F401  (re-exported)
-    MetricPoint,
-    MetricsFollower,
-    MetricsLog,
-    downsample,
-    parse_line,
-    read_metrics,
-    series,
-)
+from .metrics_log import MetricPoint
 
 MIN_POINTS = 5
 CEILING_MARGIN = 0.5  # nats above log V: worse than guessing uniformly
@@ -436,69 +429,3 @@ def derive(points: list[MetricPoint], baseline: float | None = None) -> Curve:
 # -- the rules ------------------------------------------------------------------------------
 
 Rule = Callable[[Curve], "CurveDiagnosis | None"]
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """What the run's own files say about how it trained (its checkpoint's training settings)."""
-
-    source: str  # in words, e.g. "the checkpoint's train_config"
-    learning_rate: float | None = None
-    grad_clip: float | None = None  # max gradient norm; 0 or None: not clipped
-
-
-# advice that a run which clipped its gradients already follows
-_CLIP_WORDS = ("gradient clipping", "clip gradients")
-
-
-def _apply_settings(d: CurveDiagnosis, settings: RunSettings) -> None:
-    """Never suggest what the run already does; name the LR its settings give when the log has none."""
-    if settings.grad_clip:
-        before = len(d.causes) + len(d.fixes)
-        d.causes = [x for x in d.causes if not any(w in x for w in _CLIP_WORDS)]
-        d.fixes = [x for x in d.fixes if not any(w in x for w in _CLIP_WORDS)]
-        if len(d.causes) + len(d.fixes) < before:
-            d.causes.append(
-                f"the run clipped gradients at {settings.grad_clip:g} ({settings.source}): "
-                "clipping alone did not hold it"
-            )
-    if settings.learning_rate and not d.values.get("peak_lr") and d.shape in ("unstable", "spikes", "diverged"):
-        lr = settings.learning_rate
-        d.fixes = [
-            f"lower the learning rate 3-10x (lr {lr:.3g} in {settings.source}: try {lr / 10:.2g} to {lr / 3:.2g})"
-            if f.startswith("lower the learning rate")
-            else f
-            for f in d.fixes
-        ]
-
-
-def diagnose(
-    points: list[MetricPoint], *, baseline: float | None = None, settings: RunSettings | None = None
-) -> CurveDiagnosis:
-    """Name the shape of a training curve: the first rule of RULES that matches (see the module docstring).
-    `settings` (the run's checkpoint's training settings) keep the advice to what the run does not do yet.
-
-    `values` holds every key of VALUE_KEYS, None where a rule did not get that far; losses are over
-    finite values, start/end_train_loss are medians of the first/last `edge_points` train losses,
-    `*_perplexity` = e**loss of the end train and last val loss, generalisation_gap = last val - end train."""
-    from .curve_rules import RULES
-
-    c = derive(points, baseline)
-    for name, rule in RULES:
-        d = rule(c)
-        if d is not None:
-            c.values["rule"] = name
-            if d.shape not in ("diverged", "too_short") and c.notes:
-                d.summary += "; " + "; ".join(c.notes)
-            if settings is not None:
-                _apply_settings(d, settings)
-            return d
-    raise AssertionError("the healthy rule always matches")
-
-
-def __getattr__(name: str):
-    if name == "RULES":  # the rule table lives in curve_rules, which reads this module's series
-        from .curve_rules import RULES
-
-        return RULES
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

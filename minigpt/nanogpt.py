@@ -164,16 +164,3 @@ class GPT(nn.Module):
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1), ignore_index=-1)
             return logits, loss
         return self.lm_head(x[:, [-1], :]), None  # (B, 1, V): nanoGPT's inference shortcut
-
-
-# --- meta.pkl without running code ------------------------------------------------------------
-
-
-def __getattr__(name: str):
-    # the importer's names, where callers found them before the split (the importer imports this module)
-    if name in ("import_nanogpt", "UnsafePickleError", "ImportSummary", "read_meta", "load_plain_pickle",
-                "read_nanogpt_checkpoint", "CHUNK_TOKENS", "META_MAX_BYTES"):  # fmt: skip
-        from . import nanogpt_import
-
-        return getattr(nanogpt_import, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,20 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from minigpt.curve import (
-    RULES,
-    SHAPE_SEVERITY,
-    VALUE_KEYS,
-    MetricPoint,
-    MetricsFollower,
-    derive,
-    diagnose,
-    downsample,
-    parse_line,
-    read_metrics,
-    series,
-)
+from minigpt.curve import SHAPE_SEVERITY, VALUE_KEYS, derive
+from minigpt.curve_rules import RULES, diagnose
 from minigpt.errors import DataError
+from minigpt.metrics_log import MetricPoint, MetricsFollower, downsample, parse_line, read_metrics, series
 
 LOG_V = math.log(65)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from minigpt.curve import diagnose
+from minigpt.curve_rules import diagnose
 from minigpt.metrics_log import MetricPoint
 
 

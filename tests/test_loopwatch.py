@@ -15,9 +15,9 @@ import torch
 import torch.nn.functional as F
 
 import minigpt
-from minigpt.curve import read_metrics
 from minigpt.loopwatch import probes
 from minigpt.loopwatch.loop_log import read_loop_log
+from minigpt.metrics_log import read_metrics
 from minigpt.workspace import Workspace
 from tests.fixtures import loops
 from tests.test_hardening_io import tmpfs  # noqa: F401  (the fixture)

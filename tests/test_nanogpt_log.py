@@ -11,8 +11,8 @@ import pytest
 from minigpt.checks import CheckContext, CheckOptions, Status, run_checks
 from minigpt.cli import main
 from minigpt.corpus import demo_text
-from minigpt.curve import read_metrics
 from minigpt.errors import DataError
+from minigpt.metrics_log import read_metrics
 from minigpt.nanogpt_import import import_nanogpt
 from minigpt.nanogpt_log import nanogpt_lr, read_nanogpt_log
 from minigpt.workspace import Workspace

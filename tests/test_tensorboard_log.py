@@ -17,7 +17,7 @@ pytest.importorskip("tensorboard", reason="the optional extra minigpt-tui[tensor
 from torch.utils.tensorboard import SummaryWriter  # noqa: E402
 
 from minigpt.checks import CheckContext, CheckOptions, Status, run_checks  # noqa: E402
-from minigpt.curve import RunSettings, diagnose  # noqa: E402
+from minigpt.curve_rules import RunSettings, diagnose
 from minigpt.errors import DataError  # noqa: E402
 from minigpt.tensorboard_log import is_tensorboard_path, read_tensorboard, tag_field  # noqa: E402
 

@@ -183,7 +183,8 @@ def main() -> int:
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from minigpt.corpus import demo_text
-    from minigpt.curve import diagnose, parse_line
+    from minigpt.curve_rules import diagnose
+    from minigpt.metrics_log import parse_line
 
     args.out.mkdir(parents=True, exist_ok=True)
     expected_path = args.out / "expected.json"

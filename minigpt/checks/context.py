@@ -20,7 +20,7 @@ import torch
 import torch.nn as nn
 
 from ..checkpoint import MODEL_CLASS_KEY, LoadedCheckpoint, load_checkpoint, read_checkpoint
-from ..curve import RunSettings
+from ..curve_rules import RunSettings
 from ..data import get_batch, load_ids
 from ..device import resolve_device
 from ..errors import CheckpointError, ConfigError, MiniGPTError

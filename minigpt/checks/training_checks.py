@@ -130,7 +130,9 @@ SEVERITY = {"pass": Status.PASS, "warn": Status.WARN, "fail": Status.FAIL, "skip
 
 @check("training_curve", "training", "The logged loss curve has a healthy shape")
 def training_curve(ctx, run):
-    from ..curve import SHAPE_SEVERITY, diagnose, read_metrics
+    from ..curve import SHAPE_SEVERITY
+    from ..curve_rules import diagnose
+    from ..metrics_log import read_metrics
     from ..tensorboard_log import is_tensorboard_path, read_tensorboard
 
     path = ctx.inputs.metrics

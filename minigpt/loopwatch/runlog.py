@@ -20,8 +20,8 @@ import os
 import time
 from typing import IO, Any
 
-from .. import lock as workspace_lock
 from ..fileio import open_log
+from ..lock import WorkspaceLock, acquire
 from ..workspace import Workspace, archive_run
 
 CLIP_EPS = 1e-3  # a step whose gradients shrank by more than this between backward and step was clipped
@@ -30,7 +30,7 @@ CLIP_EPS = 1e-3  # a step whose gradients shrank by more than this between backw
 class RunLog:
     def __init__(self, ws: Workspace, *, rank: int = 0, lock: bool = True):
         self.ws, self.rank, self.use_lock = ws, rank, lock
-        self._lock: workspace_lock.WorkspaceLock | None = None
+        self._lock: WorkspaceLock | None = None
         self._files: dict[str, IO] = {}
         self._loss_factor = 1.0  # the model's loss times this is the mean cross-entropy (see loss_factor)
         self.t0 = time.time()
@@ -44,7 +44,7 @@ class RunLog:
             return
         logs.mkdir(parents=True, exist_ok=True)
         if self.use_lock:
-            self._lock = workspace_lock.acquire(self.ws.root, command="watch")
+            self._lock = acquire(self.ws.root, command="watch")
         archive_run(self.ws, (self.ws.metrics, self.ws.grads, self.ws.loop_log))
         for name, path in (("loop", self.ws.loop_log), ("metrics", self.ws.metrics), ("grads", self.ws.grads)):
             self._files[name] = open_log(path, "a")

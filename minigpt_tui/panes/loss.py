@@ -3,7 +3,7 @@
 One thread owns the metrics file: it polls `MetricsFollower` (4 Hz when caught up, as fast as it
 can while loading a long log), keeps every point in a `CurveStore`, and posts snapshots already
 shaped by the current `LossView` (width, log scale, EMA, zoom, earlier runs), with the
-`curve.diagnose` verdict and who is writing the workspace. It never touches a widget: the UI
+`curve_rules.diagnose` verdict and who is writing the workspace. It never touches a widget: the UI
 thread hands it the view (plot width included) as an immutable value. It posts at least once a
 second; when it falls silent or dies, the pane says so, marks the plot as not updating and
 starts a new one. Training runs as a subprocess owned by `minigpt_tui.training`.
@@ -28,15 +28,9 @@ from textual.message import Message
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from minigpt.curve import (
-    SHAPE_SEVERITY,
-    CurveDiagnosis,
-    MetricsFollower,
-    diagnose,
-    downsample,
-    perplexity_text,
-    read_metrics,
-)
+from minigpt.curve import SHAPE_SEVERITY, CurveDiagnosis, perplexity_text
+from minigpt.curve_rules import diagnose
+from minigpt.metrics_log import MetricsFollower, downsample, read_metrics
 
 from ..messages import TrainingEnded, TrainingStarted
 from ..train_args import DEFAULT_PRESET, TrainPlan

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from rich.text import Text
 from textual_plotext import PlotextPlot
 
-from minigpt.curve import MetricPoint, downsample
+from minigpt.metrics_log import MetricPoint, downsample
 
 _FIELDS = ("train_loss", "val_loss", "lr")
 EMA_CHOICES = (0.0, 0.6, 0.9, 0.98)  # `m` cycles through them; 0 = raw
@@ -141,7 +141,7 @@ class CurveStore:
 
     def series(self, name: str, width: int, from_step: float | None = None) -> tuple[list, list]:
         """One field downsampled to `width` buckets (min and max of each), from the block summary
-        plus the points after it; the same as `curve.downsample` up to where bucket edges fall.
+        plus the points after it; the same as `metrics_log.downsample` up to where bucket edges fall.
         With `from_step`, only the points from that step on (steps are in order within a log)."""
         xs, ys = self.cols[name]
         if from_step is not None:
@@ -176,7 +176,7 @@ class CurveStore:
         return CurveColumns(cols, self.last_grad_norm)
 
     def points(self) -> list[MetricPoint]:
-        """MetricPoints rebuilt for `curve.diagnose` (one per step; the last line of a step wins)."""
+        """MetricPoints rebuilt for `curve_rules.diagnose` (one per step; the last line of a step wins)."""
         return self.columns().points()
 
 
@@ -188,7 +188,7 @@ class CurveColumns:
     last_grad_norm: float | None
 
     def points(self) -> list[MetricPoint]:
-        """MetricPoints for `curve.diagnose` (one per step; the last line of a step wins)."""
+        """MetricPoints for `curve_rules.diagnose` (one per step; the last line of a step wins)."""
         by_step: dict[int, MetricPoint] = {}
         for name in _FIELDS:
             xs, ys = self.cols[name]

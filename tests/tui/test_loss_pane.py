@@ -148,7 +148,7 @@ async def test_a_crashing_training_run_shows_its_exit_code_and_log_tail(tmp_path
 
 
 def test_ema_is_debiased_and_zoom_keeps_only_the_last_steps():
-    from minigpt.curve import MetricPoint
+    from minigpt.metrics_log import MetricPoint
     from minigpt_tui.widgets.loss_plot import CurveStore, LossView
 
     store = CurveStore()
@@ -216,7 +216,8 @@ def test_the_verdict_line_uses_the_checks_severity_for_each_shape(fixture, mark)
     import math
     from pathlib import Path
 
-    from minigpt.curve import diagnose, read_metrics
+    from minigpt.curve_rules import diagnose
+    from minigpt.metrics_log import read_metrics
 
     path = Path(__file__).resolve().parents[1] / "fixtures" / "curves" / f"{fixture}.jsonl"
     diagnosis = diagnose(list(read_metrics(path).points), baseline=math.log(103))

@@ -127,7 +127,7 @@ class FixedLoss(App):
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
-        from minigpt.curve import MetricPoint
+        from minigpt.metrics_log import MetricPoint
 
         self.sub_title = header_subtitle(
             self.size.width, self.TITLE, None, "ckpt step 600 09:14", "cpu", "/home/ada/runs/tiny-shakespeare"
