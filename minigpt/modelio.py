@@ -189,3 +189,11 @@ def accepts_targets(model: nn.Module) -> bool:
     """Whether forward is fed the targets: `forward(self, x)` models (and Hugging Face models, whose
     labels mean something else) get only the inputs and the standard cross-entropy on their logits."""
     return forward_plan(type(model)).takes_targets
+
+
+def token_embedding(model: nn.Module, vocab: int) -> nn.Module | None:
+    """The model's token embedding: the first nn.Embedding with `vocab` rows, or None."""
+    for module in model.modules():
+        if isinstance(module, nn.Embedding) and module.num_embeddings == vocab:
+            return module
+    return None

@@ -1,4 +1,4 @@
-"""Checks on the environment, the files, the tokenizer, the token IDs and the batches."""
+"""Checks on the environment, the files, the tokenizer and the token IDs (the batches: `batch_checks`)."""
 
 from __future__ import annotations
 
@@ -16,14 +16,6 @@ from .result import Outcome, Status
 
 SAMPLE_TEXT = "Hello, world!\nThe quick brown fox jumps over the lazy dog. 0123456789"
 SMALL_FILE_BYTES = 64  # smaller than any real tokenizer or token file: an interrupted conversion
-DEBUG_BATCH_SIZE = 8  # rows per batch in the batch and model checks
-
-
-def _block(ctx) -> int:
-    from ..modelio import config_lookup
-
-    value = config_lookup(ctx.base_config(), "block_size")
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 32
 
 
 def _torch_version_tuple() -> tuple[int, int]:
@@ -408,62 +400,3 @@ def _runs(text: str):
     for c in text:
         run = run + c if run and run[-1] == c else c
         yield run
-
-
-@check("batch_shift", "batches", "Targets are the inputs shifted by one", depends=("token_range",))
-def batch_shift(ctx, run):
-    x, y = ctx.batch(DEBUG_BATCH_SIZE, _block(ctx))
-    shifted_ok = bool(torch.equal(x[:, 1:], y[:, :-1]))
-    identical = bool(torch.equal(x, y))
-    tok = ctx.tokenizer
-    values = {
-        "shape": list(x.shape),
-        "shift_invariant": shifted_ok,
-        "targets_equal_inputs": identical,
-        "input_row0": tok.decode(x[0].tolist()),
-        "target_row0": tok.decode(y[0].tolist()),
-    }
-    if identical or not shifted_ok:
-        what = "targets equal inputs" if identical else "inputs[:, 1:] != targets[:, :-1]"
-        mismatch = (x[:, 1:] != y[:, :-1]).nonzero()
-        values["first_mismatch"] = mismatch[0].tolist() if len(mismatch) else None
-        raise Outcome(
-            Status.FAIL,
-            f"{what}: the model would learn to copy, not to predict the next token",
-            values=values,
-            causes=[
-                "targets built as data[i:i+T] instead of data[i+1:i+T+1]",
-                "the shift applied twice (in the batch and again in the loss)",
-            ],
-            fixes=["y = data[i + 1 : i + 1 + block_size]", "check get_batch against inputs[:, 1:] == targets[:, :-1]"],
-        )
-    return f"inputs[:, 1:] == targets[:, :-1] on a {x.shape[0]}x{x.shape[1]} batch", values
-
-
-@check("batch_dtype_device", "batches", "Batches are int64 [B, T] on the model's device", depends=("batch_shift",))
-def batch_dtype_device(ctx, run):
-    x, y = ctx.batch(DEBUG_BATCH_SIZE, _block(ctx))
-    model = ctx.build_model()
-    model_device = next(model.parameters()).device
-    values = {
-        "inputs": {"dtype": str(x.dtype), "shape": list(x.shape), "device": str(x.device)},
-        "targets": {"dtype": str(y.dtype), "shape": list(y.shape), "device": str(y.device)},
-        "model_device": str(model_device),
-    }
-    problems = []
-    for name, t in (("inputs", x), ("targets", y)):
-        if t.dtype != torch.long:
-            problems.append(f"{name} dtype {t.dtype}, expected torch.int64")
-        if t.dim() != 2:
-            problems.append(f"{name} shape {list(t.shape)}, expected [B, T]")
-        if t.device != model_device:
-            problems.append(f"{name} on {t.device}, model on {model_device}")
-    if problems:
-        raise Outcome(
-            Status.FAIL,
-            "; ".join(problems),
-            values=values,
-            causes=["IDs stored as int32/uint8 and not cast", "batch not moved with .to(device)"],
-            fixes=["x = x.long().to(device)"],
-        )
-    return f"int64 {list(x.shape)} on {model_device}", values

@@ -8,11 +8,12 @@ import math
 
 import torch
 
+from ..modelio import token_embedding
 from . import adapter
 from .adamw import AdamW
-from .model_checks import _embedding_module, _names, _shape_T
+from .batch_checks import check_shape
 from .registry import check
-from .result import Outcome, Status
+from .result import Outcome, Status, name_list
 from .values import GradientsValues, OptimizerValues, UpdateRow
 
 ZERO_GRAD_RETRIES = 4  # optimizer steps a zero gradient may take to appear behind zero-initialised layers
@@ -22,7 +23,7 @@ ZERO_GRAD_RETRIES = 4  # optimizer steps a zero gradient may take to appear behi
     "gradients", "gradients", "Every trainable parameter gets a finite, nonzero gradient", depends=("forward_shapes",)
 )
 def gradients(ctx, run):
-    B, T, _ = _shape_T(ctx)
+    B, T, _ = check_shape(ctx)
     model = ctx.build_model().train()
     x, y = ctx.batch(B, T)
     _, loss = adapter.call(model, x, y)
@@ -51,7 +52,7 @@ def gradients(ctx, run):
         if recovered:
             notes.append(
                 f"{len(recovered)} parameters had a zero gradient at initialisation only "
-                f"(zero-initialised layers after them): {_names(recovered)}"
+                f"(zero-initialised layers after them): {name_list(recovered)}"
             )
     values: GradientsValues = {
         "global_norm": global_norm,
@@ -64,7 +65,7 @@ def gradients(ctx, run):
         "table": rows,
     }
     if any(problems.values()):
-        parts = [f"{flag}: {_names(names)}" for flag, names in problems.items() if names]
+        parts = [f"{flag}: {name_list(names)}" for flag, names in problems.items() if names]
         causes = []
         if problems["frozen"]:
             causes.append("requires_grad=False on these parameters (frozen on purpose? then ignore)")
@@ -98,7 +99,7 @@ def _embedding_rows(ctx, model: torch.nn.Module, x: torch.Tensor, values: dict) 
     padding_idx (whose row F.embedding never updates). A tied head hides both from the gradient
     table: the head still gives every row a gradient."""
     V = ctx.tokenizer.vocab_size
-    emb = _embedding_module(model, V)
+    emb = token_embedding(model, V)
     if emb is None:
         return
     present = sorted(set(x.flatten().tolist()))
@@ -150,7 +151,7 @@ def _embedding_rows(ctx, model: torch.nn.Module, x: torch.Tensor, values: dict) 
     "optimizer_update", "optimization", "An AdamW step changes every parameter by a sane amount", depends=("gradients",)
 )
 def optimizer_update(ctx, run):
-    B, T, _ = _shape_T(ctx)
+    B, T, _ = check_shape(ctx)
     model = ctx.build_model().train()
     x, y = ctx.batch(B, T)
     params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
@@ -191,7 +192,7 @@ def optimizer_update(ctx, run):
                 break
             still = now_still
         notes = (
-            [f"moved only after the first step: {_names([n for n in unchanged if n not in still])}"]
+            [f"moved only after the first step: {name_list([n for n in unchanged if n not in still])}"]
             if len(still) < len(unchanged)
             else []
         )
@@ -212,7 +213,7 @@ def optimizer_update(ctx, run):
     if unchanged:
         raise Outcome(
             Status.FAIL,
-            f"{len(unchanged)} parameters unchanged by the step: {_names(unchanged)}",
+            f"{len(unchanged)} parameters unchanged by the step: {name_list(unchanged)}",
             values=values,
             causes=["parameters not passed to the optimizer", "their gradient is zero or missing"],
             fixes=["torch.optim.AdamW(model.parameters(), ...)"],

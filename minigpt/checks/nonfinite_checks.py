@@ -7,9 +7,9 @@ import torch
 import torch.nn as nn
 
 from . import adapter
-from .model_checks import _names, _shape_T
+from .batch_checks import check_shape
 from .registry import check
-from .result import Outcome, Status
+from .result import Outcome, Status, name_list
 
 
 def localise_nonfinite(model: nn.Module, x: torch.Tensor, y: torch.Tensor | None = None) -> dict:
@@ -55,7 +55,7 @@ def localise_nonfinite(model: nn.Module, x: torch.Tensor, y: torch.Tensor | None
 
 @check("nonfinite_localisation", "model", "No module produces NaN/inf (first offender named)", depends=("token_range",))
 def nonfinite_localisation(ctx, run):
-    B, T, _ = _shape_T(ctx)
+    B, T, _ = check_shape(ctx)
     inspected = ctx.inspected_model()
     model, source = inspected.model.eval(), inspected.label
     x, y = ctx.batch(B, min(T, adapter.config_value(model, "block_size")))
@@ -68,7 +68,7 @@ def nonfinite_localisation(ctx, run):
             else "outputs finite"
         )
         params = (
-            f"; non-finite parameters: {_names(result['nonfinite_parameters'])}"
+            f"; non-finite parameters: {name_list(result['nonfinite_parameters'])}"
             if result["nonfinite_parameters"]
             else ""
         )

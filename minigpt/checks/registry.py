@@ -40,10 +40,15 @@ STAGES = (
 # pipeline order: the modules in this order, each module's checks in file order
 CHECK_MODULES = (
     "data_checks",
+    "batch_checks",
     "model_checks",
+    "independence_checks",
     "gradient_checks",
     "nonfinite_checks",
     "loop_checks",
+    "loop_schedule_checks",
+    "loop_data_checks",
+    "loop_optimizer_checks",
     "training_checks",
     "generation_checks",
 )

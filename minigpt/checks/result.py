@@ -137,3 +137,9 @@ class Report:
 
     def judged_file(self, role: str) -> FileIdentity | None:
         return next((f for f in self.judged if f.role == role), None)
+
+
+def name_list(names: list[str], limit: int = 4) -> str:
+    """Parameter names for a sentence: the first few, then how many more."""
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")

@@ -10,8 +10,8 @@ from ..curve import perplexity, perplexity_text
 from ..errors import MiniGPTError
 from . import adapter
 from .adamw import AdamW
+from .batch_checks import DEBUG_BATCH_SIZE
 from .context import weights_finite
-from .data_checks import DEBUG_BATCH_SIZE
 from .nonfinite_checks import localise_nonfinite
 from .registry import check
 from .result import Outcome, Status

@@ -79,9 +79,9 @@ class BatchesPane(VerticalScroll, RenderWhenShown, can_focus=True):
         apply_thread_policy("checks")  # the check's own batch, so the checks' threads (set per thread)
         ctx = self.app.session.context
         try:
-            from minigpt.checks.data_checks import DEBUG_BATCH_SIZE, _block
+            from minigpt.checks.batch_checks import DEBUG_BATCH_SIZE, block_size
 
-            x, y = ctx.batch(DEBUG_BATCH_SIZE, _block(ctx), seed=seed)  # the batch_shift check's shape
+            x, y = ctx.batch(DEBUG_BATCH_SIZE, block_size(ctx), seed=seed)  # the batch_shift check's shape
             chars = ctx.tokenizer.chars
         except MiniGPTError as exc:  # bad files: say so here, the files/tokenizer checks explain
             self.post_message(self.BatchFailed(f"cannot draw a batch: {exc.message}"))

@@ -1,0 +1,50 @@
+"""What every loop check reads: the watched loop of the workspace (`logs/loop.jsonl`, written by
+`minigpt.watch`), read once per change of the file, and the values each check's result carries."""
+
+from __future__ import annotations
+
+from ..loopwatch.loop_log import LoopLog, read_loop_log
+from .result import Outcome, Status
+
+WATCH_HINT = "add `watch = minigpt.watch(model, optimizer, workspace=RUN)` to your training loop"
+MIN_STEPS = 3  # steps a check needs before it says anything
+
+_cache: dict[tuple, LoopLog | None] = {}
+
+
+def watched_loop(ctx, need_steps: int = MIN_STEPS) -> LoopLog:
+    """The watched loop of the checks' workspace, read once per change of the file (the loop checks
+    all read it); skips the calling check when there is none or it has fewer than `need_steps` steps."""
+    ws = ctx.ws
+    path = ws.loop_log
+    key: tuple
+    try:
+        st = path.stat()
+        key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino)
+    except OSError:
+        key = (str(path), None)
+    if key not in _cache:
+        _cache.clear()  # one run at a time: the newest reading only
+        _cache[key] = read_loop_log(ws)
+    log = _cache[key]
+    if log is None:
+        raise Outcome(Status.SKIP, f"no watched loop in {ws.root} (logs/loop.jsonl): {WATCH_HINT}")
+    if len(log.steps) < need_steps:
+        why = f" ({log.errors[0].get('message', '')})" if log.errors else ""
+        raise Outcome(
+            Status.SKIP,
+            f"{log.writer()}: {len(log.steps)} optimizer step(s) recorded, this check needs {need_steps}{why}",
+        )
+    return log
+
+
+def loop_values(log: LoopLog, **more) -> dict:
+    return {"writer": log.writer(), "steps": len(log.steps), "last_step": log.last_step, **more}
+
+
+def first_step(steps: list[dict]) -> int | None:
+    return steps[0]["step"] if steps else None
+
+
+def mode_sensitive(log: LoopLog) -> tuple[int, list[str]]:
+    return int(log.header.get("mode_sensitive_count", 0)), list(log.header.get("mode_sensitive_modules", []))
