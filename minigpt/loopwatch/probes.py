@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -153,3 +154,42 @@ def loss_weight(grad: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     misfit = (misfit_rows * has).sum() / n_has
     loss = (-(pt.clamp_min(1e-30).log()) * has).sum() / n_has
     return torch.stack([weight, misfit, loss, share])
+
+
+def to_host(records: list[dict]) -> list[dict]:
+    """Replace every tensor in the records by Python numbers, in one transfer per dtype."""
+    floats: list[torch.Tensor] = []
+    ints: list[torch.Tensor] = []
+
+    def collect(value):
+        if isinstance(value, torch.Tensor):
+            (ints if not value.is_floating_point() else floats).append(value)
+        elif isinstance(value, dict):
+            for v in value.values():
+                collect(v)
+        elif isinstance(value, list):
+            for v in value:
+                collect(v)
+
+    collect(records)
+    host: dict[int, Any] = {}
+    for group, dtype in ((floats, torch.float32), (ints, torch.long)):
+        if not group:
+            continue
+        flat = torch.cat([t.detach().reshape(-1).to(dtype).cpu() for t in group]).tolist()  # one sync
+        i = 0
+        for t in group:
+            n = t.numel()
+            host[id(t)] = flat[i] if t.dim() == 0 else flat[i : i + n]
+            i += n
+
+    def convert(value):
+        if isinstance(value, torch.Tensor):
+            return host[id(value)]
+        if isinstance(value, dict):
+            return {k: convert(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [convert(v) for v in value]
+        return value
+
+    return [convert(r) for r in records]

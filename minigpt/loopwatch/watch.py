@@ -36,9 +36,9 @@ import torch.nn as nn
 
 from ..workspace import Workspace
 from . import probes
+from .describe import as_float, describe_run, memory_in_use, param_names, rank_and_world
 from .runlog import RunLog
 
-PROBES = 1  # parameters whose gradients the backward hooks read (the first trainable one)
 DEEP_FIRST_STEPS = 3  # steps always read in full at the start
 
 
@@ -118,13 +118,25 @@ class Watch:
         self._count_on_logits = False  # the probe parameter gets no gradient: count backwards at the logits
         self._device_type = "cpu"
         self._opt_params: list[torch.Tensor] = []
-        self.rank, self.world_size = _rank_and_world()
-        self.names = _param_names(model)
+        self.rank, self.world_size = rank_and_world()
+        self.names = param_names(model)
         self._window = _Window(deep=True)
         self.log_writer: RunLog | None = None
         try:
             self.log_writer = RunLog(self.ws, rank=self.rank, lock=lock)
-            self.log_writer.start(self._header())
+            header = describe_run(
+                model,
+                optimizer,
+                names=self.names,
+                started=self._started,
+                scheduler=None if scheduler is None else type(scheduler).__qualname__,
+                scaler=scaler is not None,
+                rank=self.rank,
+                world_size=self.world_size,
+                interval=self.interval,
+                grads_every=self.grads_every,
+            )
+            self.log_writer.start(header)
             self._install()
         except Exception as exc:  # never break the user's run: say so once and stay off
             self._fail(exc, "starting")
@@ -162,7 +174,7 @@ class Watch:
         try:
             pending, self._pending = self._pending, []
             assert self.log_writer is not None
-            self.log_writer.write(_to_host(pending), self._logged_loss)
+            self.log_writer.write(probes.to_host(pending), self._logged_loss)
         except Exception as exc:
             self._fail(exc, "writing the run folder")
 
@@ -190,51 +202,6 @@ class Watch:
 
     # --- set-up --------------------------------------------------------------------------------
 
-    def _header(self) -> dict:
-        groups = []
-        for i, g in enumerate(self.optimizer.param_groups):
-            params = g["params"]
-            decayed_1d = [self.names.get(id(p), f"group{i}[{j}]") for j, p in enumerate(params) if p.dim() <= 1]
-            groups.append(
-                {
-                    "lr": _float(g.get("lr")),
-                    "weight_decay": _float(g.get("weight_decay", 0.0)),
-                    "params": len(params),
-                    "one_d": decayed_1d[:20],
-                    "one_d_count": len(decayed_1d),
-                    "has_initial_lr": "initial_lr" in g,  # an lr_scheduler was attached to this group
-                    "initial_lr": _float(g.get("initial_lr")),
-                }
-            )
-        dropout = [
-            name
-            for name, m in self.model.named_modules()
-            if isinstance(m, nn.modules.dropout._DropoutNd)
-            and m.p > 0
-            or isinstance(m, nn.modules.batchnorm._BatchNorm)
-        ]
-        return {
-            "kind": "header",
-            "pid": os.getpid(),
-            "script": _script(),
-            "argv": sys.argv[:20],
-            "started": self._started,
-            "torch": torch.__version__,
-            "model_class": f"{type(self.model).__module__}.{type(self.model).__qualname__}",
-            "optimizer": f"{type(self.optimizer).__module__}.{type(self.optimizer).__qualname__}",
-            "scheduler": None if self.scheduler is None else type(self.scheduler).__qualname__,
-            "scaler": self.scaler is not None,
-            "groups": groups,
-            "mode_sensitive_modules": dropout[:20],
-            "mode_sensitive_count": len(dropout),
-            "parameters": sum(p.numel() for p in self.model.parameters()),
-            "trainable": sum(p.numel() for p in self.model.parameters() if p.requires_grad),
-            "rank": self.rank,
-            "world_size": self.world_size,
-            "interval": self.interval,
-            "grads_every": self.grads_every,
-        }
-
     def _install(self) -> None:
         m, opt = self.model, self.optimizer
         self._handles.append(m.register_forward_pre_hook(self._guard(self._on_forward_pre), with_kwargs=True))
@@ -245,12 +212,13 @@ class Watch:
         candidates = [p for p in m.parameters() if p.requires_grad and id(p) in in_opt]
         if not candidates:
             candidates = [p for p in m.parameters() if p.requires_grad]
-        self._probes = candidates[:PROBES]
+        # the first trainable parameter (the token embedding, usually): every backward through the model reaches it
+        self._probe = candidates[0] if candidates else None
         self._device_type = candidates[0].device.type if candidates else "cpu"
         self._opt_params = [p for g in opt.param_groups for p in g["params"]]
-        for i, p in enumerate(self._probes):
-            self._handles.append(p.register_hook(self._guard(self._before_accumulate(i, p))))
-            self._handles.append(p.register_post_accumulate_grad_hook(self._guard(self._after_accumulate(i))))
+        if self._probe is not None:
+            self._handles.append(self._probe.register_hook(self._guard(self._before_accumulate)))
+            self._handles.append(self._probe.register_post_accumulate_grad_hook(self._guard(self._after_accumulate)))
 
     def _guard(self, fn):
         def hook(*args, **kwargs):
@@ -312,34 +280,26 @@ class Watch:
 
             logits.register_hook(self._guard(on_logits_grad))
 
-    def _before_accumulate(self, index: int, p: torch.Tensor):
-        def before_accumulate(grad) -> None:
-            if index != 0:  # probe 0, the first trainable parameter: every backward through the model reaches it
-                return
-            w = self._window
-            if p.grad is None:
-                w.grad_before.append(0.0)
-            elif w.deep:
-                w.grad_before.append(torch.linalg.vector_norm(p.grad.detach()).float())
-            else:
-                w.grad_before.append(None)  # there, but whether it is zero would need a device sync
+    def _before_accumulate(self, grad) -> None:
+        """Before the probe's gradient is added: were the gradients cleared since the last backward?"""
+        w, p = self._window, self._probe
+        assert p is not None
+        if p.grad is None:
+            w.grad_before.append(0.0)
+        elif w.deep:
+            w.grad_before.append(torch.linalg.vector_norm(p.grad.detach()).float())
+        else:
+            w.grad_before.append(None)  # there, but whether it is zero would need a device sync
 
-        return before_accumulate
-
-    def _after_accumulate(self, index: int):
-        def after_accumulate(p) -> None:
-            w = self._window
-            if index == 0:
-                w.backwards += 1
-                if w.forwards:  # the forward this backward went through (for models without logits hooks)
-                    for fwd in reversed(w.forwards):
-                        if fwd.grad_enabled:
-                            fwd.backwarded = True
-                            break
-                if w.deep and not w.closure:
-                    w.probe_after = torch.linalg.vector_norm(p.grad.detach()).float()
-
-        return after_accumulate
+    def _after_accumulate(self, p) -> None:
+        w = self._window
+        w.backwards += 1
+        for fwd in reversed(w.forwards):  # the forward this backward went through (models without logits hooks)
+            if fwd.grad_enabled:
+                fwd.backwarded = True
+                break
+        if w.deep and not w.closure:
+            w.probe_after = torch.linalg.vector_norm(p.grad.detach()).float()
 
     def _on_step_pre(self, optimizer, args, kwargs) -> None:
         # args[0] is the optimizer itself (step is a method); a closure comes next or by name
@@ -351,7 +311,7 @@ class Watch:
 
     def _at_step(self, w: _Window) -> None:
         """Read the gradients as the update will see them (after clipping and unscaling)."""
-        rec: dict[str, Any] = {"lrs": [_float(g.get("lr")) for g in self.optimizer.param_groups]}
+        rec: dict[str, Any] = {"lrs": [as_float(g.get("lr")) for g in self.optimizer.param_groups]}
         if sum(len(g["params"]) for g in self.optimizer.param_groups) != len(self._opt_params):
             self._opt_params = [p for g in self.optimizer.param_groups for p in g["params"]]  # a group was added
         opt_params = self._opt_params
@@ -360,7 +320,7 @@ class Watch:
         step = self.step + 1
         if w.deep:
             rec["grad_norm_at_step"] = torch.nn.utils.get_total_norm(grads).float() if grads else 0.0
-            probe = self._probes[0] if self._probes else None
+            probe = self._probe
             rec["probe_at_step"] = (
                 torch.linalg.vector_norm(probe.grad.detach()).float()
                 if probe is not None and probe.grad is not None
@@ -429,7 +389,7 @@ class Watch:
         record["loss"] = torch.stack(losses).float().mean() if losses else None
         if w.deep:
             self._count_on_logits = w.backwards == 0 and w.logit_backwards > 0
-            record["memory"], record["memory_source"] = _memory(self._probes[0] if self._probes else None)
+            record["memory"], record["memory_source"] = memory_in_use(self._probe)
         self._graphs = [(s, r) for s, r in self._graphs if r() is not None]
         record["old_graphs_alive"] = sum(1 for s, _ in self._graphs if s <= step - 2)
         if self._snapshot is not None:
@@ -490,84 +450,3 @@ class Watch:
         watch = ref()
         if watch is not None:
             watch.close()
-
-
-# --- helpers -------------------------------------------------------------------------------------
-
-
-def _to_host(records: list[dict]) -> list[dict]:
-    """Replace every tensor in the records by Python numbers, in one transfer per dtype."""
-    floats: list[torch.Tensor] = []
-    ints: list[torch.Tensor] = []
-
-    def collect(value):
-        if isinstance(value, torch.Tensor):
-            (ints if not value.is_floating_point() else floats).append(value)
-        elif isinstance(value, dict):
-            for v in value.values():
-                collect(v)
-        elif isinstance(value, list):
-            for v in value:
-                collect(v)
-
-    collect(records)
-    host: dict[int, Any] = {}
-    for group, dtype in ((floats, torch.float32), (ints, torch.long)):
-        if not group:
-            continue
-        flat = torch.cat([t.detach().reshape(-1).to(dtype).cpu() for t in group]).tolist()  # one sync
-        i = 0
-        for t in group:
-            n = t.numel()
-            host[id(t)] = flat[i] if t.dim() == 0 else flat[i : i + n]
-            i += n
-
-    def convert(value):
-        if isinstance(value, torch.Tensor):
-            return host[id(value)]
-        if isinstance(value, dict):
-            return {k: convert(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [convert(v) for v in value]
-        return value
-
-    return [convert(r) for r in records]
-
-
-def _float(value: object) -> float | None:
-    if isinstance(value, torch.Tensor):
-        return float(value.detach().float().mean())
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    return None
-
-
-def _param_names(model: nn.Module) -> dict[int, str]:
-    names: dict[int, str] = {}
-    for name, p in model.named_parameters():
-        names.setdefault(id(p), name)
-    return names
-
-
-def _memory(p: torch.Tensor | None) -> tuple[int | None, str | None]:
-    """Bytes in use now: the CUDA allocator's count on a GPU, else this process's resident set."""
-    if p is not None and p.device.type == "cuda":
-        return int(torch.cuda.memory_allocated(p.device)), "cuda_allocated"
-    try:
-        with open("/proc/self/statm", "rb") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE"), "rss"
-    except (OSError, ValueError, IndexError):
-        return None, None
-
-
-def _rank_and_world() -> tuple[int, int]:
-    dist = torch.distributed
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size()
-    return int(os.environ.get("RANK", "0") or 0), int(os.environ.get("WORLD_SIZE", "1") or 1)
-
-
-def _script() -> str:
-    main = sys.modules.get("__main__")
-    path = getattr(main, "__file__", None)
-    return str(path) if path else (sys.argv[0] if sys.argv and sys.argv[0] else "<interactive>")
