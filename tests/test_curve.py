@@ -16,7 +16,8 @@ import pytest
 from minigpt.curve import SHAPE_SEVERITY, VALUE_KEYS, derive
 from minigpt.curve_rules import RULES, diagnose
 from minigpt.errors import DataError
-from minigpt.metrics_log import MetricPoint, MetricsFollower, downsample, parse_line, read_metrics, series
+from minigpt.log_follow import MetricsFollower
+from minigpt.metrics_log import MetricPoint, downsample, parse_line, read_metrics, series
 
 LOG_V = math.log(65)
 

@@ -14,8 +14,9 @@ from minigpt.checkpoint import default_model_factory, require_buildable
 from minigpt.checks import CheckContext, CheckOptions, Status, run_checks
 from minigpt.cli import main
 from minigpt.errors import CheckpointError, ResourceError
+from minigpt.log_follow import MetricsFollower
 from minigpt.memory import large_allowed
-from minigpt.metrics_log import MAX_LINE_BYTES, MetricsFollower, read_metrics
+from minigpt.metrics_log import MAX_LINE_BYTES, read_metrics
 
 HUGE = {"num_layers": 100_000, "embedding_dim": 4096}  # about 75,000 GiB of float32
 

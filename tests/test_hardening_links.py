@@ -15,7 +15,7 @@ from minigpt import lock
 from minigpt.cli import main
 from minigpt.errors import UnsafePathError
 from minigpt.fileio import open_log, open_regular
-from minigpt.metrics_log import LineFollower
+from minigpt.log_follow import LineFollower
 
 REPO = Path(__file__).resolve().parents[1]
 

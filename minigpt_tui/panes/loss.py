@@ -30,7 +30,8 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from minigpt.curve import SHAPE_SEVERITY, CurveDiagnosis, perplexity_text
 from minigpt.curve_rules import diagnose
-from minigpt.metrics_log import MetricsFollower, downsample, read_metrics
+from minigpt.log_follow import MetricsFollower
+from minigpt.metrics_log import downsample, read_metrics
 
 from ..messages import TrainingEnded, TrainingStarted
 from ..train_args import DEFAULT_PRESET, TrainPlan
