@@ -18,7 +18,8 @@ import torch
 from minigpt.cli import main
 from minigpt.corpus import demo_text
 from minigpt.errors import CheckpointError, DataError
-from minigpt.nanogpt_import import import_nanogpt, read_meta
+from minigpt.nanogpt_import import import_nanogpt
+from minigpt.nanogpt_pickles import read_meta
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 import nanogpt_writer  # noqa: E402  (a fixture module, imported from its folder like nanoGPT's scripts)

@@ -22,7 +22,8 @@ from minigpt.corpus import demo_text
 from minigpt.data import load_ids
 from minigpt.errors import CheckpointError, ConfigError, DataError
 from minigpt.nanogpt import GPT, MODEL_CLASS
-from minigpt.nanogpt_import import UnsafePickleError, import_nanogpt
+from minigpt.nanogpt_import import import_nanogpt
+from minigpt.nanogpt_pickles import UnsafePickleError
 from minigpt.tokenizer import CharTokenizer
 from minigpt.workspace import Workspace
 
