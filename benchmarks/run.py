@@ -29,20 +29,13 @@ sys.path.insert(0, str(ROOT))
 
 from minigpt.checks import CheckContext, CheckOptions, run_checks  # noqa: E402
 from minigpt.data import get_batch, get_batch_loop, load_ids  # noqa: E402
-from minigpt.gradstats import grad_table  # noqa: E402
+from minigpt.gradstats import grad_rows, grad_table, tensor_norms  # noqa: E402
 from minigpt.model import MiniGPT, MiniGPTConfig  # noqa: E402
 from minigpt.prepare import prepare_workspace  # noqa: E402
+from minigpt.presets import PRESETS  # noqa: E402
 from minigpt.sampling import SamplerSettings, generate  # noqa: E402
-from minigpt.train import (  # noqa: E402
-    MODEL_FIELDS,
-    PRESETS,
-    TrainConfig,
-    Trainer,
-    grad_rows,
-    lr_at,
-    make_optimizer,
-    tensor_norms,
-)
+from minigpt.train import Trainer  # noqa: E402
+from minigpt.train_config import MODEL_FIELDS, TrainConfig, lr_at, make_optimizer  # noqa: E402
 from minigpt.workspace import Workspace  # noqa: E402
 
 WIKITEXT = ROOT.parent / "shared" / "data" / "wikitext-2"

@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn as nn
 
 from .checks.values import GradRow
+
+
+def grad_flags(requires_grad: bool, grad_norm: float | None) -> list[str]:
+    """One parameter's gradient flags (`grad_norm` None: it got no gradient), the same in every gradient
+    table: the gradients check's, the trainer's logs/grads.jsonl, the watch's."""
+    if not requires_grad:
+        return ["frozen"]
+    if grad_norm is None:
+        return ["no_grad"]
+    if not math.isfinite(grad_norm):
+        return ["nonfinite"]
+    return ["zero"] if grad_norm == 0.0 else []
 
 
 def grad_table(model: nn.Module) -> tuple[list[GradRow], float]:
@@ -37,15 +51,7 @@ def grad_table(model: nn.Module) -> tuple[list[GradRow], float]:
     for i, (name, p) in enumerate(named):
         w_norm, g_norm = host[0][i], host[1][i]
         missing = p.grad is None
-        flags = []
-        if not p.requires_grad:
-            flags.append("frozen")
-        elif missing:
-            flags.append("no_grad")
-        elif g_norm != g_norm or g_norm in (float("inf"), float("-inf")):
-            flags.append("nonfinite")
-        elif g_norm == 0.0:
-            flags.append("zero")
+        flags = grad_flags(p.requires_grad, None if missing else g_norm)
         if not missing and g_norm == g_norm:
             total_sq += g_norm * g_norm
         rows.append(
@@ -60,3 +66,33 @@ def grad_table(model: nn.Module) -> tuple[list[GradRow], float]:
             }
         )
     return rows, total_sq**0.5
+
+
+def tensor_norms(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The L2 norm of each tensor, in one batched kernel. torch has no public per-tensor form;
+    `clip_grad_norm_` uses this same op, so the norms match the clip's bit for bit."""
+    return list(torch._foreach_norm(tensors)) if tensors else []
+
+
+def grad_rows(
+    named_params: list[tuple[str, torch.nn.Parameter]], grad_norms: dict[int, float], weight_norms: list[float]
+) -> list[dict]:
+    """grads.jsonl rows from norms already on the host (`grad_norms` by `id(param)`, before the clip;
+    `weight_norms` in `named_params` order), flagged by `grad_flags`."""
+    rows = []
+    for (name, p), w_norm in zip(named_params, weight_norms, strict=True):
+        g_norm: float | str | None = grad_norms.get(id(p))
+        flags = grad_flags(p.requires_grad, g_norm)  # type: ignore[arg-type]
+        if flags == ["nonfinite"]:
+            g_norm = str(g_norm)  # JSON has no NaN/Infinity
+        rows.append(
+            {
+                "name": name,
+                "shape": [*p.shape],
+                "numel": p.numel(),
+                "grad_norm": g_norm,
+                "weight_norm": w_norm,
+                "flags": flags,
+            }
+        )
+    return rows

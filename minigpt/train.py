@@ -22,9 +22,8 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -41,37 +40,14 @@ from .data import get_batch, load_ids
 from .device import resolve_device
 from .errors import CheckpointError, ConfigError, DataError, TrainingDiverged
 from .fileio import atomic_write_text, open_log
+from .gradstats import grad_rows, tensor_norms
 from .logtrim import trim_log
 from .memory import require_fits
 from .model import MiniGPT
-from .presets import PRESETS  # noqa: F401  (re-exported)
+from .resume import check_optimizer_state, rank_rng_state, resumed_config, rng_state, set_rng_state
 from .tokenizer import CharTokenizer
-from .train_config import (  # noqa: F401  (re-exported: the config, schedule and optimizer)
-    DTYPES,
-    EVAL_TOKENS,
-    FLOAT_FIELDS,
-    INT_FIELDS,
-    MODEL_FIELDS,
-    TRAIN_FIELDS,
-    TrainConfig,
-    lr_at,
-    make_optimizer,
-)
+from .train_config import DTYPES, EVAL_TOKENS, TrainConfig, lr_at, make_optimizer
 from .workspace import Workspace, archive_run
-
-
-def _rng_state(batch_gen: torch.Generator) -> dict:
-    state: dict[str, Any] = {"batch": batch_gen.get_state(), "torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def _set_rng_state(state: dict, batch_gen: torch.Generator) -> None:
-    batch_gen.set_state(state["batch"])
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
 
 
 def load_split(path: Path, vocab_size: int, block_size: int) -> torch.Tensor:
@@ -321,7 +297,9 @@ class Trainer:
             )
         validate_resume_fields(raw, path)
         require_finite(raw["model_state_dict"], path, use="resume from")
-        self.cfg = self._resumed_config(raw, path)
+        self.cfg, notice = resumed_config(self.cfg, raw, self.overrides, path)
+        if notice:  # say it: a resumed run that silently kept (or dropped) a setting misleads its curve
+            self._fire("on_notice", notice)
         train_data, val_data = self._load_data(tokenizer.vocab_size)
         self._require_fits(tokenizer.vocab_size, path)
         batch_gen = torch.Generator().manual_seed(self.cfg.seed)
@@ -334,7 +312,7 @@ class Trainer:
         optimizer = make_optimizer(model, self.cfg)
         try:
             optimizer.load_state_dict(raw["optimizer_state_dict"])
-            _check_optimizer_state(optimizer)
+            check_optimizer_state(optimizer)
         except (ValueError, KeyError, TypeError, RuntimeError, IndexError) as exc:
             raise CheckpointError(
                 f"cannot resume from {path}: optimizer_state_dict does not fit the model: {str(exc)[:200]}",
@@ -342,7 +320,10 @@ class Trainer:
                 causes=["the file was edited, or written by another optimizer setup"],
             ) from None
         try:
-            _set_rng_state(self._saved_rng_state(raw), batch_gen)
+            state, notice = rank_rng_state(raw, self.world, self.cfg.seed)
+            if notice:
+                self._fire("on_notice", notice)
+            set_rng_state(state, batch_gen)
             scaler = self._make_scaler(raw.get("scaler_state_dict"))
         except (RuntimeError, TypeError, ValueError, KeyError, AttributeError) as exc:
             raise CheckpointError(
@@ -365,26 +346,6 @@ class Trainer:
             scaler=scaler,
         )
 
-    def _saved_rng_state(self, raw: dict) -> dict:
-        """This rank's generator states; another world size gets rank 0's (batches then differ from an
-        uninterrupted run, which only the same world size reproduces exactly)."""
-        saved_world = raw.get("world_size", 1)
-        states = raw.get("rng_states")
-        if saved_world == self.world.size and self.world.distributed:
-            if not (isinstance(states, list) and len(states) == self.world.size and isinstance(states[0], dict)):
-                raise ValueError(f"rng_states should hold {self.world.size} generator states")
-            return states[self.world.rank]
-        if saved_world != self.world.size and self.world.is_main:
-            self._fire(
-                "on_notice",
-                f"the checkpoint was written by {saved_world} process(es) and this run has {self.world.size}: "
-                "training continues, but on other batches than the original run would have drawn",
-            )
-        state = dict(raw["rng_state"])
-        if self.world.rank:  # a distinct batch stream per rank
-            state["batch"] = torch.Generator().manual_seed(self.cfg.seed + raw["step"] + self.world.rank).get_state()
-        return state
-
     def _make_scaler(self, saved: dict | None = None) -> torch.amp.GradScaler | None:
         if self.cfg.dtype != "float16":
             return None
@@ -392,27 +353,6 @@ class Trainer:
         if saved:
             scaler.load_state_dict(saved)
         return scaler
-
-    def _resumed_config(self, raw: dict, path: Path) -> TrainConfig:
-        """The saved run's settings, then the flags given now; the model shape is the checkpoint's."""
-        ignored = sorted(k for k in self.overrides if k in MODEL_FIELDS)
-        if ignored:
-            raise ConfigError(f"--resume keeps the checkpoint's model shape; drop {', '.join(ignored)}")
-        saved = {k: v for k, v in (raw.get("train_config") or {}).items() if k in TRAIN_FIELDS}
-        shape = {k: v for k, v in raw["config"].items() if k in MODEL_FIELDS}
-        changed = [
-            f"--{k.replace('_', '-')} {saved[k]!r} -> {v!r}" for k, v in self.overrides.items() if saved.get(k, v) != v
-        ]
-        if changed:  # say it: a resumed run that silently kept (or dropped) a setting misleads its curve
-            self._fire("on_notice", f"--resume overrides the saved settings: {', '.join(changed)}")
-        try:
-            return replace(self.cfg, **{**saved, **shape, **self.overrides, "device": self.cfg.device})
-        except ConfigError as exc:
-            raise CheckpointError(
-                f"cannot resume from {path}: its train_config/config is invalid: {exc.message}",
-                path=path,
-                causes=["the file was edited or written by another script"],
-            ) from None
 
     def _remove_orphan_temp_files(self) -> None:
         """Temp files of an atomic save whose writer was killed (SIGKILL skips the cleanup);
@@ -548,7 +488,7 @@ class Trainer:
                 last_good=st.last_good,
             )
         # every rank's generator states reach rank 0's checkpoint (exact resume at the same world size)
-        rng_states = distributed.gather(_rng_state(st.batch_gen), self.world)
+        rng_states = distributed.gather(rng_state(st.batch_gen), self.world)
         if not self.world.is_main:
             return  # rank 0 evaluates and saves; the others wait for it at the next step's all-reduce
         # the plain model: a compiled one would recompile for the larger evaluation batch
@@ -622,60 +562,6 @@ class Trainer:
             moved, aside = trim_log(path, step)
             if moved:
                 self._fire("on_notice", f"moved {moved} unreadable line(s) of {path} to {aside}")
-
-
-def _check_optimizer_state(optimizer: torch.optim.Optimizer) -> None:
-    """load_state_dict accepts wrong shapes and types that only fail at the next step: find them now."""
-    for i, group in enumerate(optimizer.param_groups):
-        for key in ("lr", "eps", "weight_decay"):
-            value = group.get(key)
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise TypeError(f"param_groups[{i}].{key} is {value!r}, expected a number")
-        betas = group.get("betas")
-        if not (isinstance(betas, (tuple, list)) and len(betas) == 2 and all(isinstance(b, float) for b in betas)):
-            raise TypeError(f"param_groups[{i}].betas is {betas!r}, expected two floats")
-        for p in group["params"]:
-            for name, value in optimizer.state.get(p, {}).items():
-                if name in ("exp_avg", "exp_avg_sq") and (
-                    not isinstance(value, torch.Tensor) or value.shape != p.shape
-                ):
-                    shape = list(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
-                    raise ValueError(f"state {name} is {shape} for a parameter of shape {list(p.shape)}")
-
-
-def tensor_norms(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
-    """The L2 norm of each tensor, in one batched kernel. torch has no public per-tensor form;
-    `clip_grad_norm_` uses this same op, so the norms match the clip's bit for bit."""
-    return list(torch._foreach_norm(tensors)) if tensors else []
-
-
-def grad_rows(
-    named_params: list[tuple[str, torch.nn.Parameter]], grad_norms: dict[int, float], weight_norms: list[float]
-) -> list[dict]:
-    """grads.jsonl rows from norms already on the host (`grad_norms` by `id(param)`, before the clip;
-    `weight_norms` in `named_params` order), flagged as `minigpt.gradstats.grad_table` flags them."""
-    rows = []
-    for (name, p), w_norm in zip(named_params, weight_norms, strict=True):
-        g_norm: float | str | None = grad_norms.get(id(p))
-        if g_norm is None:
-            flags = ["no_grad"] if p.requires_grad else ["frozen"]
-        elif not math.isfinite(g_norm):  # type: ignore[arg-type]
-            flags, g_norm = ["nonfinite"], str(g_norm)  # JSON has no NaN/Infinity
-        elif g_norm == 0.0:
-            flags = ["zero"]
-        else:
-            flags = []
-        rows.append(
-            {
-                "name": name,
-                "shape": [*p.shape],
-                "numel": p.numel(),
-                "grad_norm": g_norm,
-                "weight_norm": w_norm,
-                "flags": flags,
-            }
-        )
-    return rows
 
 
 def _weights_finite(model: torch.nn.Module) -> bool:

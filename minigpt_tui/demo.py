@@ -44,7 +44,8 @@ def build_demo(
     from minigpt.fileio import atomic_write_text
     from minigpt.prepare import prepare_workspace
     from minigpt.threads import apply as apply_thread_policy
-    from minigpt.train import TrainConfig, Trainer
+    from minigpt.train import Trainer
+    from minigpt.train_config import TrainConfig
 
     # this thread's torch threads (OpenMP's count is per thread): on a busy 2-core machine the
     # build took 97-121 s with 2 threads and 5 s with 1

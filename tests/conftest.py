@@ -75,7 +75,8 @@ def torch_seed():
 
 @pytest.fixture(scope="session")
 def _trained_template(tmp_path_factory, _workspace_template) -> Path:
-    from minigpt.train import TrainConfig, Trainer
+    from minigpt.train import Trainer
+    from minigpt.train_config import TrainConfig
 
     root = tmp_path_factory.mktemp("trained") / "ws"
     shutil.copytree(_workspace_template, root)

@@ -23,7 +23,8 @@ from minigpt.fileio import atomic_torch_save
 from minigpt.memory import minigpt_numel
 from minigpt.model import MiniGPT, MiniGPTConfig
 from minigpt.tokenizer import CharTokenizer
-from minigpt.train import TrainConfig, Trainer
+from minigpt.train import Trainer
+from minigpt.train_config import TrainConfig
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -13,7 +13,8 @@ from minigpt.checkpoint import load_checkpoint, read_checkpoint
 from minigpt.errors import ConfigError, TrainingDiverged
 from minigpt.model import MiniGPT
 from minigpt.tokenizer import CharTokenizer
-from minigpt.train import TrainConfig, Trainer, lr_at
+from minigpt.train import Trainer
+from minigpt.train_config import TrainConfig, lr_at
 
 VOLATILE = {"time", "elapsed_s", "tokens_per_s"}  # wall-clock fields that differ between runs
 
@@ -165,7 +166,8 @@ def test_unknown_preset_is_a_config_error():
 
 
 def test_a_fresh_run_moves_the_previous_run_aside_instead_of_overwriting_it(tiny_workspace):
-    from minigpt.train import TrainConfig, Trainer
+    from minigpt.train import Trainer
+    from minigpt.train_config import TrainConfig
 
     cfg = TrainConfig.from_preset("debug", max_steps=10, eval_interval=5, device="cpu")
     Trainer(tiny_workspace, cfg).run()
@@ -184,7 +186,7 @@ def test_bad_training_flags_are_config_errors_before_anything_moves(tiny_workspa
     import pytest
 
     from minigpt.errors import ConfigError
-    from minigpt.train import TrainConfig
+    from minigpt.train_config import TrainConfig
 
     for bad in ({"eval_interval": 0}, {"batch_size": 0}, {"learning_rate": -1.0}, {"grad_accum": 0}, {"num_heads": 5}):
         with pytest.raises(ConfigError):
@@ -192,7 +194,8 @@ def test_bad_training_flags_are_config_errors_before_anything_moves(tiny_workspa
 
 
 def test_resume_keeps_the_saved_schedule_unless_a_flag_overrides_it(tiny_workspace):
-    from minigpt.train import TrainConfig, Trainer
+    from minigpt.train import Trainer
+    from minigpt.train_config import TrainConfig
 
     first = Trainer(
         tiny_workspace,
@@ -215,7 +218,8 @@ def test_resume_from_a_foreign_checkpoint_is_a_typed_error(tiny_workspace):
 
     from minigpt.errors import CheckpointError
     from minigpt.fileio import atomic_torch_save
-    from minigpt.train import TrainConfig, Trainer
+    from minigpt.train import Trainer
+    from minigpt.train_config import TrainConfig
 
     Trainer(tiny_workspace, TrainConfig.from_preset("debug", max_steps=10, eval_interval=10, device="cpu")).run()
     payload = torch.load(tiny_workspace.latest_checkpoint, weights_only=True)

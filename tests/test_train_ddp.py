@@ -20,7 +20,8 @@ from minigpt.checkpoint import load_checkpoint, read_checkpoint
 from minigpt.errors import ConfigError, WorkspaceLockedError
 from minigpt.metrics_log import read_metrics
 from minigpt.tokenizer import CharTokenizer
-from minigpt.train import TrainConfig, Trainer
+from minigpt.train import Trainer
+from minigpt.train_config import TrainConfig
 from minigpt.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parents[1]

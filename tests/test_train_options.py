@@ -14,7 +14,8 @@ import torch
 from minigpt.checkpoint import read_checkpoint
 from minigpt.cli import main
 from minigpt.errors import ConfigError
-from minigpt.train import TrainConfig, Trainer
+from minigpt.train import Trainer
+from minigpt.train_config import TrainConfig
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available on this machine")
 

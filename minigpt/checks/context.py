@@ -26,8 +26,9 @@ from ..device import resolve_device
 from ..errors import CheckpointError, ConfigError, MiniGPTError
 from ..fileio import stat_input
 from ..jsonsafe import parse_json
+from ..presets import PRESETS
 from ..tokenizer import CharTokenizer
-from ..train import MODEL_FIELDS, PRESETS
+from ..train_config import MODEL_FIELDS
 from ..usermodel import model_factory_for
 from ..workspace import Workspace
 from .faults import FAULTS, Fault

@@ -17,7 +17,7 @@ from ..presets import PRESETS
 
 if TYPE_CHECKING:
     from ..distributed import World
-    from ..train import TrainConfig
+    from ..train_config import TrainConfig
 
 DTYPE_CHOICES = ("float32", "bfloat16", "float16")  # minigpt.train.DTYPES, without importing torch
 # nanoGPT's model flags -> TrainConfig's fields
@@ -63,7 +63,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..train import TrainConfig
+    from ..train_config import TrainConfig
 
     overrides = {
         k: getattr(args, k)

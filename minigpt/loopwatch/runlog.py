@@ -21,6 +21,7 @@ import time
 from typing import IO, Any
 
 from ..fileio import open_log
+from ..gradstats import grad_flags
 from ..lock import WorkspaceLock, acquire
 from ..workspace import Workspace, archive_run
 
@@ -225,16 +226,7 @@ def grads_record(step: dict, g: dict) -> dict:
     for i, name in enumerate(g["names"]):
         gn, wn, un = g["grad_norms"][i], g["weight_norms"][i], g["update_norms"][i]
         grad = None if gn < 0 else gn / factor if factor > 0 else gn
-        if not g["requires_grad"][i]:
-            flags = ["frozen"]
-        elif grad is None:
-            flags = ["no_grad"]
-        elif not math.isfinite(grad):
-            flags = ["nonfinite"]
-        elif grad == 0.0:
-            flags = ["zero"]
-        else:
-            flags = []
+        flags = grad_flags(g["requires_grad"][i], grad)
         if grad is not None and not g["in_optimizer"][i]:
             flags.append("not_in_optimizer")
         numel = math.prod(g["shapes"][i])

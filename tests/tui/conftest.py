@@ -11,7 +11,8 @@ import pytest
 from rich.console import Console
 
 from minigpt.prepare import prepare_workspace
-from minigpt.train import TrainConfig, Trainer
+from minigpt.train import Trainer
+from minigpt.train_config import TrainConfig
 from minigpt.workspace import Workspace
 from minigpt_tui.app import MiniGPTApp
 
