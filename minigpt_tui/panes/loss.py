@@ -37,6 +37,7 @@ from ..messages import TrainingEnded, TrainingStarted
 from ..train_args import DEFAULT_PRESET, TrainPlan
 from ..training import OtherTrainer, TrainingRun, other_trainer
 from ..widgets.deferred import RenderWhenShown
+from ..widgets.humanize import clip_at_clause, shorten_left
 from ..widgets.loss_plot import (
     EMA_CHOICES,
     ZOOM_CHOICES,
@@ -131,21 +132,6 @@ def previous_runs(root: Path, width: int, limit: int = PREVIOUS_RUNS) -> list[tu
 
 def _fmt(x: float | None, spec: str = ".4f") -> str:
     return "-" if x is None else (f"{x:{spec}}" if math.isfinite(x) else str(x))
-
-
-def clip_at_clause(text: str, cells: int) -> str:
-    """`text` in at most `cells` characters: cut after the last "; " or ", " that fits (when that
-    keeps most of it), else at the limit, and marked with "…"."""
-    if len(text) <= cells:
-        return text
-    room = text[: cells - 1]
-    cut = max(room.rfind("; "), room.rfind(", "))
-    return (room[:cut] if cut > cells // 2 else room).rstrip() + "…"
-
-
-def shorten_left(text: str, width: int) -> str:
-    """`text` cut from the left to `width` cells ("…/logs/metrics.jsonl"): the end says the most."""
-    return text if len(text) <= width else "…" + text[-max(1, width - 1) :]
 
 
 class LossPane(Vertical, RenderWhenShown):

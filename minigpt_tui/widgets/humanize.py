@@ -181,3 +181,13 @@ def shorten_left(path: str, width: int) -> str:
     if 0 <= cut < len(tail) - 1:
         tail = tail[cut:]
     return "…" + tail
+
+
+def clip_at_clause(text: str, cells: int) -> str:
+    """`text` in at most `cells` characters: cut after the last "; " or ", " that fits (when that
+    keeps most of it), else at the limit, and marked with "…"."""
+    if len(text) <= cells:
+        return text
+    room = text[: cells - 1]
+    cut = max(room.rfind("; "), room.rfind(", "))
+    return (room[:cut] if cut > cells // 2 else room).rstrip() + "…"
