@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import signal
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -91,3 +94,40 @@ def trained_workspace(tmp_path, _trained_template) -> Workspace:
     root = tmp_path / "trained"
     shutil.copytree(_trained_template, root)
     return Workspace(root)
+
+
+SANDBOX_SHAPE = {"block_size": 32, "n_embd": 64, "n_head": 4, "n_layer": 2, "dropout": 0.0}
+
+
+@pytest.fixture
+def config(tiny_workspace, tmp_path) -> Path:
+    """A --config JSON of the debug shape in nanoGPT's field names, for the tiny workspace's vocabulary."""
+    from minigpt.tokenizer import CharTokenizer
+
+    path = tmp_path / "config.json"
+    path.write_text(
+        json.dumps({"vocab_size": CharTokenizer.from_file(tiny_workspace.tokenizer).vocab_size, **SANDBOX_SHAPE})
+    )
+    return path
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """`tmpfs("size=64k")` mounts a small real tmpfs with those options (needs root); skips where the
+    machine does not allow it; unmounted after the test."""
+    mounted: list[Path] = []
+
+    def mount(options: str) -> Path:
+        if os.geteuid() != 0 or shutil.which("mount") is None:
+            pytest.skip("mounting a tmpfs needs root")
+        point = tmp_path / f"mnt{len(mounted)}"
+        point.mkdir()
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)], capture_output=True)
+        if done.returncode:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+        mounted.append(point)
+        return point
+
+    yield mount
+    for point in mounted:
+        subprocess.run(["umount", str(point)], check=False)

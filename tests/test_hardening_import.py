@@ -5,9 +5,7 @@ says the same."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -41,27 +39,6 @@ def run_copy(_run, tmp_path) -> tuple[Path, Path]:
     return root / "out", root / "data"
 
 
-@pytest.fixture
-def tmpfs(tmp_path):
-    """Mount a small real tmpfs (needs root); skip where the machine does not allow it."""
-    mounted: list[Path] = []
-
-    def mount(size: str) -> Path:
-        if os.geteuid() != 0 or shutil.which("mount") is None:
-            pytest.skip("mounting a tmpfs needs root")
-        point = tmp_path / f"mnt{len(mounted)}"
-        point.mkdir()
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(point)], capture_output=True)
-        if done.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-        mounted.append(point)
-        return point
-
-    yield mount
-    for point in mounted:
-        subprocess.run(["umount", str(point)], check=False)
-
-
 def test_a_ckpt_whose_model_args_claim_gigabytes_is_refused_before_building(run_copy, tmp_path, monkeypatch):
     # GIVEN a small ckpt.pt whose model_args claim 16 layers of width 4096 (about 13 GB of float32)
     out_dir, data_dir = run_copy
@@ -92,7 +69,7 @@ def test_import_on_a_full_disk_says_so_and_leaves_no_scratch_and_no_lock(run_cop
     out_dir, data_dir = run_copy
     vocab = len(read_meta(data_dir / "meta.pkl"))
     np.arange(4 << 20, dtype=np.uint16).__imod__(vocab).tofile(data_dir / "train.bin")
-    ws = tmpfs("3m") / "ws"
+    ws = tmpfs("size=3m") / "ws"
     args = ["import", "nanogpt", "--out-dir", str(out_dir), "--data-dir", str(data_dir), "--workspace", str(ws)]
     for attempt in range(2):  # the retry gets the same message: nothing was left filling the disk
         # WHEN it is imported (in this process: a SIGBUS would kill the test run itself)

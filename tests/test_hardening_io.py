@@ -7,8 +7,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import shutil
-import subprocess
 import types
 from pathlib import Path
 
@@ -39,27 +37,6 @@ def run_cli(capsys, *argv: str) -> tuple[int, str]:
     err = capsys.readouterr().err
     assert "Traceback" not in err
     return code, err
-
-
-@pytest.fixture
-def tmpfs(tmp_path):
-    """Mount a small real tmpfs (needs root); skip where the machine does not allow it."""
-    mounted: list[Path] = []
-
-    def mount(options: str) -> Path:
-        if os.geteuid() != 0 or shutil.which("mount") is None:
-            pytest.skip("mounting a tmpfs needs root")
-        point = tmp_path / f"mnt{len(mounted)}"
-        point.mkdir()
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)], capture_output=True)
-        if done.returncode:
-            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-        mounted.append(point)
-        return point
-
-    yield mount
-    for point in mounted:
-        subprocess.run(["umount", str(point)], check=False)
 
 
 def dev_full(monkeypatch):

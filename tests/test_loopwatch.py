@@ -20,7 +20,6 @@ from minigpt.loopwatch.loop_log import read_loop_log
 from minigpt.metrics_log import read_metrics
 from minigpt.workspace import Workspace
 from tests.fixtures import loops
-from tests.test_hardening_io import tmpfs  # noqa: F401  (the fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,7 +70,7 @@ def test_an_error_inside_the_watch_is_reported_once_and_training_goes_on(tmp_pat
 
 
 @pytest.mark.slow
-def test_a_full_disk_turns_the_watch_off_and_training_goes_on(tmpfs, capsys):  # noqa: F811
+def test_a_full_disk_turns_the_watch_off_and_training_goes_on(tmpfs, capsys):
     run = tmpfs("size=24k") / "run"
     params, watch = plain_loop(run, steps=30, interval=1)  # a line per step: the disk fills mid-run
     unwatched, _ = plain_loop(run.parent / "unused", steps=30, watched=False)

@@ -12,16 +12,6 @@ import pytest
 from minigpt.cli import main
 
 HOSTILE = Path(__file__).parent / "fixtures" / "hostile_models.py"
-SHAPE = {"block_size": 32, "n_embd": 64, "n_head": 4, "n_layer": 2, "dropout": 0.0}
-
-
-@pytest.fixture
-def config(tiny_workspace, tmp_path) -> Path:
-    from minigpt.tokenizer import CharTokenizer
-
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps({"vocab_size": CharTokenizer.from_file(tiny_workspace.tokenizer).vocab_size, **SHAPE}))
-    return path
 
 
 def _check(ws, cls, config, *extra, tmp_path):

@@ -9,7 +9,7 @@ from .registry import check
 from .result import Outcome, Status
 
 
-@check("sampler_settings", "generation", "Sampler settings are valid and sensible")
+@check("sampler_settings", "generation", "Sampler settings are valid and sensible", depends=("tokenizer_roundtrip",))
 def sampler_settings(ctx, run):
     s = ctx.options.sampler
     values = {
@@ -20,8 +20,6 @@ def sampler_settings(ctx, run):
         "max_new_tokens": s.max_new_tokens,
         "seed": s.seed,
     }
-    if not ctx.inputs.tokenizer.exists() and ctx.ws.loop_log.is_file():
-        raise Outcome(Status.SKIP, "a watched loop's folder: no tokenizer to validate the settings against")
     try:
         notices = validate(s, ctx.tokenizer.vocab_size)
     except SamplerSettingsError as exc:
