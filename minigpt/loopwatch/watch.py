@@ -146,8 +146,9 @@ class Watch:
 
     def log(self, step: int | None = None, **scalars: float) -> None:
         """Log what the watch cannot see by itself (validation loss, anything): one metrics line at
-        `step` (default: the optimizer steps done so far). `loss=` replaces the training loss the
-        watch would read off the model (use it when the model returns logits only)."""
+        `step` (default: the optimizer steps done so far). `loss=` is the training loss when the model
+        returns logits only; when it returns its own loss (the series), a logged one is kept beside it
+        as `logged_loss`."""
         if not self.active:
             return
         try:
