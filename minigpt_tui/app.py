@@ -263,13 +263,14 @@ class MiniGPTApp(App):
             await self._open_workbench()  # the files check says what is missing
 
     def _start_demo(self) -> None:
-        if demo.is_incomplete(self.workspace.root):
+        rebuilding = demo.is_incomplete(self.workspace.root)
+        if rebuilding:
             self.notify(
                 "the demo workspace was left incomplete (a build cancelled or killed half-way): rebuilding it",
                 severity="warning",
                 timeout=8,
             )
-        self.push_screen(DemoSetupScreen(str(self.workspace.root)))
+        self.push_screen(DemoSetupScreen(str(self.workspace.root), rebuilding))
         self._build_demo(self.workspace.root)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="demo", name="build demo")

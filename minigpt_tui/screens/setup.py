@@ -8,19 +8,24 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Label, ProgressBar, Static
 
+REBUILD_REASON = "rebuilding: the last build was left incomplete (cancelled or killed half-way)"
+
 
 class DemoSetupScreen(ModalScreen[None]):
     BINDINGS = [Binding("q,ctrl+c,escape", "cancel_build", "Cancel and quit", priority=True)]
 
-    def __init__(self, workspace: str) -> None:
+    def __init__(self, workspace: str, rebuilding: bool = False) -> None:
         super().__init__()
         self.workspace = workspace
+        self.rebuilding = rebuilding
         self.cancelling = False
 
     def compose(self) -> ComposeResult:
         with Vertical(id="setup-box", classes="modal-box"):
             yield Static("Building the demo workspace (embedded corpus, debug preset)", id="setup-title")
             yield Static(self.workspace, id="setup-path", markup=False)
+            if self.rebuilding:  # stays on screen for the whole build; a notice would time out first
+                yield Static(REBUILD_REASON, id="setup-reason", markup=False)
             yield ProgressBar(total=100, show_eta=False, id="setup-progress")
             yield Label("starting…", id="setup-stage", markup=False)
             yield Static("q, Ctrl+C or Escape: cancel and quit", id="setup-hint")

@@ -262,8 +262,10 @@ async def test_q_cancels_the_demo_build_and_an_incomplete_demo_is_rebuilt(tmp_pa
     # WHEN the demo opens again, THEN it is rebuilt (with a notice), not opened half-trained
     again = make_app(".", demo_mode=True, demo_steps=20)
     async with again.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: isinstance(again.screen, DemoSetupScreen), 30, "the demo build to start")
+        reason = str(again.screen.query_one("#setup-reason").render())
+        assert "rebuilding" in reason and "incomplete" in reason
         report = await wait_for_report(pilot, again, timeout=120)
-        assert any("rebuilding" in str(n.message) for n in again._notifications)
         assert report.by_id()["checkpoint_load"].values["step"] == 20
         assert demo.is_ready(root)
 
