@@ -460,6 +460,9 @@ class RunSettings:
     source: str  # in words, e.g. "the checkpoint's train_config"
     learning_rate: float | None = None
     grad_clip: float | None = None  # max gradient norm; 0 or None: not clipped
+    batch_size: int | None = None  # sequences per micro-batch
+    weight_decay: float | None = None
+    beta2: float | None = None
 
 
 # advice that a run which clipped its gradients already follows

@@ -38,6 +38,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--inject", metavar="FAULT", help="start with a known bug injected (see the fault menu, key f)")
     p.add_argument("--skip-overfit", action="store_true", help="skip the single-batch overfit check (the slow one)")
     p.add_argument("--overfit-steps", type=int, help="steps for the overfit check (default 300)")
+    p.add_argument(
+        "--lr-probe", action="store_true", help="also run the learning-rate probe (four short runs, LR/10..3xLR)"
+    )
+    p.add_argument(
+        "--lr", type=float, dest="run_learning_rate", metavar="LR", help="the run's learning rate, for the probe"
+    )
     p.add_argument("--timings", action="store_true", help="print time to first paint and to all checks done on exit")
     return p
 
@@ -57,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
         fault=args.inject,
         skip_overfit=args.skip_overfit,
         overfit_steps=args.overfit_steps,
+        lr_probe=args.lr_probe,
+        run_learning_rate=args.run_learning_rate,
         started_at=STARTED,
     )
     app.run()

@@ -138,6 +138,8 @@ class MiniGPTApp(App):
         fault: str | None = None,
         skip_overfit: bool = False,
         overfit_steps: int | None = None,
+        lr_probe: bool = False,
+        run_learning_rate: float | None = None,
         demo_steps: int = demo.DEMO_STEPS,
         started_at: float | None = None,
     ) -> None:
@@ -155,6 +157,8 @@ class MiniGPTApp(App):
             device=device,
             fault=fault,
             skip_overfit=skip_overfit,
+            lr_probe=lr_probe,
+            run_learning_rate=run_learning_rate,
             **({"overfit_steps": overfit_steps} if overfit_steps else {}),
         )
         if demo_mode:

@@ -96,6 +96,9 @@ class InspectedModel:
     label: str  # e.g. "checkpoint step 200" or "fresh model (no checkpoint)"
 
 
+PRESET_SOURCE = "the debug preset"  # how `config_source` names the stand-in for an unknown config
+
+
 class CheckContext:
     def __init__(self, options: CheckOptions):
         self.options = options
@@ -282,6 +285,11 @@ class CheckContext:
         _, source, fallback = self._base_config()
         return source, fallback
 
+    def config_from_run(self) -> bool:
+        """Whether `base_config` is the run's own (--config, the checkpoint's, an hf:PATH folder's),
+        not the debug preset standing in for an unknown one."""
+        return not self._base_config()[1].startswith(PRESET_SOURCE)
+
     def _base_config(self) -> tuple[dict, str, bool]:
         """--config JSON (explicit wins), else the checkpoint's (whatever extra keys it carries, such
         as the `model_class` an import writes), else an hf:PATH folder's config.json, else the debug
@@ -309,7 +317,7 @@ class CheckContext:
         folder = spec.folder_config() if spec is not None else None
         if folder is not None:
             return folder, f"{spec.folder}/config.json", self.has_checkpoint
-        return self._preset_for_config_class(), f"the debug preset ({why})", self.has_checkpoint
+        return self._preset_for_config_class(), f"{PRESET_SOURCE} ({why})", self.has_checkpoint
 
     @staticmethod
     def _config_file(path: Path) -> dict:
@@ -386,7 +394,15 @@ class CheckContext:
             value = settings.get(key)
             return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
-        return RunSettings(source, learning_rate=number("learning_rate"), grad_clip=number("grad_clip"))
+        batch = number("batch_size")
+        return RunSettings(
+            source,
+            learning_rate=number("learning_rate"),
+            grad_clip=number("grad_clip"),
+            batch_size=int(batch) if batch is not None and batch >= 1 else None,
+            weight_decay=number("weight_decay"),
+            beta2=number("beta2"),
+        )
 
     # -- batches ----------------------------------------------------------------------------
     def batch(self, batch_size: int, block_size: int, split: str = "train", seed: int | None = None):

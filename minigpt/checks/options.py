@@ -35,6 +35,9 @@ class CheckOptions:
     prompt: str = "The "
     seed: int = 0
     learning_rate: float = 1e-3  # for the optimizer-update check
+    lr_probe: bool = False  # --lr-probe: the opt-in learning-rate probe (four short training runs)
+    lr_probe_steps: int = 150  # steps of each probe run
+    run_learning_rate: float | None = None  # --lr: the run's learning rate (else its checkpoint's or log's)
     allow_large: bool = False  # --allow-large: build models past the memory estimate (memory.large_allowed)
 
     def resolve(self) -> ResolvedInputs:
@@ -44,6 +47,11 @@ class CheckOptions:
             raise ConfigError(f"unknown fault {self.fault!r}; choose from {', '.join(FAULTS)}")
         if self.overfit_steps < 1:
             raise ConfigError(f"--overfit-steps must be at least 1; found {self.overfit_steps}")
+        if self.lr_probe_steps < 10:
+            raise ConfigError(f"--lr-probe-steps must be at least 10; found {self.lr_probe_steps}")
+        lr = self.run_learning_rate
+        if lr is not None and not (lr > 0 and lr < float("inf")):
+            raise ConfigError(f"--lr must be a positive number; found {lr!r}")
         ws = Workspace(self.workspace)
         fresh = isinstance(self.checkpoint, str) and self.checkpoint.strip().lower() == FRESH_MODEL
         explicit = {

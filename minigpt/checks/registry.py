@@ -45,6 +45,7 @@ CHECK_MODULES = (
     "independence_checks",
     "gradient_checks",
     "nonfinite_checks",
+    "lr_probe_checks",
     "loop_checks",
     "loop_schedule_checks",
     "loop_data_checks",

@@ -31,6 +31,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--skip", help="comma-separated check ids to skip")
     p.add_argument("--skip-overfit", action="store_true", help="skip the single-batch overfit check")
     p.add_argument("--overfit-steps", type=int, default=300, help="steps for the overfit check (default 300)")
+    p.add_argument(
+        "--lr-probe",
+        action="store_true",
+        help="also run the learning-rate probe: four short runs of the run's model at LR/10, LR/3, LR, 3xLR",
+    )
+    p.add_argument("--lr-probe-steps", type=int, default=150, metavar="N", help="steps of each probe run (default 150)")
+    p.add_argument(
+        "--lr",
+        type=float,
+        dest="run_learning_rate",
+        metavar="LR",
+        help="the run's learning rate, for the probe (default: the checkpoint's settings, else the log's peak lr)",
+    )
     p.add_argument("--json", dest="json_path", metavar="PATH", help="write the JSON report here")
     p.add_argument("--expect-gpu", action="store_true", help="warn when the device falls back to CPU")
     p.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
@@ -106,6 +119,9 @@ def _run(args: argparse.Namespace) -> int:
         expect_gpu=args.expect_gpu,
         overfit_steps=args.overfit_steps,
         skip_overfit=args.skip_overfit,
+        lr_probe=args.lr_probe,
+        lr_probe_steps=args.lr_probe_steps,
+        run_learning_rate=args.run_learning_rate,
         fault=args.inject,
         allow_large=args.allow_large,
     )

@@ -285,13 +285,20 @@ def detail_view(r, judged=(), expected: str | None = None) -> Group:
     ]
     if expected:
         parts.append(Text(expected, style="bold"))
+    values = dict(r.values or {})
+    curves = values.get("curves") if r.id == "lr_probe" else None
+    if isinstance(curves, dict) and curves:
+        from ..widgets.probe_plot import probe_plot
+
+        parts.append(probe_plot(curves))
+        del values["curves"]  # drawn above: not again as numbers
     for title, items in (("likely causes", r.causes), ("what to try", r.fixes), ("notes", r.notes)):
         if items:
             parts.append(Text(title + ":", style="bold"))
             parts.extend(Text(f"  • {item}") for item in items)
-    if r.values:
+    if values:
         parts.append(Text("values:", style="bold"))
-        parts.append(values_grid(r.values))
+        parts.append(values_grid(values))
     if judged:
         parts.append(Text("this run judged:", style="bold"))
         parts.extend(Text(f"  {f.role}: {f.describe()}") for f in judged)

@@ -225,3 +225,20 @@ async def test_the_demo_workspace_says_its_split_overlap_warning_is_expected(tmp
         assert "expected for the demo" in str(pane.table.get_cell("split_overlap", "summary"))
         pane.show_detail("split_overlap")
         assert "expected for the demo corpus" in rendered(pane.query_one("#checks-detail-body"))
+
+
+@pytest.mark.slow
+async def test_the_lr_probe_runs_with_lr_probe_and_its_details_plot_the_losses(workspace, make_app):
+    app = make_app(workspace, lr_probe=True, run_learning_rate=0.2)
+    async with app.run_test(size=SIZE) as pilot:
+        report = await wait_for_report(pilot, app, timeout=180)
+        probe = report.by_id()["lr_probe"]
+        assert probe.status.value == "fail" and "lr 0.2 (--lr) is too high" in probe.summary
+        pane = app.query_one(ChecksPane)
+        pane.table.focus()
+        pane.table.move_cursor(row=pane.table.get_row_index("lr_probe"))
+        await pilot.pause()
+        text = rendered(pane.query_one("#checks-detail-body"))
+        assert "lr probe: validation loss by step" in text
+        assert "LR/10" in text and "3xLR" in text and "┤" in text  # the plot's legend and axis
+        assert "curves" not in text  # plotted, not listed again as numbers
