@@ -38,13 +38,14 @@ from .checkpoint import (
 )
 from .data import get_batch, load_ids
 from .device import resolve_device
-from .errors import CheckpointError, ConfigError, DataError, TrainingDiverged
+from .errors import CheckpointError, ConfigError, DataError, MiniGPTError, TrainingDiverged
 from .fileio import atomic_write_text, open_log
 from .gradstats import grad_rows, tensor_norms
 from .logtrim import trim_log
 from .memory import require_fits
 from .model import MiniGPT
 from .resume import check_optimizer_state, rank_rng_state, resumed_config, rng_state, set_rng_state
+from .samples_log import SampleRecord, draw_sample, record_line
 from .tokenizer import CharTokenizer
 from .train_config import DTYPES, EVAL_TOKENS, TrainConfig, lr_at, make_optimizer
 from .workspace import Workspace, archive_run
@@ -281,8 +282,12 @@ class Trainer:
             ws.metrics.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_text("", ws.metrics)
             atomic_write_text("", ws.grads)
+            atomic_write_text("", ws.samples)
         model.train()
-        return RunState(model, optimizer, batch_gen, tokenizer, train_data, val_data, scaler=self._make_scaler())
+        st = RunState(model, optimizer, batch_gen, tokenizer, train_data, val_data, scaler=self._make_scaler())
+        if self.world.is_main:
+            self._write_sample(st, None)  # step 0: what the untrained model writes
+        return st
 
     def _resume(self, tokenizer: CharTokenizer) -> RunState:
         path = self.ws.latest_checkpoint
@@ -508,6 +513,7 @@ class Trainer:
             if improved:
                 save_checkpoint(ws.best_checkpoint, payload)
         st.last_good, st.last_good_step, st.val_loss = str(ws.latest_checkpoint), step, losses["val"]
+        self._write_sample(st, losses["val"])
         self._fire("on_checkpoint", str(ws.latest_checkpoint))
         if improved:
             self._fire("on_checkpoint", str(ws.best_checkpoint))
@@ -542,10 +548,22 @@ class Trainer:
         """A fresh run never overwrites an earlier one: its checkpoints and logs move to
         `<workspace>/previous/<time>/` first (use --resume to continue it instead)."""
         ws = self.ws
-        dest = archive_run(ws, (ws.best_checkpoint, ws.latest_checkpoint, ws.metrics, ws.grads, ws.loop_log))
+        dest = archive_run(
+            ws, (ws.best_checkpoint, ws.latest_checkpoint, ws.metrics, ws.grads, ws.loop_log, ws.samples)
+        )
         if dest is not None:
             self._fire("on_archive", str(dest))
         return dest
+
+    def _write_sample(self, st: RunState, val_loss: float | None) -> None:
+        """A short sample at the fixed prompt and seed (`minigpt.samples_log`), after the
+        checkpoint: a failure to write it is a notice, never the end of the run."""
+        try:
+            prompt, text = draw_sample(st.model, st.tokenizer)
+            with open_log(self.ws.samples, what="the samples log") as fh:
+                fh.write(record_line(SampleRecord(st.step, text, prompt, val_loss)))
+        except (OSError, MiniGPTError) as exc:
+            self._fire("on_notice", f"no sample written at step {st.step}: {exc}")
 
     def _log_grads(self, step: int, norm_before_clip: float, rows: list[dict]) -> None:
         record = {"step": step, "global_norm": norm_before_clip, "clip": self.cfg.grad_clip, "rows": rows}
@@ -556,7 +574,7 @@ class Trainer:
         """Drop lines the interrupted run logged after the checkpoint we resume from. Lines that
         cannot be read (bad UTF-8, not JSON, a `step` that is not a number) are kept aside in
         `<log>.rejected`, never deleted. Streamed (`minigpt.logtrim`): bounded memory at any size."""
-        for path in (self.ws.metrics, self.ws.grads):
+        for path in (self.ws.metrics, self.ws.grads, self.ws.samples):
             if not os.path.lexists(path):
                 continue
             moved, aside = trim_log(path, step)

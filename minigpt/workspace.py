@@ -46,6 +46,11 @@ class Workspace:
         return self.root / "logs" / "grads.jsonl"
 
     @property
+    def samples(self) -> Path:
+        """A short sample at a fixed prompt and seed per evaluation (see `minigpt.samples_log`)."""
+        return self.root / "logs" / "samples.jsonl"
+
+    @property
     def loop_log(self) -> Path:
         """What `minigpt.watch` saw of a training loop (see `minigpt.loopwatch`)."""
         return self.root / "logs" / "loop.jsonl"

@@ -46,7 +46,7 @@ class RunLog:
         logs.mkdir(parents=True, exist_ok=True)
         if self.use_lock:
             self._lock = acquire(self.ws.root, command="watch")
-        archive_run(self.ws, (self.ws.metrics, self.ws.grads, self.ws.loop_log))
+        archive_run(self.ws, (self.ws.metrics, self.ws.grads, self.ws.loop_log, self.ws.samples))
         for name, path in (("loop", self.ws.loop_log), ("metrics", self.ws.metrics), ("grads", self.ws.grads)):
             self._files[name] = open_log(path, "a")
         self._line("loop", header)
@@ -70,6 +70,15 @@ class RunLog:
             if record.get("grad_rows"):
                 self._line("grads", grads_record(step, record["grad_rows"]))
         self._flush()
+
+    def sample(self, line: str) -> None:
+        """One line of `logs/samples.jsonl` (rank 0; opened on the first sample)."""
+        if self.rank != 0:
+            return
+        if "samples" not in self._files:
+            self._files["samples"] = open_log(self.ws.samples, "a", what="the samples log")
+        self._files["samples"].write(line)
+        self._files["samples"].flush()
 
     def close(self, step: int) -> None:
         if self.rank == 0 and "loop" in self._files:

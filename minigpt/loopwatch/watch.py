@@ -88,17 +88,24 @@ class Watch:
         interval: int = 20,
         grads_every: int = 100,
         lock: bool = True,
+        tokenizer: str | os.PathLike | None = None,
+        sample_every: int = 200,
         stderr=None,
     ):
         if not isinstance(model, nn.Module):
             raise TypeError(f"minigpt.watch: model must be a torch.nn.Module, got {type(model).__name__}")
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise TypeError(f"minigpt.watch: optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}")
-        if int(interval) < 1 or int(grads_every) < 1:
-            raise ValueError("minigpt.watch: interval and grads_every must be at least 1")
+        if int(interval) < 1 or int(grads_every) < 1 or int(sample_every) < 1:
+            raise ValueError("minigpt.watch: interval, grads_every and sample_every must be at least 1")
         self.model, self.optimizer = model, optimizer
         self.scheduler, self.scaler = scheduler, scaler
         self.interval, self.grads_every = int(interval), int(grads_every)
+        self.sample_every = int(sample_every)
+        self._tokenizer: Any = None  # a CharTokenizer once `tokenizer=` has loaded: samples are written
+        self._sampling = False  # True while the watch draws a sample: its forwards are not the loop's
+        self._sampled_step: int | None = None
+        self._val_loss: tuple[int, float] | None = None  # the last logged validation loss, with its step
         self.ws = Workspace(Path(workspace))
         self.stderr = stderr if stderr is not None else sys.stderr
         self.step = 0
@@ -140,6 +147,8 @@ class Watch:
             self._install()
         except Exception as exc:  # never break the user's run: say so once and stay off
             self._fail(exc, "starting")
+        if tokenizer is not None and self.active and self.rank == 0:
+            self._start_samples(tokenizer)
         atexit.register(self._at_exit, weakref.ref(self))
 
     # --- public API ----------------------------------------------------------------------------
@@ -163,6 +172,9 @@ class Watch:
                 record[key] = float(value)
             if "train_loss" in record:
                 self._logged_loss = True
+            val = next((record[k] for k in ("val_loss", "val", "eval_loss") if k in record), None)
+            if val is not None:
+                self._val_loss = (record["step"], val)
             self._pending.append({"metrics_only": record})
             self.flush()
         except Exception as exc:
@@ -186,6 +198,8 @@ class Watch:
         self.closed = True
         if self.active:
             self.flush()
+            if self._tokenizer is not None and self._sampled_step != self.step:
+                self._sample()  # the model as training left it
             if self.active and self.log_writer is not None:
                 try:
                     self.log_writer.close(self.step)
@@ -223,7 +237,7 @@ class Watch:
 
     def _guard(self, fn):
         def hook(*args, **kwargs):
-            if not self.active:
+            if not self.active or self._sampling:
                 return None
             try:
                 fn(*args, **kwargs)
@@ -400,6 +414,48 @@ class Watch:
         self._window = _Window(deep=nxt <= DEEP_FIRST_STEPS or nxt % self.interval == 0)
         if w.deep:
             self.flush()
+        if self._tokenizer is not None and step % self.sample_every == 0:
+            self._sample()
+
+    # --- samples -------------------------------------------------------------------------------
+
+    def _start_samples(self, path: str | os.PathLike) -> None:
+        """Load the tokenizer and write step 0's sample; any problem turns sampling off, once,
+        saying why, and the rest of the watch goes on."""
+        from ..tokenizer import CharTokenizer
+
+        try:
+            self._tokenizer = CharTokenizer.from_file(path)
+        except Exception as exc:  # noqa: BLE001  a bad tokenizer file must not stop the user's run
+            self._samples_off(f"{type(exc).__name__}: {exc}")
+            return
+        self._sample()
+
+    def _sample(self) -> None:
+        from ..samples_log import SampleRecord, draw_sample, record_line
+
+        model = self.model.module if isinstance(self.model, nn.parallel.DistributedDataParallel) else self.model
+        if type(model).__name__ == "OptimizedModule":
+            self._samples_off("the model is torch.compile'd, and generating would recompile it")
+            return
+        self._sampling = True
+        try:
+            prompt, text = draw_sample(model, self._tokenizer)
+            val = self._val_loss[1] if self._val_loss is not None and self._val_loss[0] == self.step else None
+            assert self.log_writer is not None
+            self.log_writer.sample(record_line(SampleRecord(self.step, text, prompt, val)))
+            self._sampled_step = self.step
+        except Exception as exc:  # noqa: BLE001  a model that cannot generate: no samples, training goes on
+            self._samples_off(f"{type(exc).__name__}: {exc}")
+        finally:
+            self._sampling = False
+
+    def _samples_off(self, why: str) -> None:
+        self._tokenizer = None
+        try:
+            print(f"minigpt.watch: no samples ({why}); the rest of the watch goes on", file=self.stderr)
+        except Exception:  # noqa: BLE001  a closed stderr
+            pass
 
     def _grad_rows(self) -> dict:
         named = list(self.model.named_parameters())
