@@ -69,7 +69,7 @@ def test_the_samples_reader_skips_what_is_not_a_sample(tmp_path):
 def test_structure_is_measured_against_the_data_itself():
     yard = Yardstick.of(demo_text())
     real = yard.measure("The object is returned by the function when the argument is a string.")
-    noise = yard.measure("Zb8krzt'N6FjFKw)G\"S  oux^hDWWi^x??>hqSv0xYWR|zJsr>#^\"]lpkt?){{i{ YzKoS")
+    noise = yard.measure('Zb8krzt\'N6FjFKw)G"S  oux^hDWWi^x??>hqSv0xYWR|zJsr>#^"]lpkt?){{i{ YzKoS')
     letters = yard.measure("te n retexoleje s)h aoug hirW iax ht ta ibeenssrt lpstatiri rntovinelpte")
     assert real.word_fit > 0.9 and real.char_fit > 0.9
     assert noise.word_fit < 0.1 and noise.char_fit < 0.7

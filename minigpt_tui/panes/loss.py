@@ -22,7 +22,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.events import Resize
 from textual.message import Message
 from textual.widgets import Static
@@ -47,6 +47,7 @@ from ..widgets.loss_plot import (
     LossPlot,
     LossView,
 )
+from ..widgets.samples_view import samples_text
 
 CHUNK_BYTES = 4 << 20  # per read while catching up: the UI gets a progress snapshot between chunks
 HEARTBEAT_S = 1.0  # the follower posts at least this often, new data or not
@@ -142,6 +143,9 @@ class LossPane(Vertical, RenderWhenShown):
     LossPane #loss-status, LossPane #train-status { height: auto; padding: 0 1; }
     LossPane #loss-diagnosis { height: auto; max-height: 4; padding: 0 1; }
     LossPane LossPlot { height: 1fr; min-height: 6; }
+    LossPane #loss-row { height: 1fr; min-height: 6; }
+    LossPane #loss-samples { display: none; width: 1fr; height: 1fr; border-left: solid $primary; padding: 0 1; }
+    LossPane #loss-samples.shown { display: block; }
     """
     BINDINGS = [
         Binding("s", "start_training", "Train", show=False),  # `t` (the app's) is in the footer
@@ -150,6 +154,7 @@ class LossPane(Vertical, RenderWhenShown):
         Binding("m", "cycle_ema", "EMA"),
         Binding("z", "cycle_zoom", "Zoom"),
         Binding("p", "toggle_previous", "Prev"),
+        Binding("v", "toggle_samples", "Samples"),
     ]
     can_focus = True  # so the keys reach the pane when its tab is shown
     POLL_S = 0.25  # 4 Hz: tail -f latency, and the most often a snapshot is posted
@@ -188,13 +193,17 @@ class LossPane(Vertical, RenderWhenShown):
 
     def compose(self) -> ComposeResult:
         yield Static("waiting for the metrics log...", id="loss-status", markup=False)
-        yield self._plot
+        with Horizontal(id="loss-row"):
+            yield self._plot
+            with VerticalScroll(id="loss-samples"):
+                yield Static("", id="loss-samples-body", markup=False)
         yield Static("", id="loss-diagnosis", markup=False)
         yield Static("", id="train-status", markup=False)
 
     def on_mount(self) -> None:
         self._render_training()
         self.set_interval(1.0, self._watch_follower)
+        self.set_interval(2.0, self._poll_samples)
         if getattr(self.app, "workspace", None) is not None:
             given = getattr(self.app, "metrics_path", None)  # --metrics; a TensorBoard log is for the checks only
             self.load_initial(given if given is not None and given.is_file() and "tfevents" not in given.name else None)
@@ -494,6 +503,42 @@ class LossPane(Vertical, RenderWhenShown):
 
     def action_toggle_previous(self) -> None:
         self._set_view(previous=not self.view.previous)
+
+    # -- samples by step --------------------------------------------------------------------
+    samples_shown = False
+    _samples_seen: tuple | None = None  # (size, mtime) of the samples log last read
+
+    def action_toggle_samples(self) -> None:
+        """`v`: the run's samples by step beside the plot (logs/samples.jsonl)."""
+        self.samples_shown = not self.samples_shown
+        self.query_one("#loss-samples").set_class(self.samples_shown, "shown")
+        if self.samples_shown:
+            self._samples_seen = None
+            self._poll_samples()
+
+    def _poll_samples(self) -> None:
+        if self.samples_shown and getattr(self.app, "workspace", None) is not None:
+            self._read_samples(Path(self.app.workspace.samples))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="loss-samples", name="samples reader")
+    def _read_samples(self, path: Path) -> None:
+        from minigpt.samples_log import read_samples
+
+        try:
+            st = path.stat()
+            seen = (st.st_size, st.st_mtime_ns)
+        except OSError:
+            seen = None
+        if seen is not None and seen == self._samples_seen:
+            return
+        samples = read_samples(path) if seen is not None else []
+        self._samples_seen = seen
+        text = samples_text(samples, str(path))
+        self.app.call_from_thread(self._show_samples, text)
+
+    def _show_samples(self, text: Text) -> None:
+        self.query_one("#loss-samples-body", Static).update(text)
+        self.query_one("#loss-samples", VerticalScroll).scroll_end(animate=False)
 
     # -- training subprocess ----------------------------------------------------------------
     @property

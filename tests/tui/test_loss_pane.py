@@ -243,3 +243,29 @@ def test_the_verdict_its_cause_and_try_line_fit_80_columns():
     assert lines[1] == "  likely: too little data for the model size; too many steps"
     assert lines[2].startswith("  try: more data or a smaller model")
     assert all(len(line) <= 2 * 76 for line in lines) and all(len(line) <= 76 for line in lines[1:])
+
+
+async def test_v_shows_the_samples_by_step_beside_the_plot_and_follows_new_ones(tmp_path):
+    ws = _workspace_with_metrics(tmp_path, _lines(1, 101))
+    ws.samples.write_text(
+        json.dumps({"step": 0, "prompt": "The ", "text": "Zq8#k\nxW"})
+        + "\n"
+        + json.dumps({"step": 50, "prompt": "The ", "text": "the cat", "val_loss": 2.5})
+        + "\n"
+    )
+    app = PaneHarness(LossPane, ws)
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = app.query_one(LossPane)
+        samples = pane.query_one("#loss-samples")
+        body = pane.query_one("#loss-samples-body", Static)
+        assert not samples.display  # hidden until asked for: the plot keeps the width
+        pane.focus()
+        await pilot.press("v")
+        assert await _until(pilot, lambda: "step 50  val 2.500" in str(body.render()))
+        text = str(body.render())
+        assert samples.display and "step 0\nThe Zq8#k⏎xW" in text and "The the cat" in text
+        with ws.samples.open("a") as fh:  # the run writes its next sample
+            fh.write(json.dumps({"step": 100, "prompt": "The ", "text": "the cat sat"}) + "\n")
+        assert await _until(pilot, lambda: "step 100" in str(body.render()), timeout=10)
+        await pilot.press("v")
+        assert not samples.display
