@@ -337,6 +337,93 @@ def train_vs_recipe(ws: Workspace, data, vocab: int, pairs: int = 3) -> dict:
     return out
 
 
+def _val_windows(ws: Workspace, cfg: TrainConfig):
+    """The validation windows `Trainer.evaluate` scores (same rows, same generator): both sides are
+    judged on exactly the same text."""
+    gen = torch.Generator().manual_seed(cfg.seed + 1)
+    return get_batch(load_ids(ws.ids("val")).long(), cfg.batch_size * cfg.eval_batches, cfg.block_size, "cpu", gen)
+
+
+@torch.no_grad()
+def _val_loss(model, windows, chunk: int = 64) -> float:
+    model.eval()
+    x, y = windows
+    total = sum(
+        model(x[i : i + chunk], y[i : i + chunk])[1].item() * len(x[i : i + chunk]) for i in range(0, len(x), chunk)
+    )
+    model.train()
+    return total / len(x)
+
+
+def recipe_timed(ws: Workspace, data, vocab: int, budget_s: float, shape: dict) -> dict:
+    """The minimal nanoGPT-style recipe, time-boxed the way a user would: time 20 steps, set
+    max_iters to fill the budget (its evaluations every 250 steps counted), AdamW (decay on 2-D
+    weights, betas 0.9/0.99), cosine from 1e-3 to 1e-4 after 100 warm-up steps, clip 1.0, its usual
+    batch of 64; the best validation loss over its evaluations on the trainer's own windows."""
+    cfg = TrainConfig(**shape, batch_size=64, learning_rate=1e-3, warmup_steps=100, eval_interval=250, device="cpu")
+    B, T = cfg.batch_size, cfg.block_size
+    torch.manual_seed(cfg.seed)
+    model = RecipeGPT(vocab, T, cfg.embedding_dim, cfg.num_heads, cfg.num_layers)
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    opt = torch.optim.AdamW(groups, lr=cfg.learning_rate, betas=(0.9, cfg.beta2))
+    data = data.long()
+    windows = _val_windows(ws, TrainConfig.from_preset("small"))  # the windows ours is scored on
+
+    def batch():
+        ix = torch.randint(len(data) - T, (B,))
+        return torch.stack([data[i : i + T] for i in ix]), torch.stack([data[i + 1 : i + 1 + T] for i in ix])
+
+    t0 = time.perf_counter()
+    best, it, eval_s = float("inf"), 0, 0.0
+    while it < cfg.max_steps:
+        lr = lr_at(it, cfg)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        _, loss = model(*batch())
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        it += 1
+        if it == 20:  # the user's estimate: this rate, with an evaluation every eval_interval steps
+            t_e = time.perf_counter()
+            _val_loss(model, windows)
+            eval_s = time.perf_counter() - t_e
+            step_s = (t_e - t0) / 20
+            left = budget_s - (time.perf_counter() - t0) - eval_s
+            cfg.max_steps = it + max(1, int(left / (step_s + eval_s / cfg.eval_interval)))
+        if it % cfg.eval_interval == 0 or it == cfg.max_steps:
+            best = min(best, _val_loss(model, windows))
+    return {"best_val_loss": best, "steps": it, "seconds": time.perf_counter() - t0}
+
+
+def ours_timed(ws: Workspace, budget_s: float, preset: str = "small") -> dict:
+    """`minigpt train --preset small --time BUDGET` as the CLI runs it."""
+    cfg = TrainConfig.from_preset(preset, device="cpu")
+    trainer = Trainer(ws, cfg, time_budget_s=budget_s)
+    summary = trainer.run()
+    return {"best_val_loss": summary["best_val_loss"], "steps": summary["steps"], "seconds": summary["seconds"]}
+
+
+def val_loss_vs_recipe_equal_time(ws: Workspace, data, vocab: int, budget_s: float) -> dict:
+    """`val_loss_vs_recipe_equal_time`: best validation loss of `minigpt train --preset small --time
+    B` minus the time-boxed recipe's at the same model shape and budget, on the same windows
+    (negative: ours is better). One pair, ours first; the load average is printed beside it."""
+    shape = {k: v for k, v in PRESETS["small"].items() if k in MODEL_FIELDS}
+    torch.optim.AdamW([torch.zeros(1, requires_grad=True)])  # the first optimizer imports torch._dynamo
+    ours = ours_timed(ws, budget_s)
+    recipe = recipe_timed(ws, data, vocab, budget_s, shape)
+    return {
+        "val_loss_vs_recipe_equal_time": ours["best_val_loss"] - recipe["best_val_loss"],
+        "equal_time_budget_s": budget_s,
+        "equal_time_ours": ours,
+        "equal_time_recipe": recipe,
+        "equal_time_load_average": os.getloadavg()[0],
+    }
+
+
 def _measure_in_subprocess(code: str) -> dict:
     """Run `code` (which fills a dict `out`) in a fresh interpreter and return `out` with the
     child's own peak RSS in MB.
@@ -692,7 +779,14 @@ def demo_build_seconds(tmp: Path) -> dict:
     return {"demo_build_seconds": time.perf_counter() - t0, "demo_steps": DEMO_STEPS}
 
 
-ONLY = ["watch_overhead", "ui_vs_bare", "ui_vs_bare_busy_neighbour", "kv_cache_speedup", "grad_stats_overhead"]
+ONLY = [
+    "val_loss_vs_recipe_equal_time",
+    "watch_overhead",
+    "ui_vs_bare",
+    "ui_vs_bare_busy_neighbour",
+    "kv_cache_speedup",
+    "grad_stats_overhead",
+]
 
 
 def train_briefly(ws: Workspace) -> None:
@@ -705,6 +799,9 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", choices=ONLY, help="measure just this figure (and the load average)")
+    parser.add_argument(
+        "--budget", type=float, default=480.0, help="seconds per side of val_loss_vs_recipe_equal_time (default 480)"
+    )
     args = parser.parse_args()
     reps = 3 if args.quick else 7
     torch.set_num_threads(max(1, torch.get_num_threads()))
@@ -719,6 +816,8 @@ def main() -> None:
             if args.only.startswith("ui_vs_bare"):
                 train_briefly(ws)
                 out.update(ui_vs_bare(ws.root, reps, neighbour=args.only.endswith("busy_neighbour")))
+            elif args.only == "val_loss_vs_recipe_equal_time":
+                out.update(val_loss_vs_recipe_equal_time(ws, data, vocab, args.budget))
             elif args.only == "watch_overhead":
                 out.update(watch_overhead(data, vocab, reps))
             elif args.only == "kv_cache_speedup":
@@ -748,6 +847,7 @@ def main() -> None:
         out.update(grad_stats_overhead(data, vocab, reps))
         out.update(watch_overhead(data, vocab, reps))
         out.update(train_vs_recipe(ws, data, vocab))
+        out.update(val_loss_vs_recipe_equal_time(ws, data, vocab, args.budget))
 
         # the whole check suite on the debug shape with a short trained checkpoint, 300 overfit steps
         train_briefly(ws)

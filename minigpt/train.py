@@ -46,6 +46,7 @@ from .memory import require_fits
 from .model import MiniGPT
 from .resume import check_optimizer_state, rank_rng_state, resumed_config, rng_state, set_rng_state
 from .samples_log import SampleRecord, draw_sample, record_line
+from .time_budget import CALIBRATION_STEPS, TimePlan
 from .tokenizer import CharTokenizer
 from .train_config import DTYPES, EVAL_TOKENS, TrainConfig, lr_at, make_optimizer
 from .workspace import Workspace, archive_run
@@ -123,6 +124,7 @@ class Trainer:
         resume: bool = False,
         overrides: dict | None = None,
         allow_large: bool = False,
+        time_budget_s: float | None = None,
     ):
         self.ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
         self.cfg = cfg
@@ -130,6 +132,8 @@ class Trainer:
         self.overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
         self.resume = resume
         self.allow_large = allow_large  # skip the memory estimate check
+        self.time_budget_s = time_budget_s  # --time: max_steps planned from measured throughput (time_budget)
+        self.time_plan: TimePlan | None = None
         self.callbacks: dict[str, list[Callable]] = defaultdict(list)
         self.stop_requested = False
         self.archived: Path | None = None  # where a fresh run moved the previous run's files
@@ -200,12 +204,18 @@ class Trainer:
                 },
             )
             st.run_start = time.perf_counter()
+            if self.time_budget_s is not None:
+                if self.world.distributed:
+                    raise ConfigError("--time is not supported under torchrun yet (ranks must agree on a step count)")
+                self.time_plan = TimePlan(self.time_budget_s, st.step)
             # only rank 0 writes the log; the other ranks' lines go nowhere
             # never through a link, never a FIFO
             log_ctx = open_log(self.ws.metrics) if self.world.is_main else open(os.devnull, "a", encoding="utf-8")
             with log_ctx as log:
                 while st.step < self.cfg.max_steps and not self._stopping():
                     record = self._train_step(st, log)
+                    if self.time_plan is not None:
+                        self._plan_time(st)
                     if self._is_eval_step(st.step):
                         self._evaluate_and_save(st, record, log)
                     elif st.step % self.cfg.log_interval == 0:
@@ -251,6 +261,29 @@ class Trainer:
             step_model = DistributedDataParallel(step_model, device_ids=ids)  # broadcasts rank 0's weights
         st.step_model = step_model
         st.named_params = list(st.model.named_parameters())
+
+    def _plan_time(self, st: RunState) -> None:
+        """--time: after the calibration steps (one evaluation timed on the side), set max_steps so
+        the run and its evaluations fit the budget; plan again at every evaluation (time_budget)."""
+        plan, cfg = self.time_plan, self.cfg
+        assert plan is not None
+        elapsed = time.perf_counter() - st.run_start
+        plan.measured_step(st.step, elapsed)
+        first = plan.planned_steps is None
+        if first and st.step - plan.start_step < CALIBRATION_STEPS and elapsed < 0.1 * plan.budget_s:
+            return
+        if first:
+            t0 = time.perf_counter()
+            self.evaluate(st.model, {"train": st.train_data, "val": st.val_data})  # timed, not logged
+            plan.measured_eval(2 * (time.perf_counter() - t0))  # with a checkpoint save or two
+            elapsed = time.perf_counter() - st.run_start
+        if first or self._is_eval_step(st.step):
+            cfg.max_steps = plan.plan(st.step, elapsed, cfg.eval_interval, cfg.warmup_steps)
+            cfg.warmup_steps = plan.warmup_steps or cfg.warmup_steps
+            if first:
+                self._fire("on_notice", plan.describe())
+        if elapsed >= plan.budget_s and st.step < cfg.max_steps:
+            cfg.max_steps = st.step  # out of time: this step's evaluation and save are the last
 
     def _is_eval_step(self, step: int) -> bool:
         return step % self.cfg.eval_interval == 0 or step == self.cfg.max_steps or self._stopping()
@@ -497,6 +530,7 @@ class Trainer:
         if not self.world.is_main:
             return  # rank 0 evaluates and saves; the others wait for it at the next step's all-reduce
         # the plain model: a compiled one would recompile for the larger evaluation batch
+        t_eval = time.perf_counter()
         losses = self.evaluate(st.model, {"train": st.train_data, "val": st.val_data})
         record["val_loss"] = losses["val"]
         record["eval_train_loss"] = losses["train"]
@@ -514,6 +548,8 @@ class Trainer:
                 save_checkpoint(ws.best_checkpoint, payload)
         st.last_good, st.last_good_step, st.val_loss = str(ws.latest_checkpoint), step, losses["val"]
         self._write_sample(st, losses["val"])
+        if self.time_plan is not None:
+            self.time_plan.measured_eval(time.perf_counter() - t_eval)
         self._fire("on_checkpoint", str(ws.latest_checkpoint))
         if improved:
             self._fire("on_checkpoint", str(ws.best_checkpoint))

@@ -98,7 +98,7 @@ WORD_GAIN = 0.10  # a rise in word_fit that counts as more structure at the same
     "sample_structure",
     "generation",
     "The run's samples grew more structured (characters, then words of the data)",
-    depends=("tokenizer_roundtrip",),
+    depends=("token_range",),
 )
 def sample_structure(ctx, run):
     from ..samples_log import Structure, Yardstick, read_samples

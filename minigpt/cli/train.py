@@ -36,6 +36,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     for flag, (field, what) in SHAPE_FLAGS.items():
         shape.add_argument(flag, type=int, dest=field, metavar="N", help=what)
     p.add_argument("--steps", type=int, dest="max_steps", help="optimizer steps")
+    p.add_argument(
+        "--time",
+        dest="time_budget",
+        metavar="DURATION",
+        help="train for this long (8m, 90s, 1h30m): the steps are planned from measured throughput so that "
+        "warm-up, decay and evaluations fit",
+    )
     p.add_argument("--lr", "--learning-rate", type=float, dest="learning_rate", help="peak learning rate")
     p.add_argument("--batch-size", type=int, help="sequences per micro-batch")
     p.add_argument("--grad-accum", type=int, help="micro-batches per optimizer step")
@@ -83,6 +90,15 @@ def run(args: argparse.Namespace) -> int:
         )
     }
     _check_shape_flags(args, overrides)
+    if args.time_budget is not None:
+        from ..errors import ConfigError
+        from ..time_budget import parse_duration
+
+        args.time_budget_s = parse_duration(args.time_budget)
+        if args.max_steps is not None:
+            raise ConfigError("--time plans the step count itself; drop --steps (or --time)")
+    else:
+        args.time_budget_s = None
     cfg = TrainConfig.from_preset(args.preset, device=args.device, **overrides)
     from .. import distributed
     from ..threads import apply as apply_thread_policy
@@ -143,9 +159,17 @@ def _train(args: argparse.Namespace, cfg: TrainConfig, overrides: dict, world: W
 
     from ..errors import TrainingDiverged
     from ..fileio import os_error
+    from ..time_budget import CALIBRATION_STEPS
     from ..train import Trainer
 
-    trainer = Trainer(args.workspace, cfg, resume=args.resume, overrides=overrides, allow_large=args.allow_large)
+    trainer = Trainer(
+        args.workspace,
+        cfg,
+        resume=args.resume,
+        overrides=overrides,
+        allow_large=args.allow_large,
+        time_budget_s=args.time_budget_s,
+    )
     # only rank 0 speaks: N ranks printing the same lines would interleave
     console = Console(stderr=True, soft_wrap=True, quiet=not world.is_main)  # paths are never broken across lines
     progress = Progress(
@@ -173,6 +197,7 @@ def _train(args: argparse.Namespace, cfg: TrainConfig, overrides: dict, world: W
             )
         progress.update(
             task,
+            total=trainer.cfg.max_steps,  # --time plans it after the first steps
             completed=rec["step"],
             info=f"loss {rec['train_loss']:.4f} val {state['val']} {rec['tokens_per_s']:,.0f} tok/s",
         )
@@ -182,7 +207,11 @@ def _train(args: argparse.Namespace, cfg: TrainConfig, overrides: dict, world: W
         if info["resumed"]:
             what = f"resuming at step {info['step']} of {info['max_steps']}"
         else:
-            what = f"preset {args.preset}, fresh, {info['max_steps']} steps"
+            what = f"preset {args.preset}, fresh, " + (
+                f"--time {args.time_budget}: steps planned after the first {CALIBRATION_STEPS}"
+                if args.time_budget_s is not None
+                else f"{info['max_steps']} steps"
+            )
         ranks = f" x {info['world_size']} processes" if info["world_size"] > 1 else ""
         console.print(f"training on {info['device']}{ranks} ({what})", highlight=False, markup=False)
         console.print(_shape_line(trainer), highlight=False, markup=False)
