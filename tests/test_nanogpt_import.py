@@ -101,10 +101,15 @@ def test_imported_run_passes_every_check_that_applies(trained_run, tmp_path, cap
     assert by_id["checkpoint_load"]["values"]["step"] == 40
     assert by_id["tokenizer_fingerprint"]["status"] == "pass"
     assert by_id["single_batch_overfit"]["status"] == "pass"
-    # nanoGPT writes no metrics.jsonl: the curve is the only check with nothing to look at
+    # nanoGPT writes no metrics.jsonl and no samples: the curve and the samples have nothing to look
+    # at; the learning-rate probe is opt-in
     skipped = [c for c in report["checks"] if c["status"] == "skip"]
     # the loop checks read a watched training loop's log (minigpt.watch): an import has none
-    assert [c["id"] for c in skipped if not c["id"].startswith("loop_")] == ["training_curve"]
+    assert [c["id"] for c in skipped if not c["id"].startswith("loop_")] == [
+        "lr_probe",
+        "training_curve",
+        "sample_structure",
+    ]
     assert all("no watched loop" in c["summary"] for c in skipped if c["id"].startswith("loop_"))
     # honest findings on this run, not import faults: the demo text repeats passages across the
     # 90/10 cut, and 40 iterations generate near-random characters
