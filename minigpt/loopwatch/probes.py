@@ -161,7 +161,11 @@ def to_host(records: list[dict]) -> list[dict]:
     floats: list[torch.Tensor] = []
     ints: list[torch.Tensor] = []
 
+    plain = (int, float, bool, str, type(None))  # most values: nothing to look into
+
     def collect(value):
+        if type(value) in plain:
+            return
         if isinstance(value, torch.Tensor):
             (ints if not value.is_floating_point() else floats).append(value)
         elif isinstance(value, dict):
@@ -184,6 +188,8 @@ def to_host(records: list[dict]) -> list[dict]:
             i += n
 
     def convert(value):
+        if type(value) in plain:
+            return value
         if isinstance(value, torch.Tensor):
             return host[id(value)]
         if isinstance(value, dict):

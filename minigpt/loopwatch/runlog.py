@@ -158,8 +158,11 @@ def loop_record(r: dict) -> dict:
     out["grads_at_step"] = "none" if present == 0 else ("zero" if at_step == 0.0 else "present")
     if r.get("relation") is not None:
         out["targets_equal"], out["targets_shifted"] = r["relation"]
-    if r.get("loss") is not None:
-        out["loss"] = r["loss"]
+    loss = r.get("loss")
+    if isinstance(loss, list):  # one per micro-batch (the watch averages them here, on the host)
+        loss = sum(loss) / len(loss)
+    if loss is not None:
+        out["loss"] = loss
     if used:
         out["loss_weight"] = sum(w[0] for w in used)
         out["loss_weight_misfit"] = max(w[1] for w in used)

@@ -401,7 +401,8 @@ class Watch:
         record["targets"] = rel[0].target_name if rel else None
         record["relation"] = torch.stack([f.relation for f in rel]).mean(0) if rel else None  # type: ignore[misc]
         losses = [f.loss for f in train if f.loss is not None]
-        record["loss"] = torch.stack(losses).float().mean() if losses else None
+        # one loss is kept as it is (no stack and mean on every step); micro-batches' are averaged on the host
+        record["loss"] = losses[0] if len(losses) == 1 else (losses or None)
         if w.deep:
             self._count_on_logits = w.backwards == 0 and w.logit_backwards > 0
             record["memory"], record["memory_source"] = memory_in_use(self._probe)
