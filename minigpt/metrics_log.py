@@ -378,7 +378,7 @@ def series(points: Sequence[MetricPoint], name: str = "train_loss") -> tuple[lis
     return xs, ys
 
 
-def downsample(xs: list, ys: list[float], width: int) -> tuple[list, list[float]]:
+def downsample(xs: Sequence, ys: Sequence[float], width: int) -> tuple[list, list[float]]:
     """At most 2*width points for a plot `width` columns wide: per bucket of consecutive points,
     its min and its max in their original order, so spikes and dips survive. Non-finite y values
     are dropped (a plot cannot draw them; `diagnose` reports them). O(n), mostly in C."""

@@ -584,9 +584,7 @@ class Trainer:
         """A fresh run never overwrites an earlier one: its checkpoints and logs move to
         `<workspace>/previous/<time>/` first (use --resume to continue it instead)."""
         ws = self.ws
-        dest = archive_run(
-            ws, (ws.best_checkpoint, ws.latest_checkpoint, ws.metrics, ws.grads, ws.loop_log, ws.samples)
-        )
+        dest = archive_run(ws, ws.run_files())
         if dest is not None:
             self._fire("on_archive", str(dest))
         return dest

@@ -60,6 +60,14 @@ class Workspace:
         """One file per DDP rank above 0 of a watched run: the batches each rank saw."""
         return self.root / "logs" / "ranks"
 
+    def log_files(self) -> tuple[Path, ...]:
+        """The logs a run writes (a fresh run moves the earlier run's aside first)."""
+        return (self.metrics, self.grads, self.loop_log, self.samples)
+
+    def run_files(self) -> tuple[Path, ...]:
+        """Everything a fresh training run moves to previous/<time>/: its checkpoints and logs."""
+        return (self.best_checkpoint, self.latest_checkpoint, *self.log_files())
+
     def required_files(self) -> dict[str, Path]:
         files = {"tokenizer": self.tokenizer}
         files.update({f"{s}_ids": self.ids(s) for s in SPLITS})

@@ -11,8 +11,10 @@ import dataclasses
 import os
 import threading
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any, cast
 
 from textual import on, work
 from textual.app import App, ComposeResult
@@ -87,7 +89,9 @@ class MiniGPTCommands(Provider):
     """ctrl+p: run all/one check, start/stop training, inject/clear a fault, export the report."""
 
     async def startup(self) -> None:
-        self._commands = self.app.palette_commands()  # the catalog and fault list are torch-free
+        app = self.app
+        assert isinstance(app, MiniGPTApp)
+        self._commands = app.palette_commands()  # the catalog and fault list are torch-free
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
@@ -139,6 +143,7 @@ class MiniGPTApp(App):
         skip_overfit: bool = False,
         overfit_steps: int | None = None,
         lr_probe: bool = False,
+        lr_probe_steps: int | None = None,
         run_learning_rate: float | None = None,
         demo_steps: int = demo.DEMO_STEPS,
         started_at: float | None = None,
@@ -149,7 +154,7 @@ class MiniGPTApp(App):
         self.device_name = device
         self.fault_name = fault
         self.demo_mode, self.demo_steps = demo_mode, demo_steps
-        self._option_args = dict(
+        self._option_args: dict[str, Any] = dict(
             checkpoint=checkpoint,
             model_spec=model_spec,
             config_path=config_path,
@@ -159,6 +164,7 @@ class MiniGPTApp(App):
             skip_overfit=skip_overfit,
             lr_probe=lr_probe,
             run_learning_rate=run_learning_rate,
+            **({"lr_probe_steps": lr_probe_steps} if lr_probe_steps else {}),
             **({"overfit_steps": overfit_steps} if overfit_steps else {}),
         )
         if demo_mode:
@@ -281,7 +287,7 @@ class MiniGPTApp(App):
     def _build_demo(self, root: Path) -> None:
         result = demo.build_demo(
             root,
-            lambda stage, f: self.post_message(DemoProgressed(stage, f)),
+            self._post_demo_progress,
             self._demo_cancel.is_set,
             steps=self.demo_steps,
         )
@@ -362,7 +368,7 @@ class MiniGPTApp(App):
     def _forward(self, message: Message) -> None:
         """Give every pane its own copy; copies do not bubble back up to the app."""
         for pane in self.panes.values():
-            copy = dataclasses.replace(message)
+            copy: Any = dataclasses.replace(cast(Any, message))  # the engine's messages are dataclasses
             copy.bubble = False
             pane.post_message(copy)
 
@@ -572,11 +578,11 @@ class MiniGPTApp(App):
         else:
             pane.action_start_training()  # asks before moving an existing run aside
 
-    def palette_commands(self) -> list[tuple[str, str, object]]:
+    def palette_commands(self) -> list[tuple[str, str, Callable[[], object]]]:
         """(title, help, callback) for the command palette (torch-free)."""
         from minigpt.checks import FAULTS, catalog
 
-        commands = [
+        commands: list[tuple[str, str, Callable[[], object]]] = [
             ("Run all checks", "re-run the whole pipeline (r)", self.action_run_all),
             ("Start/stop training", "train in the Loss pane (t)", self.action_toggle_training),
             ("Export the report", "write <workspace>/reports/check-<time>.json (ctrl+e)", self.action_export),
@@ -605,11 +611,14 @@ class MiniGPTApp(App):
         text = f"{event.worker.name or event.worker.group} failed: {type(error).__name__}: {error}"
         self.log.error(text)
         self.notify(text, title="error", severity="error", timeout=10, markup=False)
-        if event.worker.group == "demo":
+        if event.worker.group == "demo" and error is not None:
             self._demo_failed(error)
             return
         if event.worker.group == "checks" and "checks" in self.panes:
             self.panes["checks"].query_one("#checks-status").update(f"check run failed: {type(error).__name__}")
+
+    def _post_demo_progress(self, stage: str, fraction: float) -> None:
+        self.post_message(DemoProgressed(stage, fraction))
 
     def _demo_failed(self, error: BaseException) -> None:
         """The demo could not be built (an unusable cache folder, a full disk): say where and why in a

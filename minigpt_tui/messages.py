@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from textual.message import Message
+
+if TYPE_CHECKING:  # torch-free either way; imported for the types only
+    from minigpt.checks.result import CheckResult, Report
 
 
 @dataclass
@@ -26,14 +29,14 @@ class CheckProgressed(Message):
 
 @dataclass
 class CheckFinished(Message):
-    result: Any  # minigpt.checks.CheckResult (plain values only)
+    result: CheckResult  # plain values only
     index: int
     total: int
 
 
 @dataclass
 class ChecksFinished(Message):
-    report: Any  # minigpt.checks.Report
+    report: Report
 
 
 @dataclass

@@ -16,8 +16,8 @@ class Session:
     def __init__(self, options: CheckOptions | Callable[[], CheckOptions]):
         # a callable builds the options on first use: CheckOptions imports torch, and the UI
         # passes a factory so its first screen paints before torch has loaded
-        self._make_options = options if callable(options) else None
-        self._options = None if callable(options) else options
+        self._make_options: Callable[[], CheckOptions] | None = options if callable(options) else None
+        self._options: CheckOptions | None = None if callable(options) else options
         self._options_lock = threading.Lock()
         self._context: CheckContext | None = None
         self._lock = threading.Lock()
@@ -28,6 +28,7 @@ class Session:
         if self._options is None:
             with self._options_lock:
                 if self._options is None:
+                    assert self._make_options is not None  # None only when the options were given
                     self._options = self._make_options()
         return self._options
 

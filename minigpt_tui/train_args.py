@@ -67,9 +67,8 @@ def train_args(train_config: dict | None, defaults: dict[str, dict]) -> tuple[li
 def archived_files(root: str | os.PathLike) -> list[str]:
     """What a fresh run moves aside (as `Trainer._archive_previous_run` does: the non-empty
     checkpoints and logs it writes), workspace-relative."""
-    ws = Workspace(root)
-    paths = [ws.best_checkpoint, ws.latest_checkpoint, ws.metrics, ws.grads, getattr(ws, "loop_log", None)]
-    found = [p for p in paths if p is not None and p.is_file() and p.stat().st_size > 0]
+    ws = Workspace(Path(root))
+    found = [p for p in ws.run_files() if p.is_file() and p.stat().st_size > 0]
     return [str(p.relative_to(ws.root)) for p in found]
 
 

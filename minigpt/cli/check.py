@@ -5,54 +5,15 @@ from __future__ import annotations
 import argparse
 
 from ..checks.faults import FAULTS
+from ..checks.flags import add_check_arguments, option_values
 from ..checks.result import STATUS_STYLE
-from ..device import DEVICE_CHOICES
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--checkpoint", help="checkpoint to inspect (default: checkpoints/mini_gpt_best.pt; none = fresh model)"
-    )
-    p.add_argument("--tokenizer", help="tokenizer JSON (default: tokenizer/char_tokenizer.json)")
-    p.add_argument("--train-data", help="encoded training IDs (default: data/encoded/train_ids.pt)")
-    p.add_argument(
-        "--model",
-        dest="model_spec",
-        metavar="SPEC",
-        help="your model: FILE.py:CLASS[:CONFIG], package.module:CLASS[:CONFIG] (transformers:CLASS:CONFIG) or hf:PATH",
-    )
-    p.add_argument("--config", dest="config_path", help="model config JSON, used when there is no checkpoint")
-    p.add_argument(
-        "--metrics",
-        metavar="PATH",
-        help="training log to judge: a metrics JSONL (default: logs/metrics.jsonl) or a TensorBoard event file/folder",
-    )
+    add_check_arguments(p)
     p.add_argument("--only", help="comma-separated check ids (their dependencies run too)")
     p.add_argument("--skip", help="comma-separated check ids to skip")
-    p.add_argument("--skip-overfit", action="store_true", help="skip the single-batch overfit check")
-    p.add_argument("--overfit-steps", type=int, default=300, help="steps for the overfit check (default 300)")
-    p.add_argument(
-        "--lr-probe",
-        action="store_true",
-        help="also run the learning-rate probe: four short runs of the run's model at LR/10, LR/3, LR, 3xLR",
-    )
-    p.add_argument("--lr-probe-steps", type=int, default=150, metavar="N", help="steps of each probe run (default 150)")
-    p.add_argument(
-        "--lr",
-        type=float,
-        dest="run_learning_rate",
-        metavar="LR",
-        help="the run's learning rate, for the probe (default: the checkpoint's settings, else the log's peak lr)",
-    )
     p.add_argument("--json", dest="json_path", metavar="PATH", help="write the JSON report here")
-    p.add_argument("--expect-gpu", action="store_true", help="warn when the device falls back to CPU")
-    p.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
-    p.add_argument(
-        "--inject",
-        choices=sorted(FAULTS),
-        metavar="FAULT",
-        help="apply a known bug and watch its check fail: " + ", ".join(FAULTS),
-    )
     p.add_argument(
         "--check-timeout",
         type=float,
@@ -64,11 +25,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--no-isolate",
         action="store_true",
         help="with --model: run your model's code in this process (no time budget, no crash protection)",
-    )
-    p.add_argument(
-        "--allow-large",
-        action="store_true",
-        help="build models whose memory estimate exceeds the machine's memory (refused by default)",
     )
     p.add_argument("--list", action="store_true", help="list the checks and faults, then exit")
     p.add_argument("--verbose", "-v", action="store_true", help="show causes and fixes for warnings too, and notes")
@@ -107,24 +63,7 @@ def _run(args: argparse.Namespace) -> int:
         for f in FAULTS.values():
             console.print(f"{f.name:<24} trips {f.intended:<24} {escape(f.description)}")
         return 0
-    options = CheckOptions(
-        workspace=args.workspace,
-        checkpoint=args.checkpoint,
-        tokenizer=args.tokenizer,
-        train_data=args.train_data,
-        model_spec=args.model_spec,
-        config_path=args.config_path,
-        metrics=args.metrics,
-        device=args.device,
-        expect_gpu=args.expect_gpu,
-        overfit_steps=args.overfit_steps,
-        skip_overfit=args.skip_overfit,
-        lr_probe=args.lr_probe,
-        lr_probe_steps=args.lr_probe_steps,
-        run_learning_rate=args.run_learning_rate,
-        fault=args.inject,
-        allow_large=args.allow_large,
-    )
+    options = CheckOptions(workspace=args.workspace, **option_values(args))
     from ..device import resolve_device
 
     # bad usage is exit 2, not a failed check: an unavailable device, an unreadable --config,

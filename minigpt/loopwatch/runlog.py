@@ -46,7 +46,7 @@ class RunLog:
         logs.mkdir(parents=True, exist_ok=True)
         if self.use_lock:
             self._lock = acquire(self.ws.root, command="watch")
-        archive_run(self.ws, (self.ws.metrics, self.ws.grads, self.ws.loop_log, self.ws.samples))
+        archive_run(self.ws, self.ws.log_files())
         for name, path in (("loop", self.ws.loop_log), ("metrics", self.ws.metrics), ("grads", self.ws.grads)):
             self._files[name] = open_log(path, "a")
         self._line("loop", header)

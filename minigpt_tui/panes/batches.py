@@ -4,6 +4,7 @@ targets char by char, with every target[t] != input[t+1] highlighted and marked.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.console import Group
 from rich.text import Text
@@ -14,9 +15,13 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widgets import Static
 
+from ..host import session_of
 from ..messages import CheckFinished, ChecksFinished, FaultChanged
 from ..widgets.deferred import RenderWhenShown
 from ..widgets.status import status_text, visible_char
+
+if TYPE_CHECKING:
+    from minigpt.checks.result import CheckResult
 
 MISMATCH_STYLE = "bold white on red"
 OK_MARK, BAD_MARK, UNCHECKED_MARK = "✓", "✗", "·"
@@ -45,10 +50,10 @@ class BatchesPane(VerticalScroll, RenderWhenShown, can_focus=True):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.batch: BatchesPane.BatchDrawn | None = None
+        self.drawn: BatchesPane.BatchDrawn | None = None
         self.row = 0
         self.seed = 0
-        self.shift_check = None  # CheckResult of batch_shift
+        self.shift_check: CheckResult | None = None  # of batch_shift
 
     def compose(self) -> ComposeResult:
         yield Static("drawing a batch…", id="batch-view", markup=False)
@@ -77,7 +82,7 @@ class BatchesPane(VerticalScroll, RenderWhenShown, can_focus=True):
         from minigpt.threads import apply as apply_thread_policy
 
         apply_thread_policy("checks")  # the check's own batch, so the checks' threads (set per thread)
-        ctx = self.app.session.context
+        ctx = session_of(self).context
         try:
             from minigpt.checks.batch_checks import DEBUG_BATCH_SIZE, block_size
 
@@ -99,13 +104,13 @@ class BatchesPane(VerticalScroll, RenderWhenShown, can_focus=True):
 
     @on(BatchDrawn)
     def show_batch(self, message: BatchDrawn) -> None:
-        self.batch = message
+        self.drawn = message
         self.row = min(self.row, len(message.inputs) - 1)
         self.render_batch()
 
     @on(BatchFailed)
     def show_failure(self, message: BatchFailed) -> None:
-        self.batch = None
+        self.drawn = None
         self.query_one("#batch-view", Static).update(
             Text(message.error + "\n(see the files and tokenizer checks, key 1)")
         )
@@ -124,12 +129,12 @@ class BatchesPane(VerticalScroll, RenderWhenShown, can_focus=True):
     @on(ChecksFinished)
     def redraw_after_checks(self, message: ChecksFinished) -> None:
         # the fault may have changed with this run: draw again through the new context
-        if self.batch is None or self.batch.fault != message.report.fault:
+        if self.drawn is None or self.drawn.fault != message.report.fault:
             self.draw_batch()
 
     def action_row(self, delta: int) -> None:
-        if self.batch:
-            self.row = (self.row + delta) % len(self.batch.inputs)
+        if self.drawn:
+            self.row = (self.row + delta) % len(self.drawn.inputs)
             self.render_batch()
 
     def action_new_batch(self) -> None:
@@ -138,13 +143,13 @@ class BatchesPane(VerticalScroll, RenderWhenShown, can_focus=True):
 
     @property
     def mismatch_count(self) -> int:
-        if not self.batch:
+        if not self.drawn:
             return 0
-        return sum(len(mismatches(i, t)) for i, t in zip(self.batch.inputs, self.batch.targets))
+        return sum(len(mismatches(i, t)) for i, t in zip(self.drawn.inputs, self.drawn.targets))
 
     def render_batch(self) -> None:
         view = self.query_one("#batch-view", Static)
-        b = self.batch
+        b = self.drawn
         if b is None:
             return
         B, T = len(b.inputs), len(b.inputs[0])

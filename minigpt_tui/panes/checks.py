@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Group, RenderableType
 from rich.text import Text
@@ -13,10 +14,14 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.coordinate import Coordinate
 from textual.widgets import DataTable, Label, ProgressBar, Static
 
+from ..host import host
 from ..messages import CheckFinished, CheckProgressed, ChecksFinished, ChecksStarted, CheckStarted
 from ..widgets.humanize import values_grid
 from ..widgets.status import status_text
 from ..widgets.table_filter import TableFilter, matches
+
+if TYPE_CHECKING:
+    from minigpt.checks.result import Report
 
 COLUMNS = ("status", "check", "time", "summary")
 # warnings the demo workspace always gets, and why they are no fault of the user's
@@ -38,7 +43,8 @@ class ChecksTable(DataTable):
     def action_rerun_highlighted(self) -> None:
         if self.row_count and self.cursor_row >= 0:
             check_id = self.coordinate_to_cell_key(Coordinate(self.cursor_row, 0)).row_key.value
-            self.app.run_checks(only=[check_id])  # type: ignore[attr-defined]  # MiniGPTApp
+            if check_id is not None:
+                host(self).run_checks(only=[check_id])
 
 
 class ChecksPane(Vertical):
@@ -55,7 +61,9 @@ class ChecksPane(Vertical):
         self.states: dict[str, str] = {}  # check id -> "pending" / "running" while it has no new result
         self.order: list[str] = []  # ids in pipeline order, as far as known
         self.running: str | None = None
-        self.report = None  # the last finished Report: its `judged` files say what the verdicts are about
+        self.report: Report | None = (
+            None  # the last finished Report: its `judged` files say what the verdicts are about
+        )
         self.filter = ""
         self._run_total = 0
         self._run_done = 0
@@ -83,7 +91,7 @@ class ChecksPane(Vertical):
     def on_mount(self) -> None:
         from ..demo import READY_MARKER
 
-        workspace = getattr(self.app, "workspace", None)
+        workspace = host(self).workspace
         if workspace is not None and (Path(workspace.root) / READY_MARKER).is_file():
             self.expected = dict(DEMO_EXPECTED)
 

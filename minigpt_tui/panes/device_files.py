@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.table import Table
 from rich.text import Text
@@ -17,11 +18,15 @@ from textual.message import Message
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
+from ..host import host
 from ..messages import CheckFinished
 from ..widgets.deferred import RenderWhenShown
 from ..widgets.device_stats import DeviceSample, DeviceSampler
 from ..widgets.humanize import human_bytes, human_scalar, shorten_left
 from ..widgets.status import status_text
+
+if TYPE_CHECKING:
+    from minigpt.checks.result import CheckResult
 
 FILE_STYLE = {
     "ok": "green",
@@ -101,8 +106,8 @@ class DeviceFilesPane(VerticalScroll, RenderWhenShown):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.environment = None  # CheckResult of "environment"
-        self.files = None  # CheckResult of "files"
+        self.environment: CheckResult | None = None  # of "environment"
+        self.files: CheckResult | None = None  # of "files"
         self.sample: DeviceSample | None = None
         self.samples = 0
         self._shown = threading.Event()  # sample only while someone looks
@@ -115,7 +120,7 @@ class DeviceFilesPane(VerticalScroll, RenderWhenShown):
         yield Static("live: sampled while this pane is shown", id="device-live", markup=False)
 
     def on_mount(self) -> None:
-        workspace = getattr(self.app, "workspace", None)
+        workspace = host(self).workspace
         self._sample_loop(self.make_sampler(workspace.root if workspace is not None else None))
 
     def on_show(self) -> None:
@@ -191,7 +196,7 @@ class DeviceFilesPane(VerticalScroll, RenderWhenShown):
 
     def _files_table(self, r) -> Table:
         rows = r.values.get("files", [])
-        workspace = getattr(self.app, "workspace", None)
+        workspace = host(self).workspace
         root = str(workspace.root) + "/" if workspace is not None else None
         title = Text.assemble("Files  ", status_text(r.status), "  ", Text(r.summary), "  (files check)")
         if root:

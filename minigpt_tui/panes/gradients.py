@@ -25,6 +25,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 from textual.worker import get_current_worker
 
+from ..host import host
 from ..messages import ChecksFinished, GradientsMeasured
 from ..widgets.deferred import RenderWhenShown
 from ..widgets.humanize import human_float
@@ -139,7 +140,7 @@ class GradientsPane(Vertical, RenderWhenShown):
 
     def on_mount(self) -> None:
         self._render_header()
-        workspace = getattr(self.app, "workspace", None)
+        workspace = host(self).workspace
         if workspace is not None:
             self._follow_grads(workspace.grads)
 

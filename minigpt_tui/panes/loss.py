@@ -33,6 +33,7 @@ from minigpt.curve_rules import diagnose
 from minigpt.log_follow import MetricsFollower
 from minigpt.metrics_log import downsample, read_metrics
 
+from ..host import NoWorkspace, host, workspace_of
 from ..messages import TrainingEnded, TrainingStarted
 from ..train_args import DEFAULT_PRESET, TrainPlan
 from ..training import OtherTrainer, TrainingRun, other_trainer
@@ -204,8 +205,8 @@ class LossPane(Vertical, RenderWhenShown):
         self._render_training()
         self.set_interval(1.0, self._watch_follower)
         self.set_interval(2.0, self._poll_samples)
-        if getattr(self.app, "workspace", None) is not None:
-            given = getattr(self.app, "metrics_path", None)  # --metrics; a TensorBoard log is for the checks only
+        if host(self).workspace is not None:
+            given = host(self).metrics_path  # --metrics; a TensorBoard log is for the checks only
             self.load_initial(given if given is not None and given.is_file() and "tfevents" not in given.name else None)
         else:
             self._show_text("loss-status", "no workspace: nothing to follow")
@@ -240,13 +241,13 @@ class LossPane(Vertical, RenderWhenShown):
     # -- following the log -------------------------------------------------------------------
     def load_initial(self, path: Path | None = None) -> None:
         """(Re)read the metrics log from the top, then follow it (the workspace's by default)."""
-        ws = self.app.workspace
+        ws = workspace_of(self)
         self.metrics_path = Path(path) if path is not None else Path(ws.metrics)
         self.initial_load_s = None
         self._start_follower()
 
     def _start_follower(self) -> None:
-        ws = self.app.workspace
+        ws = workspace_of(self)
         self._heard_at = time.monotonic()
         self._followers += 1
         self._follow(self.metrics_path, Path(ws.tokenizer), Path(ws.root), self._followers)
@@ -385,8 +386,8 @@ class LossPane(Vertical, RenderWhenShown):
         snap = message.snapshot
         last = snap.last
         try:
-            shown = str(self.metrics_path.relative_to(self.app.workspace.root))
-        except (ValueError, AttributeError):
+            shown = str(Path(self.metrics_path or "").relative_to(workspace_of(self).root))
+        except (ValueError, NoWorkspace):
             shown = str(self.metrics_path)
         width = max(40, self.size.width - 2)
         if self.follower_error:
@@ -517,8 +518,8 @@ class LossPane(Vertical, RenderWhenShown):
             self._poll_samples()
 
     def _poll_samples(self) -> None:
-        if self.samples_shown and getattr(self.app, "workspace", None) is not None:
-            self._read_samples(Path(self.app.workspace.samples))
+        if self.samples_shown and host(self).workspace is not None:
+            self._read_samples(Path(workspace_of(self).samples))
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="loss-samples", name="samples reader")
     def _read_samples(self, path: Path) -> None:
@@ -558,7 +559,7 @@ class LossPane(Vertical, RenderWhenShown):
             self.notify("training is already running (x stops it)", severity="warning")
             return False
         flags = args if args is not None else (self.train_args or ["--preset", DEFAULT_PRESET])
-        self.run = TrainingRun(self.app.workspace.root, [*flags, "--quiet", *(extra_args or [])])
+        self.run = TrainingRun(workspace_of(self).root, [*flags, "--quiet", *(extra_args or [])])
         self.last_exit = None
         self._supervise(self.run)
         self._render_training("starting…")
@@ -569,7 +570,8 @@ class LossPane(Vertical, RenderWhenShown):
     async def _supervise(self, run: TrainingRun) -> None:
         await run.start()
         self.own_pid = run.pid
-        self.post_message(TrainingStarted(run.pid, run.command))
+        if run.pid is not None:
+            self.post_message(TrainingStarted(run.pid, run.command))
         self._render_training()
         end = await run.wait()
         self.post_message(TrainingEnded(end.returncode, end.log_path, end.log_tail, end.stopped))
@@ -590,7 +592,7 @@ class LossPane(Vertical, RenderWhenShown):
         if self.writer is not None:
             self.notify(f"training in progress (PID {self.writer.pid}): {self.writer.describe}", severity="warning")
             return
-        ws = self.app.workspace
+        ws = workspace_of(self)
         checkpoint = next((p for p in (ws.best_checkpoint, ws.latest_checkpoint) if p.is_file()), None)
         self._render_training("reading the workspace's training settings…")
         self._plan_training(Path(ws.root), checkpoint, self.train_args)
@@ -614,7 +616,7 @@ class LossPane(Vertical, RenderWhenShown):
             return
         from ..screens.confirm import ConfirmScreen
 
-        ws = self.app.workspace
+        ws = workspace_of(self)
         moved = ", ".join(plan.archived[:6]) + (f" and {len(plan.archived) - 6} more" if len(plan.archived) > 6 else "")
         question = (
             f"Start a fresh training run?\n\nminigpt train {' '.join(plan.args)}\n({plan.origin})\n\n"
@@ -623,8 +625,11 @@ class LossPane(Vertical, RenderWhenShown):
         )
         self.app.push_screen(
             ConfirmScreen(question, yes="Start training", no="Cancel"),
-            lambda yes: self.start_training(args=plan.args) if yes else None,
+            lambda yes: None if not yes else self._start_confirmed(plan.args),
         )
+
+    def _start_confirmed(self, args: list[str]) -> None:
+        self.start_training(args=args)
 
     def action_stop_training(self) -> None:
         if not self.stop_training():
@@ -634,14 +639,14 @@ class LossPane(Vertical, RenderWhenShown):
     def _show_training_end(self, message: TrainingEnded) -> None:
         self.last_exit = message
         self.own_pid = None
-        session = getattr(self.app, "session", None)
+        session = host(self).session
         if session is not None:
             session.reload()  # a new checkpoint may exist: the next check or sample loads it
         self._render_training()
         self.refresh_bindings()
 
     def _render_training(self, note: str | None = None) -> None:
-        if self.training:
+        if self.training and self.run is not None:
             pid = self.run.pid if self.run.pid is not None else "…"
             text = Text(f"training: RUNNING PID {pid} {note or ''}· log {self.run.log_path.name} · x stop")
         elif self.last_exit is not None:

@@ -26,6 +26,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 from minigpt.errors import SamplerSettingsError
 from minigpt.sampler_settings import SamplerSettings, unusual_settings, validate
 
+from ..host import host, session_of
 from ..widgets.prob_bars import StageBars
 from ..widgets.status import VISIBLE, visible_char
 from .sampler_run import SampleFinished, SamplerFailed, StagesComputed, TextGenerated, next_token_stages, stream_samples
@@ -198,7 +199,7 @@ class SamplerPane(VerticalScroll):
             event.stop()
             event.prevent_default()
             prompt = self.query_one("#prompt", Input)
-            prompt.value += event.character
+            prompt.value += event.character or ""
             prompt.cursor_position = len(prompt.value)
             prompt.focus()
 
@@ -206,7 +207,7 @@ class SamplerPane(VerticalScroll):
     @work(thread=True, exclusive=True, exit_on_error=False, group="sampler-vocab")
     def _load_vocab(self) -> None:
         """The session's options (building them may import torch) and the tokenizer's characters."""
-        session, workspace = getattr(self.app, "session", None), getattr(self.app, "workspace", None)
+        session, workspace = host(self).session, host(self).workspace
         options = session.options if session is not None else None
         defaults = None
         if options is not None:
@@ -382,7 +383,7 @@ class SamplerPane(VerticalScroll):
     def _load_model(self):
         """(model, tokenizer, note), cached until the session's context is rebuilt."""
         with self._model_lock:
-            ctx = self.app.session.context
+            ctx = session_of(self).context
             if self._model_cache is None or self._model_cache[0] is not ctx:
                 from minigpt.checks.result import Outcome
                 from minigpt.errors import CheckpointError

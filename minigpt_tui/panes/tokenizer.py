@@ -4,7 +4,7 @@ text with unknown characters flagged, and a decoded sample of the stored data.""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 from rich.text import Text
@@ -14,9 +14,13 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widgets import Input, Static
 
+from ..host import session_of
 from ..messages import CheckFinished
 from ..widgets.deferred import RenderWhenShown
 from ..widgets.status import status_text, visible_char
+
+if TYPE_CHECKING:
+    from minigpt.checks.result import CheckResult
 
 UNKNOWN_STYLE = "bold white on red"
 
@@ -33,8 +37,8 @@ class TokenizerPane(VerticalScroll, RenderWhenShown):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.tokenizer = None
-        self.roundtrip = None  # CheckResult of tokenizer_roundtrip
-        self.fingerprint = None  # CheckResult of tokenizer_fingerprint
+        self.roundtrip: CheckResult | None = None  # of tokenizer_roundtrip
+        self.fingerprint: CheckResult | None = None  # of tokenizer_fingerprint
         self.last_ids: list[int] = []
         self.last_unknown: dict[str, list[int]] = {}
 
@@ -60,7 +64,7 @@ class TokenizerPane(VerticalScroll, RenderWhenShown):
     def _load_tokenizer(self) -> None:
         """Worker thread: the first use of the session's context imports torch."""
         try:
-            tokenizer = self.app.session.context.tokenizer
+            tokenizer = session_of(self).context.tokenizer
         except Exception as exc:
             self.post_message(self.TokenizerFailed(str(exc)))
             raise

@@ -8,6 +8,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Label, ProgressBar, Static
 
+from ..host import host
+
 REBUILD_REASON = "rebuilding: the last build was left incomplete (cancelled or killed half-way)"
 
 
@@ -41,4 +43,4 @@ class DemoSetupScreen(ModalScreen[None]):
             return
         self.cancelling = True
         self.query_one("#setup-stage", Label).update("cancelling: stopping at the next training step…")
-        self.app.cancel_demo()
+        host(self).cancel_demo()

@@ -71,7 +71,7 @@ class AfterFirstFrame(Widget):
 
     async def _mount_pane(self) -> None:
         parent = self.parent
-        if parent is None or not self.is_attached or not self.app.is_running:
+        if not isinstance(parent, Widget) or not self.is_attached or not self.app.is_running:
             return
         try:
             await parent.mount(self._pane, after=self)

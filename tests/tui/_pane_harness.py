@@ -22,6 +22,7 @@ class PaneHarness(App):
         self.make_pane = make_pane
         self.workspace = workspace
         self.session = session
+        self.metrics_path = None  # the app's --metrics
         self.device_name = "cpu (test)"
         self.pane: Widget | None = None
 

@@ -18,7 +18,7 @@ async def test_a_correct_batch_has_no_mismatch_markers(workspace, make_app):
         await wait_for_report(pilot, app)
         await pilot.press("4")
         pane = app.query_one(BatchesPane)
-        await wait_until(pilot, lambda: pane.batch is not None and pane.shift_check is not None, 30, "a batch")
+        await wait_until(pilot, lambda: pane.drawn is not None and pane.shift_check is not None, 30, "a batch")
         text = rendered(pane.query_one("#batch-view"))
         assert pane.mismatch_count == 0
         assert BAD_MARK not in text
@@ -32,9 +32,9 @@ async def test_no_shift_fault_shows_mismatch_markers(workspace, make_app):
         await wait_for_report(pilot, app)
         await pilot.press("4")
         pane = app.query_one(BatchesPane)
-        await wait_until(pilot, lambda: pane.batch is not None and pane.shift_check is not None, 30, "a batch")
+        await wait_until(pilot, lambda: pane.drawn is not None and pane.shift_check is not None, 30, "a batch")
         text = rendered(pane.query_one("#batch-view"))
-        assert pane.batch.fault == "no_shift"
+        assert pane.drawn.fault == "no_shift"
         assert pane.mismatch_count > 0
         assert f"{BAD_MARK} fail" in text  # the batch_shift check's status
         assert "t→t+1    " + BAD_MARK in text
@@ -45,16 +45,16 @@ async def test_rows_and_new_batches_are_navigable(workspace, make_app):
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("4")
         pane = app.query_one(BatchesPane)
-        await wait_until(pilot, lambda: pane.batch is not None, 30, "a batch")
+        await wait_until(pilot, lambda: pane.drawn is not None, 30, "a batch")
         assert app.focused is pane
         await pilot.press("j", "down")
         assert pane.row == 2
         await pilot.press("k")
         assert pane.row == 1
-        first = pane.batch
+        first = pane.drawn
         await pilot.press("n")
-        await wait_until(pilot, lambda: pane.batch is not first, 30, "a new batch")
-        assert pane.batch.seed == 1 and pane.batch.inputs != first.inputs
+        await wait_until(pilot, lambda: pane.drawn is not first, 30, "a new batch")
+        assert pane.drawn.seed == 1 and pane.drawn.inputs != first.inputs
 
 
 async def test_an_unreadable_tokenizer_is_shown_in_the_pane_not_an_endless_wait(workspace, make_app):

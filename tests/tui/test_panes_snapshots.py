@@ -65,6 +65,7 @@ class PaneHost(App):
         super().__init__()
         self.pane_id, self.pane, self.active = pane_id, make_pane(), active or pane_id
         self.workspace, self.session, self.device_name = workspace, FakeSession(), "cpu"
+        self.metrics_path = None
 
     def compose(self) -> ComposeResult:
         yield Workbench({pid: self.pane if pid == self.pane_id else Static(pid) for pid, _ in PANES})
@@ -282,7 +283,7 @@ def test_tokenizer_pane(snap_compare, size):
 def test_batches_pane(snap_compare, size):
     async def fed(pilot):
         pane = pilot.app.pane
-        await until(pilot, lambda: pane.batch is not None, 30)
+        await until(pilot, lambda: pane.drawn is not None, 30)
         _feed(pane)
         await pilot.pause()
 

@@ -47,6 +47,7 @@ class FixedChecks(App):
     """The checks pane fed fixed results through its messages (no threads, fixed durations)."""
 
     CSS_PATH = CSS
+    workspace = session = metrics_path = None  # minigpt_tui.host.Host: no run folder behind it
 
     def compose(self) -> ComposeResult:
         yield ChecksPane()
@@ -119,7 +120,7 @@ class FixedLoss(App):
     CSS_PATH = CSS
     TITLE = "minigpt-tui"
     BINDINGS = MiniGPTApp.BINDINGS
-    workspace = None  # the pane follows nothing by itself
+    workspace = session = metrics_path = None  # the pane follows nothing by itself (minigpt_tui.host.Host)
 
     def compose(self) -> ComposeResult:
         yield Header()
