@@ -8,7 +8,6 @@ menu read them directly.
 from __future__ import annotations
 
 import dataclasses
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -19,7 +18,6 @@ from typing import Any, cast
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.containers import Container
 from textual.events import Resize
 from textual.message import Message
@@ -29,6 +27,8 @@ from textual.worker import Worker, WorkerState
 from minigpt.workspace import Workspace
 
 from . import demo
+from .commands import MiniGPTCommands
+from .header import header_subtitle, judged_change
 from .messages import (
     CheckFinished,
     CheckProgressed,
@@ -48,61 +48,8 @@ from .screens.setup import DemoSetupScreen
 from .session import Session
 from .widgets.workbench import PANES, Workbench, build_panes
 
-
-def header_subtitle(width: int, title: str, fault: str | None, checkpoint: str, device: str, root: str) -> str:
-    """Fault first, then the judged checkpoint, the device, and the workspace path cut from the
-    left to what is left of the header's width (80 columns show every field)."""
-    head = f"FAULT {fault} · " if fault else ""
-    fields = f"{checkpoint} · {device}"
-    # the header shows "TITLE — SUBTITLE" between its icon and its right margin: 9 cells each
-    room = width - 18 - len(title) - 3 - len(head) - len(fields) - 3
-    if room < 8:  # no room for a useful part of the path: the fields matter more
-        return f"{head}{fields}"
-    if len(root) > room:
-        root = "…" + root[-(room - 1) :]
-    return f"{head}{fields} · {root}"
-
-
 JUDGED_POLL_S = 2.0  # how often the judged checkpoint is stat-ed (two stat calls: cheap)
 LOOP_RECHECK_S = 10.0  # a watched loop's log that grew is re-judged this often (the loop checks read logs only)
-
-
-def judged_change(judged, stat=os.stat) -> str | None:
-    """How the checkpoint a report judged differs from the file on disk now (a CLI run moved it
-    to previous/ or wrote a new one), or None when it is the same file."""
-    if judged is None:
-        return None
-    try:
-        st = stat(judged.path)
-    except FileNotFoundError:
-        return "moved away"
-    except OSError as exc:
-        return f"unreadable now ({exc.strerror or exc})"
-    if (judged.bytes is not None and st.st_size != judged.bytes) or (
-        judged.mtime is not None and abs(st.st_mtime - judged.mtime) > 1e-3
-    ):
-        return "replaced"  # rewritten in place, or a new run wrote one where it was
-    return None
-
-
-class MiniGPTCommands(Provider):
-    """ctrl+p: run all/one check, start/stop training, inject/clear a fault, export the report."""
-
-    async def startup(self) -> None:
-        app = self.app
-        assert isinstance(app, MiniGPTApp)
-        self._commands = app.palette_commands()  # the catalog and fault list are torch-free
-
-    async def search(self, query: str) -> Hits:
-        matcher = self.matcher(query)
-        for title, help_text, callback in self._commands:
-            score = matcher.match(title)
-            if score > 0:
-                yield Hit(score, matcher.highlight(title), callback, help=help_text)
-
-    async def discover(self) -> Hits:
-        for title, help_text, callback in self._commands:
-            yield DiscoveryHit(title, callback, help=help_text)
 
 
 class MiniGPTApp(App):

@@ -285,7 +285,7 @@ async def test_header_names_the_judged_checkpoint_and_fits_80_columns(workspace,
 
 
 def test_header_subtitle_cuts_the_path_from_the_left():
-    from minigpt_tui.app import header_subtitle
+    from minigpt_tui.header import header_subtitle
 
     text = header_subtitle(80, "minigpt-tui", "no_shift", "ckpt step 1200 09:14", "cpu", "/home/u/runs/" + "x" * 60)
     assert text == "FAULT no_shift · ckpt step 1200 09:14 · cpu"  # no room left for the path
@@ -313,7 +313,7 @@ async def test_a_checkpoint_moved_away_by_a_cli_run_makes_the_header_and_status_
 
 def test_judged_change_names_a_rewritten_or_missing_checkpoint(tmp_path):
     from minigpt.checks import FileIdentity
-    from minigpt_tui.app import judged_change
+    from minigpt_tui.header import judged_change
 
     path = tmp_path / "ckpt.pt"
     path.write_bytes(b"12345")
