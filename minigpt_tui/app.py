@@ -284,6 +284,7 @@ class MiniGPTApp(App):
             if cancel.is_set():
                 return
             from minigpt.checks import resolve_selection, run_checks
+            from minigpt.checks.control import CheckEvent, Finished, Progress, Started
             from minigpt.threads import apply as apply_thread_policy
 
             apply_thread_policy("checks")
@@ -291,15 +292,15 @@ class MiniGPTApp(App):
             ids, _ = resolve_selection(only, None)
             self.post_message(ChecksStarted(ids, only))
 
-            def listener(kind: str, payload: tuple) -> None:
+            def listener(event: CheckEvent) -> None:
                 if cancel.is_set():
                     return
-                if kind == "started":
-                    self.post_message(CheckStarted(*payload))
-                elif kind == "progress":
-                    self.post_message(CheckProgressed(*payload))
-                elif kind == "finished":
-                    self.post_message(CheckFinished(*payload))
+                if isinstance(event, Started):
+                    self.post_message(CheckStarted(event.check_id, event.index, event.total))
+                elif isinstance(event, Progress):
+                    self.post_message(CheckProgressed(event.check_id, event.fraction))
+                elif isinstance(event, Finished):
+                    self.post_message(CheckFinished(event.result, event.index, event.total))
 
             if options.model_spec:
                 # code nobody here wrote: in a child process with a time budget per check, so a

@@ -7,6 +7,7 @@ import json
 import torch
 
 from minigpt.checks import CheckContext, CheckOptions, Status, run_checks
+from minigpt.checks.control import Finished
 from minigpt.fileio import atomic_torch_save
 from minigpt.model import MiniGPT, MiniGPTConfig
 from minigpt.sampling import SamplerSettings
@@ -133,9 +134,9 @@ def test_cancel_stops_before_the_next_check(tiny_workspace):
     cancel = threading.Event()
     seen = []
 
-    def listener(kind, payload):
-        if kind == "finished":
-            seen.append(payload[0].id)
+    def listener(event):
+        if isinstance(event, Finished):
+            seen.append(event.result.id)
             cancel.set()
 
     report = run_checks(

@@ -5,17 +5,44 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-# listener(kind, payload): ("started", (check_id, index, total)), ("progress", (check_id, fraction)),
-# ("finished", (CheckResult, index, total))
-Listener = Callable[[str, tuple], None]
+if TYPE_CHECKING:
+    from .result import CheckResult
+
+
+# what a run tells its listener, in this order for each check: Started, any Progress, Finished
+
+
+@dataclass(frozen=True)
+class Started:
+    check_id: str
+    index: int  # in the run's pipeline order
+    total: int
+
+
+@dataclass(frozen=True)
+class Progress:
+    check_id: str
+    fraction: float  # of the check's own work, 0..1
+
+
+@dataclass(frozen=True)
+class Finished:
+    result: CheckResult
+    index: int
+    total: int
+
+
+CheckEvent = Started | Progress | Finished
+Listener = Callable[[CheckEvent], None]
 
 
 class Cancelled(Exception):
     """The run was cancelled; the engine stops at the check that raised it."""
 
 
-def _ignore(kind: str, payload: tuple) -> None:
+def _ignore(event: CheckEvent) -> None:
     return None
 
 
@@ -32,4 +59,4 @@ class CheckRun:
             raise Cancelled()
 
     def progress(self, fraction: float) -> None:
-        self.listener("progress", (self.check_id, fraction))
+        self.listener(Progress(self.check_id, fraction))

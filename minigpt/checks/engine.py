@@ -12,7 +12,7 @@ import traceback
 from ..errors import ConfigError, MiniGPTError, ModelSpecError
 from ..modelio import ModelContractError
 from .context import CheckContext
-from .control import Cancelled, CheckRun, Listener
+from .control import Cancelled, CheckRun, Finished, Listener, Started
 from .registry import Check, catalog, implementations, ordered_ids
 from .result import SCHEMA_VERSION, CheckResult, Outcome, Report, Status
 
@@ -51,7 +51,7 @@ def run_checks(
     ids, skipped = resolve_selection(only, skip)
     finished = {r.id: r for r in done or []}
     specs = implementations()
-    listener = listener or (lambda kind, payload: None)
+    listener = listener or (lambda event: None)
     cancel = cancel or threading.Event()
     ctx.refresh()  # files that changed since the last run are read again
     report = Report(results=[], fault=ctx.fault_name, started_at=time.time(), only=list(only) if only else None)
@@ -66,7 +66,7 @@ def run_checks(
             statuses[cid] = Status.PASS if cid in skipped else finished[cid].status
             report.results.append(finished[cid])
             continue
-        listener("started", (cid, index, len(ids)))
+        listener(Started(cid, index, len(ids)))
         blocked = [d for d in spec.depends if d in statuses and statuses[d].blocks_dependents]
         t0 = time.perf_counter()
         if cid in skipped:
@@ -85,7 +85,7 @@ def run_checks(
         statuses[cid] = Status.PASS if cid in skipped else result.status
         result.duration_s = time.perf_counter() - t0
         report.results.append(result)
-        listener("finished", (result, index, len(ids)))
+        listener(Finished(result, index, len(ids)))
     report.seconds = time.perf_counter() - t_run
     report.fault_notes = list(ctx.fault_notes)
     report.judged = ctx.judged_files()

@@ -33,7 +33,7 @@ import threading
 import time
 
 from ..errors import MiniGPTError
-from .control import Listener
+from .control import CheckEvent, Finished, Listener, Started
 from .options import CheckOptions
 from .registry import catalog
 from .result import CheckResult, Report, Status
@@ -62,7 +62,9 @@ def _child_main() -> None:  # runs in the child: argv[1] is the fd to write even
         from .engine import run_checks
 
         with large_allowed(options.allow_large):
-            report = run_checks(CheckContext(options), only=only, skip=skip, listener=send, done=done)
+            report = run_checks(
+                CheckContext(options), only=only, skip=skip, listener=lambda e: send("event", e), done=done
+            )
         send("report", report)
     except BaseException as exc:  # anything that escapes the engine: say it, then exit
         send("crashed", f"{type(exc).__name__}: {exc}")
@@ -142,7 +144,7 @@ def run_checks_isolated(
     timeout_s: float = DEFAULT_CHECK_TIMEOUT_S,
 ) -> Report:
     """`run_checks` in a child process, with a time budget per check (see the module docstring)."""
-    listener = listener or (lambda kind, payload: None)
+    listener = listener or (lambda event: None)
     cancel = cancel or threading.Event()
     info = catalog()
     done: list[CheckResult] = []
@@ -203,14 +205,14 @@ def run_checks_isolated(
                     code = proc.wait(timeout=30)
                     failure = f"the check process exited with code {code}"
                     break
-                if kind == "started":
-                    current, deadline = payload, time.monotonic() + timeout_s
-                elif kind == "finished":
-                    result = payload[0]
-                    if not any(r.id == result.id for r in done):
-                        done.append(result)
+                event: CheckEvent = payload  # kind == "event"
+                if isinstance(event, Started):
+                    current, deadline = (event.check_id, event.index, event.total), time.monotonic() + timeout_s
+                elif isinstance(event, Finished):
+                    if not any(r.id == event.result.id for r in done):
+                        done.append(event.result)
                     current = None
-                listener(kind, payload)
+                listener(event)
         finally:
             _kill_group(proc)  # whatever the model's code started dies with the check
             proc.wait(timeout=30)
@@ -237,4 +239,4 @@ def run_checks_isolated(
             fixes=["run your model's forward on one batch by hand", "--check-timeout SECONDS to allow more time"],
         )
         done.append(result)
-        listener("finished", (result, index, total))
+        listener(Finished(result, index, total))

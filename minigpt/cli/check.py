@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..checks.control import CheckEvent, Finished
 from ..checks.faults import FAULTS
 from ..checks.flags import add_check_arguments, option_values
 from ..checks.result import STATUS_STYLE
@@ -88,10 +89,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.inject:
         err.print(f"[yellow]injecting fault[/] {args.inject}: {escape(FAULTS[args.inject].description)}")
 
-    def listener(kind: str, payload: tuple) -> None:
-        if kind != "finished":
+    def listener(event: CheckEvent) -> None:
+        if not isinstance(event, Finished):
             return
-        r, _, _ = payload
+        r = event.result
         style = STATUS_STYLE[r.status.value]
         console.print(
             f"[{style}]{r.status.mark} {r.status.value:<5}[/] {r.id:<24} {escape(r.summary)} "
