@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import torch
 
-from .registry import check
+from .context import CheckContext
+from .control import CheckRun
+from .registry import CheckReturn, check
 from .result import Outcome, Status
 
 DEBUG_BATCH_SIZE = 8  # rows per batch in the batch and model checks
@@ -29,7 +31,7 @@ def check_shape(ctx) -> tuple[int, int, int]:
 
 
 @check("batch_shift", "batches", "Targets are the inputs shifted by one", depends=("token_range",))
-def batch_shift(ctx, run):
+def batch_shift(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     x, y = ctx.batch(DEBUG_BATCH_SIZE, block_size(ctx))
     shifted_ok = bool(torch.equal(x[:, 1:], y[:, :-1]))
     identical = bool(torch.equal(x, y))
@@ -59,7 +61,7 @@ def batch_shift(ctx, run):
 
 
 @check("batch_dtype_device", "batches", "Batches are int64 [B, T] on the model's device", depends=("batch_shift",))
-def batch_dtype_device(ctx, run):
+def batch_dtype_device(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     x, y = ctx.batch(DEBUG_BATCH_SIZE, block_size(ctx))
     model = ctx.build_model()
     model_device = next(model.parameters()).device

@@ -5,13 +5,16 @@ from __future__ import annotations
 import platform
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from ..device import mps_available
 from ..errors import DataError, FileSystemError
 from ..fileio import describe_size, stat_input
-from .registry import check
+from .context import CheckContext
+from .control import CheckRun
+from .registry import CheckReturn, check
 from .result import Outcome, Status
 
 SAMPLE_TEXT = "Hello, world!\nThe quick brown fox jumps over the lazy dog. 0123456789"
@@ -24,7 +27,7 @@ def _torch_version_tuple() -> tuple[int, int]:
 
 
 @check("environment", "environment", "Python, torch and the device")
-def environment(ctx, run):
+def environment(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     values = {
         "python": platform.python_version(),
         "torch": torch.__version__,
@@ -63,7 +66,7 @@ def environment(ctx, run):
 
 
 @check("files", "files", "Required files present and plausibly sized")
-def files(ctx, run):
+def files(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     inputs = ctx.inputs
     required = {"tokenizer": inputs.tokenizer, "train_ids": inputs.train_data}
     optional = {
@@ -140,7 +143,7 @@ def _input_size(path: Path, role: str) -> tuple[int | None, str | None]:
 
 
 @check("tokenizer_roundtrip", "tokenizer", "decode(encode(text)) == text", depends=("files",))
-def tokenizer_roundtrip(ctx, run):
+def tokenizer_roundtrip(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     tok = ctx.tokenizer
     values = {
         "vocab_size": tok.vocab_size,
@@ -173,7 +176,7 @@ def tokenizer_roundtrip(ctx, run):
 
 
 @check("tokenizer_fingerprint", "tokenizer", "Tokenizer matches the checkpoint", depends=("tokenizer_roundtrip",))
-def tokenizer_fingerprint(ctx, run):
+def tokenizer_fingerprint(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     tok = ctx.tokenizer
     if not ctx.has_checkpoint:
         raise Outcome(Status.SKIP, "no checkpoint to compare against (fresh model)")
@@ -219,9 +222,10 @@ def tokenizer_fingerprint(ctx, run):
 
 
 @check("token_range", "data", "IDs are integers in [0, vocab_size)", depends=("tokenizer_roundtrip",))
-def token_range(ctx, run):
+def token_range(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     vocab = ctx.tokenizer.vocab_size
-    per_split, bad_total = {}, 0
+    per_split: dict[str, dict[str, Any]] = {}
+    bad_total = 0
     for name, ids in ctx.splits.items():
         if ids.dtype.is_floating_point or ids.dtype == torch.bool:
             raise Outcome(Status.FAIL, f"{name} IDs have dtype {ids.dtype}", values={"dtype": str(ids.dtype)})
@@ -261,7 +265,7 @@ def token_range(ctx, run):
 
 
 @check("decoded_sample", "data", "Stored IDs decode to readable text", depends=("token_range",))
-def decoded_sample(ctx, run):
+def decoded_sample(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     tok, ids = ctx.tokenizer, ctx.splits["train"]
     start = ids.numel() // 3
     text = tok.decode(ids[start : start + 300].tolist())
@@ -292,7 +296,7 @@ UNSEEN_WARN_SHARE = 0.001  # held-out tokens whose character training never show
 
 
 @check("split_overlap", "data", "Validation/test text does not also occur in training", depends=("token_range",))
-def split_overlap(ctx, run):
+def split_overlap(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     from ..splits import WINDOW, overlap
 
     splits, vocab = ctx.splits, ctx.tokenizer.vocab_size
@@ -350,7 +354,7 @@ def split_overlap(ctx, run):
 
 
 @check("split_vocabulary", "data", "Every character of val/test occurs in train", depends=("token_range",))
-def split_vocabulary(ctx, run):
+def split_vocabulary(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     from ..splits import unseen_characters
 
     splits, tok = ctx.splits, ctx.tokenizer

@@ -5,14 +5,16 @@ from __future__ import annotations
 from ..errors import SamplerSettingsError
 from ..repetition import assess_repetition, repetition_report
 from ..sampling import generate, unusual_settings, validate
-from .registry import check
+from .context import CheckContext
+from .control import CheckRun
+from .registry import CheckReturn, check
 from .result import Outcome, Status
 
 
 @check("sampler_settings", "generation", "Sampler settings are valid and sensible", depends=("tokenizer_roundtrip",))
-def sampler_settings(ctx, run):
+def sampler_settings(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     s = ctx.options.sampler
-    values = {
+    values: dict[str, object] = {
         "temperature": s.temperature,
         "top_k": s.top_k,
         "top_p": s.top_p,
@@ -49,7 +51,7 @@ def sampler_settings(ctx, run):
     "Generated text does not loop",
     depends=("sampler_settings", "tokenizer_roundtrip"),
 )
-def generation_repetition(ctx, run):
+def generation_repetition(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     tok, settings = ctx.tokenizer, ctx.options.sampler
     inspected = ctx.inspected_model(require_finite=True)
     model, source = inspected.model, inspected.label
@@ -100,7 +102,7 @@ WORD_GAIN = 0.10  # a rise in word_fit that counts as more structure at the same
     "The run's samples grew more structured (characters, then words of the data)",
     depends=("token_range",),
 )
-def sample_structure(ctx, run):
+def sample_structure(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     from ..samples_log import Structure, Yardstick, read_samples
 
     path = ctx.inputs.workspace / "logs" / "samples.jsonl"

@@ -12,7 +12,9 @@ from ..modelio import token_embedding
 from . import adapter
 from .adamw import AdamW
 from .batch_checks import check_shape
-from .registry import check
+from .context import CheckContext
+from .control import CheckRun
+from .registry import CheckReturn, check
 from .result import Outcome, Status, name_list
 from .values import GradientsValues, OptimizerValues, UpdateRow
 
@@ -22,7 +24,7 @@ ZERO_GRAD_RETRIES = 4  # optimizer steps a zero gradient may take to appear behi
 @check(
     "gradients", "gradients", "Every trainable parameter gets a finite, nonzero gradient", depends=("forward_shapes",)
 )
-def gradients(ctx, run):
+def gradients(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     B, T, _ = check_shape(ctx)
     model = ctx.build_model().train()
     x, y = ctx.batch(B, T)
@@ -150,7 +152,7 @@ def _embedding_rows(ctx, model: torch.nn.Module, x: torch.Tensor, values: dict) 
 @check(
     "optimizer_update", "optimization", "An AdamW step changes every parameter by a sane amount", depends=("gradients",)
 )
-def optimizer_update(ctx, run):
+def optimizer_update(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     B, T, _ = check_shape(ctx)
     model = ctx.build_model().train()
     x, y = ctx.batch(B, T)

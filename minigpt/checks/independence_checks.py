@@ -9,12 +9,14 @@ import torch.nn as nn
 from ..modelio import token_embedding
 from . import adapter
 from .batch_checks import check_shape
-from .registry import check
+from .context import CheckContext
+from .control import CheckRun
+from .registry import CheckReturn, check
 from .result import Outcome, Status
 
 
 @check("causal_independence", "model", "Position t never sees t+1, in eval and train mode", depends=("forward_shapes",))
-def causal_independence(ctx, run):
+def causal_independence(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     _, T, V = check_shape(ctx)
     model = ctx.build_model()
     x, _ = ctx.batch(1, T)
@@ -194,7 +196,7 @@ def _gradient_leak(model: nn.Module, emb: nn.Module, x: torch.Tensor, V: int) ->
 
 
 @check("eval_determinism", "model", "Two eval-mode passes agree (dropout off)", depends=("forward_shapes",))
-def eval_determinism(ctx, run):
+def eval_determinism(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     B, T, _ = check_shape(ctx)
     cfg = ctx.base_config()
     model = ctx.build_model().eval()

@@ -13,7 +13,9 @@ import math
 import statistics
 
 from ..loopwatch.loop_log import LoopLog
-from .registry import check
+from .context import CheckContext
+from .control import CheckRun
+from .registry import CheckReturn, check
 from .result import Outcome, Status
 from .watched import first_step, loop_values, mode_sensitive, watched_loop
 
@@ -25,7 +27,7 @@ MISFIT_LIMIT = 0.25  # logits gradients further than this from a cross-entropy's
 
 
 @check("loop_grads_cleared", "loop", "Your loop clears gradients between optimizer steps")
-def loop_grads_cleared(ctx, run):
+def loop_grads_cleared(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     log = watched_loop(ctx)
     known = [s for s in log.steps if s["step"] > 1 and s.get("cleared_before") is not None]
     if len(known) < 2:
@@ -46,7 +48,7 @@ def loop_grads_cleared(ctx, run):
 
 
 @check("loop_grads_reach_step", "loop", "The optimizer step sees the gradients the backward passes made")
-def loop_grads_reach_step(ctx, run):
+def loop_grads_reach_step(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     log = watched_loop(ctx)
     lost = [s for s in log.steps if s["backwards"] > 0 and s.get("grads_at_step") in ("none", "zero")]
     within = [s for s in log.deep if (s.get("cleared_within") or 0) > 0]
@@ -80,7 +82,7 @@ def loop_grads_reach_step(ctx, run):
 
 
 @check("loop_accumulation", "loop", "Accumulated micro-batches add up to one mean loss")
-def loop_accumulation(ctx, run):
+def loop_accumulation(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     log = watched_loop(ctx)
     read = [s for s in log.deep if s.get("loss_weight") is not None]
     if not read:
@@ -152,7 +154,7 @@ def loop_accumulation(ctx, run):
 
 
 @check("loop_train_mode", "loop", "Training forwards run in train mode")
-def loop_train_mode(ctx, run):
+def loop_train_mode(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     log = watched_loop(ctx)
     bad = [s for s in log.steps if s.get("train_in_eval_mode", 0) > 0]
     total = sum(s.get("train_forwards", 0) for s in log.steps)
@@ -185,7 +187,7 @@ def _eval_steps(log: LoopLog) -> tuple[int, list[dict]]:
 
 
 @check("loop_eval_mode", "loop", "Evaluation forwards run in eval mode")
-def loop_eval_mode(ctx, run):
+def loop_eval_mode(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     log = watched_loop(ctx)
     total, steps = _eval_steps(log)
     bad = [s for s in steps if s.get("eval_in_train_mode", 0) > 0]
@@ -207,7 +209,7 @@ def loop_eval_mode(ctx, run):
 
 
 @check("loop_eval_no_grad", "loop", "Evaluation runs without building gradients")
-def loop_eval_no_grad(ctx, run):
+def loop_eval_no_grad(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     log = watched_loop(ctx)
     total, steps = _eval_steps(log)
     bad = [s for s in steps if s.get("eval_with_grad", 0) > 0]

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import statistics
 
-from .registry import check
+from .context import CheckContext
+from .control import CheckRun
+from .registry import CheckReturn, check
 from .result import Outcome, Status
 from .watched import MIN_STEPS, loop_values, watched_loop
 
 
 @check("loop_batches_change", "loop", "Each step trains on new batches")
-def loop_batches_change(ctx, run):
+def loop_batches_change(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     log = watched_loop(ctx, need_steps=5)
     per_step = [tuple(s.get("fingerprints") or ()) for s in log.steps]
     per_step = [fp for fp in per_step if fp]
@@ -43,7 +45,7 @@ def loop_batches_change(ctx, run):
 
 
 @check("loop_ranks_differ", "loop", "DDP ranks train on different batches")
-def loop_ranks_differ(ctx, run):
+def loop_ranks_differ(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     log = watched_loop(ctx)
     world = int(log.header.get("world_size", 1))
     if world <= 1:
@@ -78,7 +80,7 @@ def loop_ranks_differ(ctx, run):
 
 
 @check("loop_targets_shifted", "loop", "Targets your loop passes are the inputs shifted by one")
-def loop_targets_shifted(ctx, run):
+def loop_targets_shifted(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     log = watched_loop(ctx)
     steps = [s for s in log.steps if s.get("targets_equal") is not None]
     if not steps:

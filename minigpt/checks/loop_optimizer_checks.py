@@ -8,7 +8,9 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 
-from .registry import check
+from .context import CheckContext
+from .control import CheckRun
+from .registry import CheckReturn, check
 from .result import Outcome, Status
 from .watched import loop_values, watched_loop
 
@@ -18,7 +20,7 @@ GRAPHS_LEAK = 3  # earlier steps' graphs alive at once that say "kept alive"
 
 
 @check("loop_optimizer_covers", "loop", "Every parameter that gets gradients is in an optimizer group")
-def loop_optimizer_covers(ctx, run):
+def loop_optimizer_covers(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     log = watched_loop(ctx)
     read = [s for s in log.deep if "outside_optimizer" in s]
     outside = [s for s in read if s["outside_optimizer"]]
@@ -37,7 +39,7 @@ def loop_optimizer_covers(ctx, run):
 
 
 @check("loop_weight_decay", "loop", "No weight decay on norms and biases")
-def loop_weight_decay(ctx, run):
+def loop_weight_decay(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     log = watched_loop(ctx, need_steps=0)
     decayed = [
         (i, g)
@@ -58,7 +60,7 @@ def loop_weight_decay(ctx, run):
 
 
 @check("loop_clipping", "loop", "Gradient clipping does not fire on nearly every step")
-def loop_clipping(ctx, run):
+def loop_clipping(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     log = watched_loop(ctx)
     read = [s for s in log.deep if "clipped" in s and s["step"] > 3]
     if len(read) < 3:
@@ -95,7 +97,7 @@ def loop_clipping(ctx, run):
 
 
 @check("loop_memory", "loop", "No step keeps earlier steps' graphs alive")
-def loop_memory(ctx, run):
+def loop_memory(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     log = watched_loop(ctx, need_steps=8)
     alive = [s.get("old_graphs_alive", 0) for s in log.steps]
     mem = [(s["step"], s["memory"]) for s in log.deep if s.get("memory")]

@@ -5,7 +5,9 @@ warm-up by the end (see `loop_checks` for what all loop checks share).
 from __future__ import annotations
 
 from ..loopwatch.loop_log import LoopLog
-from .registry import check
+from .context import CheckContext
+from .control import CheckRun
+from .registry import CheckReturn, check
 from .result import Outcome, Status
 from .watched import loop_values, watched_loop
 
@@ -15,7 +17,7 @@ def _lr_series(log: LoopLog) -> list[list[float]]:
 
 
 @check("loop_lr_positive", "loop", "The learning rate is positive")
-def loop_lr_positive(ctx, run):
+def loop_lr_positive(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     log = watched_loop(ctx)
     series = _lr_series(log)
     negative = [s for s, lrs in zip(log.steps, series) if any(lr < 0 for lr in lrs)]
@@ -55,7 +57,7 @@ def loop_lr_positive(ctx, run):
 
 
 @check("loop_scheduler", "loop", "A learning-rate scheduler attached to the optimizer is stepped")
-def loop_scheduler(ctx, run):
+def loop_scheduler(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     log = watched_loop(ctx, need_steps=10)
     groups = log.header.get("groups", [])
     attached = bool(log.header.get("scheduler")) or any(g.get("has_initial_lr") for g in groups)
@@ -85,7 +87,7 @@ def loop_scheduler(ctx, run):
 
 
 @check("loop_warmup_ends", "loop", "The warm-up ends before the run does")
-def loop_warmup_ends(ctx, run):
+def loop_warmup_ends(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     log = watched_loop(ctx, need_steps=10)
     lrs = [lrs[0] for lrs in _lr_series(log) if lrs]
     tail = lrs[-max(5, len(lrs) // 10) :]

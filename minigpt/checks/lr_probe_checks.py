@@ -25,7 +25,9 @@ import torch
 from ..errors import MiniGPTError
 from . import adapter
 from .adamw import AdamW
-from .registry import check
+from .context import CheckContext
+from .control import CheckRun
+from .registry import CheckReturn, check
 from .result import Outcome, Status
 
 FACTORS = (0.1, 1 / 3, 1.0, 3.0)
@@ -148,7 +150,7 @@ def _probe_one(ctx, run, cfg, factor, lr, steps, batch, val_batches, clip, wd, b
     depends=("forward_shapes", "batch_shift"),
     slow=True,
 )
-def lr_probe(ctx, run):
+def lr_probe(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     if not ctx.options.lr_probe:
         raise Outcome(Status.SKIP, "opt-in: --lr-probe trains four short runs of the run's model (LR/10..3xLR)")
     lr, lr_source = run_learning_rate(ctx)

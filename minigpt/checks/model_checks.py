@@ -14,12 +14,14 @@ import torch.nn.functional as F
 
 from . import adapter
 from .batch_checks import check_shape
-from .registry import check
+from .context import CheckContext
+from .control import CheckRun
+from .registry import CheckReturn, check
 from .result import Outcome, Status
 
 
 @check("forward_shapes", "model", "Logits are [B, T, V]; the loss is a finite scalar", depends=("batch_dtype_device",))
-def forward_shapes(ctx, run):
+def forward_shapes(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     B, T, V = check_shape(ctx)
     model = ctx.build_model()
     x, y = ctx.batch(B, T)
@@ -92,7 +94,7 @@ LOSS_TOLERANCE = 1e-4  # relative: float32 reductions in another order differ by
     "The model's own loss is the cross-entropy of its logits",
     depends=("forward_shapes",),
 )
-def loss_matches_logits(ctx, run):
+def loss_matches_logits(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     B, T, V = check_shape(ctx)
     model = ctx.build_model().eval()  # eval: dropout must not make two computations differ
     x, y = ctx.batch(B, T)
@@ -229,7 +231,7 @@ def _logits_ce(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
 
 
 @check("initial_loss", "model", "A fresh model's loss is near log(V)", depends=("forward_shapes", "batch_shift"))
-def initial_loss(ctx, run):
+def initial_loss(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     B, T, V = check_shape(ctx)
     model = ctx.build_model().eval()
     expected = math.log(V)

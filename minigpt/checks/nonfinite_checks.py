@@ -8,7 +8,9 @@ import torch.nn as nn
 
 from . import adapter
 from .batch_checks import check_shape
-from .registry import check
+from .context import CheckContext
+from .control import CheckRun
+from .registry import CheckReturn, check
 from .result import Outcome, Status, name_list
 
 
@@ -54,7 +56,7 @@ def localise_nonfinite(model: nn.Module, x: torch.Tensor, y: torch.Tensor | None
 
 
 @check("nonfinite_localisation", "model", "No module produces NaN/inf (first offender named)", depends=("token_range",))
-def nonfinite_localisation(ctx, run):
+def nonfinite_localisation(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     B, T, _ = check_shape(ctx)
     inspected = ctx.inspected_model()
     model, source = inspected.model.eval(), inspected.label

@@ -17,9 +17,10 @@ from __future__ import annotations
 import ast
 import functools
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import MiniGPTError
 
@@ -53,6 +54,11 @@ CHECK_MODULES = (
     "training_checks",
     "generation_checks",
 )
+
+
+# a check's summary and its values (a dict, or one of checks/values.py's typed dicts); any status
+# other than pass is raised as an Outcome
+CheckReturn = tuple[str, Mapping[str, Any]]
 
 
 class RegistryError(MiniGPTError):

@@ -11,9 +11,10 @@ from ..errors import MiniGPTError
 from . import adapter
 from .adamw import AdamW
 from .batch_checks import DEBUG_BATCH_SIZE
-from .context import weights_finite
+from .context import CheckContext, weights_finite
+from .control import CheckRun
 from .nonfinite_checks import localise_nonfinite
-from .registry import check
+from .registry import CheckReturn, check
 from .result import Outcome, Status
 
 # A healthy model memorises one fixed batch: its loss must end below this fraction of log(V).
@@ -34,7 +35,7 @@ OVERFIT_EARLY_STOP = 0.5
     depends=("forward_shapes", "batch_shift"),
     slow=True,
 )
-def single_batch_overfit(ctx, run):
+def single_batch_overfit(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     if ctx.options.skip_overfit:
         raise Outcome(Status.SKIP, "skipped (--skip-overfit)")
     cfg = ctx.debug_config()
@@ -129,7 +130,7 @@ SEVERITY = {"pass": Status.PASS, "warn": Status.WARN, "fail": Status.FAIL, "skip
 
 
 @check("training_curve", "training", "The logged loss curve has a healthy shape")
-def training_curve(ctx, run):
+def training_curve(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     from ..curve import SHAPE_SEVERITY
     from ..curve_rules import diagnose
     from ..metrics_log import read_metrics
@@ -159,7 +160,7 @@ def training_curve(ctx, run):
 
 
 @check("checkpoint_load", "checkpoint", "The checkpoint loads strictly and is trained", depends=("token_range",))
-def checkpoint_load(ctx, run):
+def checkpoint_load(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     if not ctx.has_checkpoint:
         why = (
             "--checkpoint none"
