@@ -51,6 +51,7 @@ class TimePlan:
     evals: int = 0  # evaluations timed
     eval_total_s: float = 0.0  # spent evaluating and saving so far (the calibration's dry evaluation too)
     planned_steps: int | None = None
+    first_planned_steps: int | None = None  # the first plan, which fixed the warm-up
     warmup_steps: int | None = None
 
     def measured_step(self, step: int, elapsed_s: float) -> None:
@@ -71,6 +72,7 @@ class TimePlan:
         more = max(0, int(left / per_step))
         self.planned_steps = max(step + 1 if more else step, step + more)
         if self.warmup_steps is None:  # once, at the first plan: later plans keep the schedule's shape
+            self.first_planned_steps = self.planned_steps
             self.warmup_steps = max(1, min(warmup_steps, int(WARMUP_SHARE * self.planned_steps)))
         return self.planned_steps
 

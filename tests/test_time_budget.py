@@ -46,7 +46,10 @@ def test_a_time_boxed_run_ends_in_its_budget_with_warmup_and_decay_complete(tiny
     assert plan is not None and plan.planned_steps is not None
     assert summary["steps"] == trainer.cfg.max_steps  # the plan was what ran
     assert summary["seconds"] < 6.0 + 3.0  # the budget, and at most a step and the last evaluation past it
-    assert trainer.cfg.warmup_steps <= max(1, summary["steps"] // 10)
+    # the warm-up is a tenth of the first plan at most (a busier machine may shorten the run after
+    # it, never below the end of the warm-up here)
+    assert plan.first_planned_steps is not None
+    assert trainer.cfg.warmup_steps <= max(1, plan.first_planned_steps // 10) < summary["steps"]
     points = list(read_metrics(tiny_workspace.metrics).points)
     last = points[-1]
     assert last.step == summary["steps"] and last.val_loss is not None  # the last step evaluated and saved
