@@ -28,15 +28,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from minigpt.checks import CheckContext, CheckOptions, run_checks  # noqa: E402
-from minigpt.data import get_batch, get_batch_loop, load_ids  # noqa: E402
-from minigpt.gradstats import grad_rows, grad_table, tensor_norms  # noqa: E402
-from minigpt.model import MiniGPT, MiniGPTConfig  # noqa: E402
-from minigpt.prepare import prepare_workspace  # noqa: E402
-from minigpt.presets import PRESETS  # noqa: E402
-from minigpt.sampling import SamplerSettings, generate  # noqa: E402
-from minigpt.train import Trainer  # noqa: E402
-from minigpt.train_config import MODEL_FIELDS, TrainConfig, lr_at, make_optimizer  # noqa: E402
-from minigpt.workspace import Workspace  # noqa: E402
+from minigpt.data.batches import get_batch, get_batch_loop, load_ids  # noqa: E402
+from minigpt.data.prepare import prepare_workspace  # noqa: E402
+from minigpt.io.workspace import Workspace  # noqa: E402
+from minigpt.model.gpt import MiniGPT, MiniGPTConfig  # noqa: E402
+from minigpt.model.gradstats import grad_rows, grad_table, tensor_norms  # noqa: E402
+from minigpt.sample.generate import SamplerSettings, generate  # noqa: E402
+from minigpt.train.config import MODEL_FIELDS, TrainConfig, lr_at, make_optimizer  # noqa: E402
+from minigpt.train.presets import PRESETS  # noqa: E402
+from minigpt.train.trainer import Trainer  # noqa: E402
 
 WIKITEXT = ROOT.parent / "shared" / "data" / "wikitext-2"
 
@@ -454,7 +454,7 @@ def prepare_memory(size_mb: int) -> dict:
     """`prepare` on a generated single-file corpus of `size_mb` MB: WikiText-2 (or demo) lines
     repeated, plus 200 CJK characters so the vocabulary passes 256 and IDs are int16 (the
     larger of the two dtypes a character corpus gets). Peak RSS and seconds, in a subprocess."""
-    from minigpt.corpus import demo_text
+    from minigpt.data.corpus import demo_text
 
     base = (WIKITEXT / "wiki.train.tokens").read_text(encoding="utf-8") if WIKITEXT.is_dir() else demo_text()
     unit = (base + "".join(chr(0x4E00 + i) for i in range(200)) + "\n").encode("utf-8")
@@ -464,7 +464,7 @@ def prepare_memory(size_mb: int) -> dict:
             for _ in range(-(-size_mb * 2**20 // len(unit))):
                 fh.write(unit)
         code = (
-            "from minigpt.prepare import prepare_workspace\n"
+            "from minigpt.data.prepare import prepare_workspace\n"
             "t0 = time.perf_counter()\n"
             f"s = prepare_workspace({str(corpus)!r}, {str(Path(tmp) / 'ws')!r})\n"
             "out = {'seconds': time.perf_counter() - t0, 'dtype': s.ids_dtype}\n"
@@ -505,7 +505,7 @@ def metrics_read(size_mb: int) -> dict:
                 fh.write(block)
                 written += len(block)
         code = (
-            "from minigpt.metrics_log import read_metrics\n"
+            "from minigpt.logs.metrics import read_metrics\n"
             "t0 = time.perf_counter()\n"
             f"log = read_metrics({str(path)!r})\n"
             "out = {'seconds': time.perf_counter() - t0, 'points': len(log.points)}\n"
@@ -536,7 +536,7 @@ def tui_latency(root: Path, reps: int) -> dict:
 
     from minigpt_tui.app import MiniGPTApp
     from minigpt_tui.screens.confirm import ConfirmScreen
-    from minigpt_tui.widgets.workbench import PANES
+    from minigpt_tui.workbench import PANES
 
     async def key_to_frame(app, key: str, done) -> float:
         loop = asyncio.get_running_loop()

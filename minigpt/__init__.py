@@ -10,6 +10,6 @@ def watch(model, optimizer, workspace=".", **options):
     (steps between full readings and writes), `grads_every=100`, `lock=True`. Returns a
     `minigpt.loopwatch.watch.Watch`: call `.log(step=..., val_loss=...)` for what it cannot see and
     `.close()` at the end (also at interpreter exit, and when used as a context manager)."""
-    from .loopwatch.watch import Watch
+    from minigpt.loopwatch.watch import Watch
 
     return Watch(model, optimizer, workspace, **options)

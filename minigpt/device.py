@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .errors import ConfigError
+from minigpt.errors import ConfigError
 
 if TYPE_CHECKING:
     import torch

@@ -75,7 +75,7 @@ class WorkspaceLockedError(MiniGPTError):
     """Another process (a training run) is writing this workspace; `holder` names it."""
 
     def __init__(self, message: str, *, path: object | None = None, holder=None, causes: list[str] | None = None):
-        self.holder = holder  # a minigpt.lock.LockHolder, or None when its record is unreadable
+        self.holder = holder  # a minigpt.io.lock.LockHolder, or None when its record is unreadable
         super().__init__(message, path=path, causes=causes)
 
 
@@ -93,7 +93,7 @@ class FileSystemError(MiniGPTError, OSError):
     """The OS refused a read or write (disk full, read-only, permission denied, not a directory...).
 
     Also an `OSError`, so code that already catches `OSError` keeps working; `errno` is the OS's.
-    Built by `minigpt.fileio.os_error`, which classifies by errno, never by message text."""
+    Built by `minigpt.io.files.os_error`, which classifies by errno, never by message text."""
 
     def __init__(self, message: str, *, path: object | None = None, errno: int | None = None, causes=None):
         super().__init__(message, path=path, causes=causes)

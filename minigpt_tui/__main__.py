@@ -31,8 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from minigpt.checks.flags import option_values
-
-    from .app import MiniGPTApp
+    from minigpt_tui.app import MiniGPTApp
 
     app = MiniGPTApp(args.workspace, demo_mode=args.demo, started_at=STARTED, **option_values(args))
     app.run()

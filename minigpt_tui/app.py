@@ -24,12 +24,11 @@ from textual.message import Message
 from textual.widgets import Footer, Header, Input, TabbedContent
 from textual.worker import Worker, WorkerState
 
-from minigpt.workspace import Workspace
-
-from . import demo
-from .commands import MiniGPTCommands
-from .header import header_subtitle, judged_change
-from .messages import (
+from minigpt.io.workspace import Workspace
+from minigpt_tui import demo
+from minigpt_tui.commands import MiniGPTCommands
+from minigpt_tui.header import header_subtitle, judged_change
+from minigpt_tui.messages import (
     CheckFinished,
     CheckProgressed,
     ChecksFinished,
@@ -40,13 +39,13 @@ from .messages import (
     FaultChanged,
     TrainingEnded,
 )
-from .screens.confirm import ConfirmScreen
-from .screens.faults import CLEAR, FaultMenuScreen
-from .screens.help import HelpScreen
-from .screens.quit import QuitTrainingScreen
-from .screens.setup import DemoSetupScreen
-from .session import Session
-from .widgets.workbench import PANES, Workbench, build_panes
+from minigpt_tui.screens.confirm import ConfirmScreen
+from minigpt_tui.screens.faults import CLEAR, FaultMenuScreen
+from minigpt_tui.screens.help import HelpScreen
+from minigpt_tui.screens.quit import QuitTrainingScreen
+from minigpt_tui.screens.setup import DemoSetupScreen
+from minigpt_tui.session import Session
+from minigpt_tui.workbench import PANES, Workbench, build_panes
 
 JUDGED_POLL_S = 2.0  # how often the judged checkpoint is stat-ed (two stat calls: cheap)
 LOOP_RECHECK_S = 10.0  # a watched loop's log that grew is re-judged this often (the loop checks read logs only)
@@ -575,7 +574,7 @@ class MiniGPTApp(App):
             self.pop_screen()
         message = getattr(error, "message", None)
         if message is None and isinstance(error, OSError):
-            from minigpt.fileio import os_error
+            from minigpt.io.files import os_error
 
             message = os_error(error, error.filename).message  # classified by errno, with its path
         message = message or f"{type(error).__name__}: {error}"

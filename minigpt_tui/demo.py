@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from minigpt.workspace import Workspace
+from minigpt.io.workspace import Workspace
 
 DEMO_STEPS = 200  # a few seconds on 2 CPU cores; enough for a curve and readable-ish samples
 PREPARE_SHARE = 0.1  # of the progress bar
@@ -41,11 +41,11 @@ def build_demo(
 ) -> dict:
     """Prepare (unless the files are there) and train afresh; mark the workspace ready last.
     Returns {"seconds", "cancelled", ...}; a cancelled build leaves no marker."""
-    from minigpt.fileio import atomic_write_text
-    from minigpt.prepare import prepare_workspace
+    from minigpt.data.prepare import prepare_workspace
+    from minigpt.io.files import atomic_write_text
     from minigpt.threads import apply as apply_thread_policy
-    from minigpt.train import Trainer
-    from minigpt.train_config import TrainConfig
+    from minigpt.train.config import TrainConfig
+    from minigpt.train.trainer import Trainer
 
     # this thread's torch threads (OpenMP's count is per thread): on a busy 2-core machine the
     # build took 97-121 s with 2 threads and 5 s with 1

@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING, Protocol, cast
 if TYPE_CHECKING:
     from textual.dom import DOMNode
 
-    from minigpt.workspace import Workspace
-
-    from .session import Session
+    from minigpt.io.workspace import Workspace
+    from minigpt_tui.session import Session
 
 
 class Host(Protocol):

@@ -12,8 +12,8 @@ import pickle
 from dataclasses import dataclass
 from pathlib import Path
 
-from minigpt.presets import PRESETS
-from minigpt.workspace import Workspace
+from minigpt.io.workspace import Workspace
+from minigpt.train.presets import PRESETS
 
 SHAPE_KEYS = ("block_size", "embedding_dim", "num_heads", "num_layers", "expansion_factor")
 # train_config key -> the `minigpt train` flag that sets it
@@ -76,9 +76,9 @@ def plan_training(root: str | os.PathLike, checkpoint: Path | None) -> TrainPlan
     """Read the checkpoint's train_config (torch) and turn it into flags. Unreadable: the default."""
     from dataclasses import asdict
 
-    from minigpt.checkpoint import read_checkpoint
     from minigpt.errors import MiniGPTError
-    from minigpt.train_config import TrainConfig
+    from minigpt.model.checkpoint import read_checkpoint
+    from minigpt.train.config import TrainConfig
 
     config, unreadable = None, ""
     if checkpoint is not None:

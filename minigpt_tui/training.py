@@ -6,7 +6,7 @@ a `TrainingExit` with the exit code and the log's last lines; `stop()` asks the 
 the way Ctrl+C would (SIGINT: it finishes the save in progress), then SIGTERM, then SIGKILL.
 `detach()` leaves it running after the UI quits; the workspace lock names it next time.
 
-Who else trains in a workspace comes from `minigpt.lock.holder` (`other_trainer`).
+Who else trains in a workspace comes from `minigpt.io.lock.holder` (`other_trainer`).
 """
 
 from __future__ import annotations
@@ -95,12 +95,12 @@ class TrainingRun:
             )
 
     def _open_log(self) -> int:
-        """The log, emptied, never through a link or a FIFO (minigpt.fileio.open_regular). Its flock
+        """The log, emptied, never through a link or a FIFO (minigpt.io.files.open_regular). Its flock
         passes to the trainer with the descriptor: while another UI's run writes `tui_train.log`,
         this UI writes `tui_train.<pid>.log` instead of emptying the other's."""
         import fcntl
 
-        from minigpt.fileio import open_regular
+        from minigpt.io.files import open_regular
 
         for path in (self.log_path, self.log_path.with_name(f"tui_train.{os.getpid()}.log")):
             fd = open_regular(path, os.O_WRONLY | os.O_CREAT, what="the UI's training log")
@@ -184,7 +184,7 @@ class OtherTrainer:
 
 def other_trainer(workspace: str | os.PathLike, own_pid: int | None = None) -> OtherTrainer | None:
     """Who holds the workspace's writer lock, unless it is `own_pid` (cheap: one small read)."""
-    from minigpt.lock import holder
+    from minigpt.io.lock import holder
 
     found = holder(workspace)
     if found is None or (own_pid is not None and found.pid == own_pid):

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from minigpt.fileio import atomic_torch_save
-from minigpt.tokenizer import CharTokenizer
-from minigpt.workspace import Workspace
+from minigpt.data.tokenizer import CharTokenizer
+from minigpt.io.files import atomic_torch_save
+from minigpt.io.workspace import Workspace
 
 
 def pytest_configure(config):
@@ -78,8 +78,8 @@ def torch_seed():
 
 @pytest.fixture(scope="session")
 def _trained_template(tmp_path_factory, _workspace_template) -> Path:
-    from minigpt.train import Trainer
-    from minigpt.train_config import TrainConfig
+    from minigpt.train.config import TrainConfig
+    from minigpt.train.trainer import Trainer
 
     root = tmp_path_factory.mktemp("trained") / "ws"
     shutil.copytree(_workspace_template, root)
@@ -102,7 +102,7 @@ SANDBOX_SHAPE = {"block_size": 32, "n_embd": 64, "n_head": 4, "n_layer": 2, "dro
 @pytest.fixture
 def config(tiny_workspace, tmp_path) -> Path:
     """A --config JSON of the debug shape in nanoGPT's field names, for the tiny workspace's vocabulary."""
-    from minigpt.tokenizer import CharTokenizer
+    from minigpt.data.tokenizer import CharTokenizer
 
     path = tmp_path / "config.json"
     path.write_text(

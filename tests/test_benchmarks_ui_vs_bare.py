@@ -53,8 +53,8 @@ def test_ui_vs_bare_measures_both_apps_in_tmux(tmp_path):
         pytest.skip("tmux not installed")
     import run
 
-    from minigpt.prepare import prepare_workspace
-    from minigpt.workspace import Workspace
+    from minigpt.data.prepare import prepare_workspace
+    from minigpt.io.workspace import Workspace
 
     ws = Workspace(tmp_path / "ws")
     prepare_workspace("demo", ws)

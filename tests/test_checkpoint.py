@@ -9,10 +9,11 @@ import threading
 import pytest
 import torch
 
-from minigpt.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
-from minigpt.errors import CheckpointError
-from minigpt.model import MiniGPT, MiniGPTConfig
-from minigpt.tokenizer import CharTokenizer
+from minigpt.data.tokenizer import CharTokenizer
+from minigpt.errors import CheckpointError, ConfigError
+from minigpt.model.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
+from minigpt.model.gpt import MiniGPT, MiniGPTConfig
+from minigpt.model.nanogpt import GPT, GPTConfig
 
 TOKENIZER = CharTokenizer.from_text("abcdefghijklmnopqrstuvwxyz .,")
 CONFIG = dict(vocab_size=TOKENIZER.vocab_size, block_size=16, embedding_dim=32, num_heads=4, num_layers=2, dropout=0.0)
@@ -56,6 +57,32 @@ def test_round_trip_gives_the_same_outputs(tmp_path):
     assert (loaded.step, loaded.best_val_loss, loaded.config) == (7, 2.0, CONFIG)
     assert loaded.fingerprint_mismatch is None and loaded.notices == []
     assert loaded.model.lm_head.weight is loaded.model.token_embedding.weight  # still tied after loading
+
+
+@pytest.mark.parametrize("former", ["minigpt.model.MiniGPT", "minigpt.nanogpt.GPT"])
+def test_a_checkpoint_naming_its_class_by_the_former_module_path_loads(tmp_path, former):
+    """minigpt 0.1.0 wrote `minigpt.model.MiniGPT` / `minigpt.nanogpt.GPT` before the modules moved
+    into folders: such a checkpoint still loads, as the same class."""
+    if former.endswith("GPT") and not former.endswith("MiniGPT"):
+        shape = dict(vocab_size=TOKENIZER.vocab_size, block_size=16, n_layer=1, n_head=2, n_embd=16, bias=False)
+        model, config = GPT(GPTConfig(**shape)), {**shape, "dropout": 0.0}
+    else:
+        model, config = MiniGPT(MiniGPTConfig(**CONFIG)), dict(CONFIG)
+    path = tmp_path / "ckpt.pt"
+    payload = make_payload()
+    payload.update(model_state_dict=model.state_dict(), config={**config, "model_class": former})
+    save_checkpoint(path, payload)
+    loaded = load_checkpoint(path, tokenizer=TOKENIZER)
+    assert type(loaded.model) is type(model)
+    idx = torch.randint(TOKENIZER.vocab_size, (1, 8))
+    assert torch.equal(loaded.model(idx)[0], model.eval()(idx)[0])
+
+
+def test_a_checkpoint_naming_an_unknown_class_is_refused(tmp_path):
+    path = tmp_path / "ckpt.pt"
+    save_checkpoint(path, make_payload(model_class="minigpt.models.Mystery"))
+    with pytest.raises((ConfigError, CheckpointError), match="minigpt.models.Mystery"):
+        load_checkpoint(path, tokenizer=TOKENIZER)
 
 
 def test_missing_file(tmp_path):
@@ -261,8 +288,8 @@ def test_unpicklable_payload_mid_save_keeps_the_previous_file(ckpt_path):
 def test_a_nanogpt_layout_checkpoint_loads_with_a_notice(tmp_path):
     import torch
 
-    from minigpt.checkpoint import load_checkpoint
-    from minigpt.model import MiniGPT, MiniGPTConfig
+    from minigpt.model.checkpoint import load_checkpoint
+    from minigpt.model.gpt import MiniGPT, MiniGPTConfig
 
     cfg = MiniGPTConfig(vocab_size=20, block_size=8, embedding_dim=16, num_heads=2, num_layers=1, dropout=0.0)
     model = MiniGPT(cfg)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from minigpt.checks.adamw import AdamW
-from minigpt.model import MiniGPT, MiniGPTConfig
+from minigpt.model.gpt import MiniGPT, MiniGPTConfig
 
 
 @pytest.mark.parametrize("weight_decay", [0.0, 0.1])

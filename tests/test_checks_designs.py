@@ -25,8 +25,8 @@ import torch
 import torch.nn.functional as F
 
 from minigpt.checks import CheckContext, CheckOptions, Status, catalog, ordered_ids, run_checks
-from minigpt.modelio import unpack
-from minigpt.workspace import Workspace
+from minigpt.io.workspace import Workspace
+from minigpt.model.contract import unpack
 
 DESIGNS_DIR = Path(__file__).parent / "fixtures" / "designs"
 ALARMS = (Status.FAIL, Status.ERROR, Status.WARN)
@@ -128,7 +128,7 @@ def _designs_template(tmp_path_factory) -> Path:
     """A workspace prepared by the real pipeline from deduplicated English prose (pydoc topics)."""
     from pydoc_data.topics import topics
 
-    from minigpt.prepare import prepare_workspace
+    from minigpt.data.prepare import prepare_workspace
 
     base = tmp_path_factory.mktemp("designs")
     corpus = base / "prose.txt"
@@ -145,7 +145,7 @@ def workspace(tmp_path, _designs_template) -> Workspace:
 
 
 def vocab_size(ws: Workspace) -> int:
-    from minigpt.tokenizer import CharTokenizer
+    from minigpt.data.tokenizer import CharTokenizer
 
     return CharTokenizer.from_file(ws.tokenizer).vocab_size
 
@@ -240,8 +240,8 @@ def train_briefly(model: torch.nn.Module, ws: Workspace, steps: int) -> float:
 @pytest.mark.parametrize("design_id", ["nanogpt", "rope_llama", "torch_mha", "logits_only", "torch_encoder"])
 def test_design_trained_by_its_own_loop_passes_the_checkpoint_checks(workspace, tmp_path, design_id):
     # GIVEN a healthy design trained 200 steps by a hand-written loop and saved in minigpt's layout
-    from minigpt.tokenizer import CharTokenizer
-    from minigpt.usermodel import load_model_spec
+    from minigpt.data.tokenizer import CharTokenizer
+    from minigpt.model.user import load_model_spec
 
     design = BY_ID[design_id]
     config = {"vocab_size": vocab_size(workspace), **design.shape}
@@ -271,7 +271,7 @@ def test_design_trained_by_its_own_loop_passes_the_checkpoint_checks(workspace, 
 def test_nanogpt_checkpoint_in_nanogpts_own_layout_loads_and_only_lacks_a_fingerprint(workspace):
     # GIVEN nanoGPT trained by a hand-written loop and saved the way nanoGPT's train.py saves,
     # weights compiled with torch.compile (keys prefixed "_orig_mod.")
-    from minigpt.usermodel import load_model_spec
+    from minigpt.model.user import load_model_spec
 
     design = BY_ID["nanogpt"]
     model_args = {"vocab_size": vocab_size(workspace), **design.shape}

@@ -8,10 +8,10 @@ import torch
 
 from minigpt.checks import CheckContext, CheckOptions, Status, run_checks
 from minigpt.checks.control import Finished
-from minigpt.fileio import atomic_torch_save
-from minigpt.model import MiniGPT, MiniGPTConfig
-from minigpt.sampling import SamplerSettings
-from minigpt.tokenizer import CharTokenizer
+from minigpt.data.tokenizer import CharTokenizer
+from minigpt.io.files import atomic_torch_save
+from minigpt.model.gpt import MiniGPT, MiniGPTConfig
+from minigpt.sample.generate import SamplerSettings
 
 
 def run(ws, only, **kw):

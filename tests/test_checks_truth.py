@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from minigpt.checks import CheckContext, CheckOptions, Status, run_checks
-from minigpt.curve import SHAPE_SEVERITY
-from minigpt.fileio import atomic_torch_save
-from minigpt.prepare import prepare_workspace
+from minigpt.data.prepare import prepare_workspace
+from minigpt.io.files import atomic_torch_save
+from minigpt.logs.curve import SHAPE_SEVERITY
 
 
 def run(ws_root, only=None, **kw):
@@ -70,7 +70,7 @@ def test_val_that_copies_a_tenth_of_train_windows_warns_with_examples(tiny_works
 def test_val_characters_that_train_never_shows_warn_and_are_named(tiny_workspace):
     # GIVEN a val split where 1% of the tokens are a character that train never holds
     train, val = torch.load(tiny_workspace.ids("train")), torch.load(tiny_workspace.ids("val")).clone()
-    from minigpt.tokenizer import CharTokenizer
+    from minigpt.data.tokenizer import CharTokenizer
 
     vocab = CharTokenizer.from_file(tiny_workspace.tokenizer).vocab_size
     missing = int(torch.bincount(train, minlength=vocab).argmin())  # the rarest character, then removed from train
@@ -192,7 +192,7 @@ def test_without_the_extra_a_tensorboard_log_names_the_install_command(tmp_path,
     import sys as _sys
 
     from minigpt.errors import DataError
-    from minigpt.tensorboard_log import read_tensorboard
+    from minigpt.logs.tensorboard import read_tensorboard
 
     (tmp_path / "events.out.tfevents.1.host").write_bytes(b"")
     monkeypatch.setitem(_sys.modules, "tensorboard.backend.event_processing.event_file_loader", None)

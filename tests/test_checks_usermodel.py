@@ -16,7 +16,7 @@ SHAPE = {"block_size": 32, "n_embd": 64, "n_head": 4, "n_layer": 2, "dropout": 0
 
 @pytest.fixture
 def user_config(tiny_workspace, tmp_path) -> Path:
-    from minigpt.tokenizer import CharTokenizer
+    from minigpt.data.tokenizer import CharTokenizer
 
     path = tmp_path / "config.json"
     path.write_text(json.dumps({"vocab_size": CharTokenizer.from_file(tiny_workspace.tokenizer).vocab_size, **SHAPE}))
@@ -110,7 +110,7 @@ def test_user_model_file_with_an_import_error_is_an_error_result_not_a_traceback
 
 def test_missing_config_class_names_what_the_file_defines(tiny_workspace, tmp_path):
     from minigpt.errors import ModelSpecError
-    from minigpt.usermodel import load_model_spec
+    from minigpt.model.user import load_model_spec
 
     with pytest.raises(ModelSpecError, match="TinyGPTConfig"):
         load_model_spec(f"{MODEL_FILE}:TinyGPT:NoSuchConfig")

@@ -100,8 +100,8 @@ def test_sample_and_prepare_refuse_bad_input_with_exit_2(tiny_workspace, capsys)
 
 def test_library_never_imports_rich_or_textual():
     code = (
-        "import sys, minigpt, minigpt.checks, minigpt.checks.engine, minigpt.train, minigpt.sampling, "
-        "minigpt.prepare, minigpt.curve, minigpt.cli, minigpt.cli.check, minigpt.cli.train; "
+        "import sys, minigpt, minigpt.checks, minigpt.checks.engine, minigpt.train.trainer, minigpt.sample.generate, "
+        "minigpt.data.prepare, minigpt.logs.curve, minigpt.cli, minigpt.cli.check, minigpt.cli.train; "
         "bad = [m for m in sys.modules if m.split('.')[0] in ('rich', 'textual')]; print(bad); sys.exit(bool(bad))"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

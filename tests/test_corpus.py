@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from minigpt.corpus import decode_text, demo_text, load_source, read_text, split_lines, split_text
+from minigpt.data.corpus import decode_text, demo_text, load_source, read_text, split_lines, split_text
 from minigpt.errors import DataError
 
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from minigpt.curve import SHAPE_SEVERITY, VALUE_KEYS, derive
-from minigpt.curve_rules import RULES, diagnose
 from minigpt.errors import DataError
-from minigpt.log_follow import MetricsFollower
-from minigpt.metrics_log import MetricPoint, downsample, parse_line, read_metrics, series
+from minigpt.logs.curve import SHAPE_SEVERITY, VALUE_KEYS, derive
+from minigpt.logs.curve_rules import RULES, diagnose
+from minigpt.logs.follow import MetricsFollower
+from minigpt.logs.metrics import MetricPoint, downsample, parse_line, read_metrics, series
 
 LOG_V = math.log(65)
 
@@ -538,6 +538,6 @@ def test_series_skips_absent_values():
 
 
 def test_curve_imports_no_torch_rich_or_textual():
-    code = "import sys, minigpt.curve; print([m for m in ('torch', 'rich', 'textual') if m in sys.modules])"
+    code = "import sys, minigpt.logs.curve; print([m for m in ('torch', 'rich', 'textual') if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

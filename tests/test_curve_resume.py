@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 
-from minigpt.curve_rules import diagnose
-from minigpt.metrics_log import MetricPoint
+from minigpt.logs.curve_rules import diagnose
+from minigpt.logs.metrics import MetricPoint
 
 
 def lr_at(step: int, peak: float, warmup: int = 20, total: int = 400) -> float:

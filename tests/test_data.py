@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from minigpt.data import get_batch, load_ids
+from minigpt.data.batches import get_batch, load_ids
 from minigpt.errors import DataError
 
 

@@ -10,13 +10,13 @@ import os
 import pytest
 import torch
 
-from minigpt.checkpoint import default_model_factory, require_buildable
 from minigpt.checks import CheckContext, CheckOptions, Status, run_checks
 from minigpt.cli import main
 from minigpt.errors import CheckpointError, ResourceError
-from minigpt.log_follow import MetricsFollower
-from minigpt.memory import large_allowed
-from minigpt.metrics_log import MAX_LINE_BYTES, read_metrics
+from minigpt.logs.follow import MetricsFollower
+from minigpt.logs.metrics import MAX_LINE_BYTES, read_metrics
+from minigpt.model.checkpoint import default_model_factory, require_buildable
+from minigpt.model.memory import large_allowed
 
 HUGE = {"num_layers": 100_000, "embedding_dim": 4096}  # about 75,000 GiB of float32
 
@@ -152,7 +152,7 @@ def test_the_ui_grads_follower_counts_a_line_nested_200000_deep_as_bad(tmp_path)
 def test_an_os_error_that_names_no_file_says_so_instead_of_a_question_mark():
     import errno
 
-    from minigpt.fileio import os_error
+    from minigpt.io.files import os_error
 
     message = os_error(OSError(errno.ENOSPC, "No space left on device")).message
     assert message.startswith("Disk full: could not write a file (the OS did not name it)") and "?" not in message

@@ -14,10 +14,10 @@ import pytest
 import torch
 
 from minigpt.cli import main
-from minigpt.corpus import demo_text
+from minigpt.data.corpus import demo_text
 from minigpt.errors import CheckpointError, DataError
-from minigpt.nanogpt_import import import_nanogpt
-from minigpt.nanogpt_pickles import read_meta
+from minigpt.importers.nanogpt import import_nanogpt
+from minigpt.importers.nanogpt_pickles import read_meta
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 import nanogpt_writer  # noqa: E402  (a fixture module, imported from its folder like nanoGPT's scripts)
@@ -46,7 +46,7 @@ def test_a_ckpt_whose_model_args_claim_gigabytes_is_refused_before_building(run_
     ckpt["model_args"].update(n_layer=16, n_embd=4096)
     torch.save(ckpt, out_dir / "ckpt.pt")
     built = []
-    monkeypatch.setattr("minigpt.nanogpt_import.GPT", lambda cfg: built.append(cfg))
+    monkeypatch.setattr("minigpt.importers.nanogpt.GPT", lambda cfg: built.append(cfg))
     # WHEN it is imported THEN the figure is named and nothing was built or written
     with pytest.raises(CheckpointError, match=r"describes [\d,]+ parameters \(1\d\.\d GiB\).*refused before building"):
         import_nanogpt(out_dir, data_dir, tmp_path / "ws")

@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from minigpt import fileio
 from minigpt.checks.report import load_report
 from minigpt.cli import main
-from minigpt.data import load_ids
+from minigpt.data.batches import load_ids
+from minigpt.data.prepare import prepare_workspace
+from minigpt.data.tokenizer import CharTokenizer
 from minigpt.errors import DataError, FileSystemError, TokenizerError
-from minigpt.fileio import atomic_torch_save, atomic_write_text, os_error
-from minigpt.metrics_log import read_metrics
-from minigpt.prepare import prepare_workspace
-from minigpt.tokenizer import CharTokenizer
-from minigpt.workspace import SPLITS, Workspace
+from minigpt.io import files as fileio
+from minigpt.io.files import atomic_torch_save, atomic_write_text, os_error
+from minigpt.io.workspace import SPLITS, Workspace
+from minigpt.logs.metrics import read_metrics
 
 LFS_POINTER = "version https://git-lfs.github.com/spec/v1\noid sha256:4d7a2146\nsize 1048576\n"
 
@@ -173,7 +173,7 @@ def test_an_oserror_the_library_did_not_type_is_classified_by_the_cli(monkeypatc
     def refused(*args, **kwargs):
         raise OSError(errno.EROFS, "whatever the OS says", "/mnt/runs/tokenizer.json")
 
-    monkeypatch.setattr("minigpt.prepare.prepare_workspace", refused)
+    monkeypatch.setattr("minigpt.data.prepare.prepare_workspace", refused)
     code, err = run_cli(capsys, "prepare", "--source", "demo")
     assert code == 2
     assert err.startswith("error: Read-only file system: cannot access /mnt/runs/tokenizer.json")
@@ -183,8 +183,8 @@ def test_keyboard_interrupt_exits_130(monkeypatch, capsys):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("minigpt.prepare.prepare_workspace", interrupted)
-    monkeypatch.setattr("minigpt.prepare.prepare_workspace", interrupted)
+    monkeypatch.setattr("minigpt.data.prepare.prepare_workspace", interrupted)
+    monkeypatch.setattr("minigpt.data.prepare.prepare_workspace", interrupted)
     code, err = run_cli(capsys, "prepare", "--source", "demo")
     assert code == 130 and "interrupted" in err
 
@@ -335,9 +335,9 @@ def test_prepare_cuts_an_article_on_two_lines_inside_a_line_with_a_notice(tmp_pa
 
 
 def test_prepare_waits_for_no_one_it_refuses_while_a_training_run_holds_the_workspace(tmp_path):
-    from minigpt import lock
+    from minigpt.data.prepare import prepare_workspace
     from minigpt.errors import WorkspaceLockedError
-    from minigpt.prepare import prepare_workspace
+    from minigpt.io import lock
 
     with lock.acquire(tmp_path / "ws", "train"):
         with pytest.raises(WorkspaceLockedError, match="train"):
@@ -349,7 +349,7 @@ def test_prepare_waits_for_no_one_it_refuses_while_a_training_run_holds_the_work
 def test_files_are_written_with_the_umask_mode_not_0600(tmp_path):
     import os
 
-    from minigpt.fileio import atomic_write_text
+    from minigpt.io.files import atomic_write_text
 
     old = os.umask(0o022)
     try:

@@ -12,14 +12,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from minigpt import corpus, metrics_log, prepare
-from minigpt.corpus import LineStarts, choose_cuts, decode_text, iter_file_text, split_text
-from minigpt.data import get_batch, id_dtype, load_ids
+from minigpt.data import corpus, prepare
+from minigpt.data.batches import get_batch, id_dtype, load_ids
+from minigpt.data.corpus import LineStarts, choose_cuts, decode_text, iter_file_text, split_text
+from minigpt.data.prepare import prepare_workspace
+from minigpt.data.tokenizer import CharTokenizer
 from minigpt.errors import DataError
-from minigpt.metrics_log import MetricPoint, MetricPoints, parse_line, read_metrics, series
-from minigpt.prepare import prepare_workspace
-from minigpt.tokenizer import CharTokenizer
-from minigpt.workspace import SPLITS, Workspace
+from minigpt.io.workspace import SPLITS, Workspace
+from minigpt.logs import metrics as metrics_log
+from minigpt.logs.metrics import MetricPoint, MetricPoints, parse_line, read_metrics, series
 
 
 def english_prose(n_chars: int) -> str:
@@ -223,7 +224,7 @@ def test_reading_in_blocks_gives_what_each_line_parses_to(tmp_path, monkeypatch,
 
 
 def test_the_column_hot_path_converts_values_like_parse_line(tmp_path):
-    # every record has only minigpt.train's keys: the column-wise path reads this block
+    # every record has only minigpt.train.trainer's keys: the column-wise path reads this block
     lines = [
         '{"step": 1, "train_loss": 3, "lr": "1e-3", "grad_norm": true}',
         '{"step": 2, "train_loss": "nan", "val_loss": 2.5, "lr": 0.001}',

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from minigpt import lock
 from minigpt.cli import main
 from minigpt.errors import UnsafePathError
-from minigpt.fileio import open_log, open_regular
-from minigpt.log_follow import LineFollower
+from minigpt.io import lock
+from minigpt.io.files import open_log, open_regular
+from minigpt.logs.follow import LineFollower
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -66,7 +66,7 @@ def test_a_lock_that_is_a_fifo_or_a_folder_is_refused_at_once_in_a_process(tmp_p
         (ws / ".minigpt.lock").mkdir()
     # WHEN another process asks who holds it, then tries to take it (a timeout turns a block into a failure)
     code = (
-        "import sys; from minigpt import lock; from minigpt.errors import UnsafePathError\n"
+        "import sys; from minigpt.io import lock; from minigpt.errors import UnsafePathError\n"
         "print('holder', lock.holder(sys.argv[1]))\n"
         "try:\n    lock.acquire(sys.argv[1])\nexcept UnsafePathError as e:\n    print('refused', e.message)\n"
     )

@@ -9,7 +9,7 @@ import pytest
 
 from minigpt.cli import main
 from minigpt.errors import UnsafePathError
-from minigpt.logtrim import MAX_LINE_BYTES, trim_log
+from minigpt.logs.trim import MAX_LINE_BYTES, trim_log
 
 
 def test_trim_keeps_up_to_the_step_and_moves_unreadable_lines_aside(tmp_path):

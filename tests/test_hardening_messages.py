@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from minigpt.cli import main
+from minigpt.data.tokenizer import CharTokenizer
 from minigpt.errors import TokenizerError, UnknownCharactersError
-from minigpt.tokenizer import CharTokenizer
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -15,16 +15,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from minigpt import lock
-from minigpt.checkpoint import read_checkpoint
 from minigpt.cli import main
+from minigpt.data.tokenizer import CharTokenizer
 from minigpt.errors import CheckpointError, ConfigError, DataError, ResourceError, WorkspaceLockedError
-from minigpt.fileio import atomic_torch_save
-from minigpt.memory import minigpt_numel
-from minigpt.model import MiniGPT, MiniGPTConfig
-from minigpt.tokenizer import CharTokenizer
-from minigpt.train import Trainer
-from minigpt.train_config import TrainConfig
+from minigpt.io import lock
+from minigpt.io.files import atomic_torch_save
+from minigpt.model.checkpoint import read_checkpoint
+from minigpt.model.gpt import MiniGPT, MiniGPTConfig
+from minigpt.model.memory import minigpt_numel
+from minigpt.train.config import TrainConfig
+from minigpt.train.trainer import Trainer
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -290,7 +290,7 @@ def test_sigint_during_a_run_exits_130_with_the_checkpoint_and_its_log_line_inta
 
 def test_sigint_arriving_inside_a_save_waits_for_the_save_and_its_log_line(tiny_workspace, monkeypatch):
     # GIVEN a real SIGINT delivered while the step-20 checkpoint is being written
-    import minigpt.train as train_mod
+    import minigpt.train.trainer as train_mod
 
     real_save = train_mod.save_checkpoint
 
@@ -311,7 +311,7 @@ def test_sigint_arriving_inside_a_save_waits_for_the_save_and_its_log_line(tiny_
 
 
 def test_a_kill_between_log_line_and_checkpoint_loses_nothing_on_resume(tiny_workspace, monkeypatch):
-    import minigpt.train as train_mod
+    import minigpt.train.trainer as train_mod
 
     ws, real_save = tiny_workspace, train_mod.save_checkpoint
 

@@ -14,10 +14,10 @@ import torch  # noqa: E402
 
 from minigpt.checks import CheckContext, CheckOptions, Status, run_checks  # noqa: E402
 from minigpt.cli import main  # noqa: E402
+from minigpt.data.tokenizer import CharTokenizer  # noqa: E402
 from minigpt.errors import ModelSpecError  # noqa: E402
-from minigpt.modelio import call, forward_plan  # noqa: E402
-from minigpt.tokenizer import CharTokenizer  # noqa: E402
-from minigpt.usermodel import load_model_spec  # noqa: E402
+from minigpt.model.contract import call, forward_plan  # noqa: E402
+from minigpt.model.user import load_model_spec  # noqa: E402
 
 FIXTURE = Path(__file__).parent / "fixtures" / "hf_models.py"
 GPT2 = {"n_positions": 32, "n_embd": 32, "n_head": 2, "n_layer": 1}

@@ -76,4 +76,74 @@ def test_no_import_circles():
 def test_the_circle_finder_sees_a_circle_through_a_function_level_import():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert circles(graph) == [["a", "b", "c"]]
-    assert "minigpt.curve" in import_graph()["minigpt.curve_rules"]  # the graph is read at all
+    assert "minigpt.logs.curve" in import_graph()["minigpt.logs.curve_rules"]  # the graph is read at all
+
+
+# The floors of minigpt/, lowest first: a module imports only its own floor and those below
+# (house style: UI -> engine -> pipeline -> files). The package itself (`minigpt`: the version and
+# the `minigpt.watch` entry point) and `python -m minigpt` stand outside the floors.
+FLOORS = [
+    ("minigpt.errors", "minigpt.device", "minigpt.threads"),
+    ("minigpt.io",),
+    ("minigpt.data",),
+    ("minigpt.model",),
+    ("minigpt.sample",),
+    ("minigpt.logs",),
+    ("minigpt.train",),
+    ("minigpt.importers",),
+    ("minigpt.loopwatch",),
+    ("minigpt.checks",),
+    ("minigpt.cli",),
+    # the UI: small widgets, then the app's services (messages, the session, the host protocol,
+    # training from the UI), modal screens, the panes, their assembly, the app
+    ("minigpt_tui.widgets",),
+    (
+        "minigpt_tui.messages", "minigpt_tui.session", "minigpt_tui.host", "minigpt_tui.demo", "minigpt_tui.header",
+        "minigpt_tui.commands", "minigpt_tui.train_args", "minigpt_tui.training",
+    ),
+    ("minigpt_tui.screens",),
+    ("minigpt_tui.panes",),
+    ("minigpt_tui.workbench",),
+    ("minigpt_tui.app",),
+]  # fmt: skip
+OUTSIDE = {"minigpt", "minigpt.__main__", "minigpt_tui", "minigpt_tui.__main__"}
+
+
+def floor_of(module: str) -> int:
+    for i, prefixes in enumerate(FLOORS):
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return i
+    raise AssertionError(f"{module} is on no floor: add its folder to FLOORS")
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(
+        f"{name} -> {target}"
+        for name, targets in graph.items()
+        if name not in OUTSIDE
+        for target in targets
+        if target not in OUTSIDE and floor_of(target) > floor_of(name)
+    )
+
+
+def test_the_ui_imports_the_library_and_never_the_reverse():
+    graph = import_graph()
+    assert not [
+        f"{n} -> {t}" for n, ts in graph.items() if n.startswith("minigpt.") for t in ts if t.startswith("minigpt_tui")
+    ]
+
+
+def test_no_import_points_up_a_floor():
+    assert upward_imports(import_graph()) == []
+
+
+def test_every_module_of_minigpt_is_in_a_folder_of_the_pipeline():
+    """Nothing but the floor everything stands on (errors, device, threads) lies flat in minigpt/."""
+    flat = sorted(p.stem for p in (ROOT / "minigpt").glob("*.py") if p.stem not in {"__init__", "__main__"})
+    assert flat == ["device", "errors", "threads"]
+
+
+def test_the_floor_finder_sees_an_upward_import():
+    assert upward_imports({"minigpt.data.corpus": {"minigpt.train.trainer"}, "minigpt.train.trainer": set()}) == [
+        "minigpt.data.corpus -> minigpt.train.trainer"
+    ]

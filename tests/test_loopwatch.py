@@ -15,10 +15,10 @@ import torch
 import torch.nn.functional as F
 
 import minigpt
+from minigpt.io.workspace import Workspace
+from minigpt.logs.metrics import read_metrics
 from minigpt.loopwatch import probes
 from minigpt.loopwatch.loop_log import read_loop_log
-from minigpt.metrics_log import read_metrics
-from minigpt.workspace import Workspace
 from tests.fixtures import loops
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,7 +91,7 @@ def test_a_run_folder_that_cannot_be_made_is_reported_and_training_goes_on(tmp_p
 
 
 def test_a_run_folder_in_use_is_refused_naming_the_holder(tmp_path, capsys):
-    from minigpt import lock
+    from minigpt.io import lock
 
     with lock.acquire(tmp_path / "run", command="train"):
         _, watch = plain_loop(tmp_path / "run", steps=2)

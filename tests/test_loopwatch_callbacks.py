@@ -8,9 +8,9 @@ import torch
 
 from minigpt.checks import CheckContext, CheckOptions, run_checks
 from minigpt.checks.registry import catalog
+from minigpt.io.workspace import Workspace
 from minigpt.loopwatch import callbacks
 from minigpt.loopwatch.loop_log import read_loop_log
-from minigpt.workspace import Workspace
 from tests.fixtures import loops
 
 LOOP_IDS = [cid for cid, info in catalog().items() if info.stage == "loop"]

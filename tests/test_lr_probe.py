@@ -10,9 +10,9 @@ import pytest
 from minigpt.checks import CheckContext, CheckOptions, Status, run_checks
 from minigpt.checks.lr_probe_checks import ProbeRun, _verdict, run_learning_rate
 from minigpt.checks.result import Outcome
-from minigpt.tokenizer import CharTokenizer
-from minigpt.train import Trainer
-from minigpt.train_config import TrainConfig
+from minigpt.data.tokenizer import CharTokenizer
+from minigpt.train.config import TrainConfig
+from minigpt.train.trainer import Trainer
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from minigpt.errors import ConfigError
-from minigpt.model import MiniGPT, MiniGPTConfig
+from minigpt.model.gpt import MiniGPT, MiniGPTConfig
 
 V, T = 37, 16
 

@@ -15,17 +15,17 @@ import numpy as np
 import pytest
 import torch
 
-from minigpt.checkpoint import default_model_factory, load_checkpoint, read_checkpoint, validate_resume_fields
 from minigpt.checks import CheckContext, CheckOptions, Status, run_checks
 from minigpt.cli import main
-from minigpt.corpus import demo_text
-from minigpt.data import load_ids
+from minigpt.data.batches import load_ids
+from minigpt.data.corpus import demo_text
+from minigpt.data.tokenizer import CharTokenizer
 from minigpt.errors import CheckpointError, ConfigError, DataError
-from minigpt.nanogpt import GPT, MODEL_CLASS
-from minigpt.nanogpt_import import import_nanogpt
-from minigpt.nanogpt_pickles import UnsafePickleError
-from minigpt.tokenizer import CharTokenizer
-from minigpt.workspace import Workspace
+from minigpt.importers.nanogpt import import_nanogpt
+from minigpt.importers.nanogpt_pickles import UnsafePickleError
+from minigpt.io.workspace import Workspace
+from minigpt.model.checkpoint import default_model_factory, load_checkpoint, read_checkpoint, validate_resume_fields
+from minigpt.model.nanogpt import GPT, MODEL_CLASS
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 import nanogpt_writer  # noqa: E402  (a fixture module, imported from its folder like nanoGPT's scripts)
@@ -139,7 +139,7 @@ def test_imported_model_computes_nanogpts_logits(tiny_run, tmp_path):
 
 def test_ids_tokenizer_and_fingerprint_come_from_the_bins_and_meta(tiny_run, tmp_path, monkeypatch):
     # GIVEN chunks far smaller than a split, so every chunk boundary is crossed
-    monkeypatch.setattr("minigpt.nanogpt_import.CHUNK_TOKENS", 997)
+    monkeypatch.setattr("minigpt.importers.nanogpt.CHUNK_TOKENS", 997)
     out_dir, data_dir = tiny_run
     ws = Workspace(tmp_path / "ws")
     summary = import_nanogpt(out_dir, data_dir, ws.root)

@@ -10,12 +10,12 @@ import pytest
 
 from minigpt.checks import CheckContext, CheckOptions, Status, run_checks
 from minigpt.cli import main
-from minigpt.corpus import demo_text
+from minigpt.data.corpus import demo_text
 from minigpt.errors import DataError
-from minigpt.metrics_log import read_metrics
-from minigpt.nanogpt_import import import_nanogpt
-from minigpt.nanogpt_log import nanogpt_lr, read_nanogpt_log
-from minigpt.workspace import Workspace
+from minigpt.importers.nanogpt import import_nanogpt
+from minigpt.importers.nanogpt_log import nanogpt_lr, read_nanogpt_log
+from minigpt.io.workspace import Workspace
+from minigpt.logs.metrics import read_metrics
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 import nanogpt_writer  # noqa: E402

@@ -12,11 +12,11 @@ import pytest
 import torch
 
 from minigpt.cli import prepare as cli_prepare
-from minigpt.corpus import load_source
+from minigpt.data.corpus import load_source
+from minigpt.data.prepare import encode_to_tensor, prepare_workspace
+from minigpt.data.tokenizer import CharTokenizer
 from minigpt.errors import DataError, UnknownCharactersError
-from minigpt.prepare import encode_to_tensor, prepare_workspace
-from minigpt.tokenizer import CharTokenizer
-from minigpt.workspace import SPLITS, Workspace
+from minigpt.io.workspace import SPLITS, Workspace
 
 WIKITEXT2 = Path(__file__).resolve().parents[2] / "shared" / "data" / "wikitext-2"
 
@@ -155,7 +155,7 @@ def test_main_exits_2_when_refusing_to_replace_tokenizer(tmp_path, capsys):
 
 def test_library_modules_do_not_import_rich_or_textual():
     code = (
-        "import sys, minigpt.corpus, minigpt.prepare, minigpt.cli.prepare; "
+        "import sys, minigpt.data.corpus, minigpt.data.prepare, minigpt.cli.prepare; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('rich', 'textual')))"
     )
     out = subprocess.run(

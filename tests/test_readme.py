@@ -41,7 +41,7 @@ def test_the_house_map_names_every_module_of_the_library_and_the_panes():
     for module in sorted((root / "minigpt").glob("*.py")) + sorted((root / "minigpt" / "checks").glob("*.py")):
         if module.name not in ("__init__.py", "__main__.py", "adapter.py", "control.py", "fault_modules.py"):
             assert module.name in layout, f"{module.name} is not in the README's map"
-    from minigpt_tui.widgets.workbench import PANES
+    from minigpt_tui.workbench import PANES
 
     readme_keys = README[README.index("| `1`–`7` |") :].split("\n", 1)[0]
     for _, title in PANES:

@@ -1,6 +1,6 @@
 """Repetition measures separate degenerate samples from real text, word- and character-level.
 
-The real samples below were generated with `minigpt.sampling.generate` (prompt "\n", 200 new
+The real samples below were generated with `minigpt.sample.generate.generate` (prompt "\n", 200 new
 characters, seed 1 or 2, top-p 0.95 at temperature 0.8) from models trained on this machine:
 
 - GREEDY_HEADING_LOOP, HEADING_STAMMER: a debug-preset model trained 3000 steps on WikiText-2
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from minigpt.corpus import demo_text
-from minigpt.repetition import (
+from minigpt.data.corpus import demo_text
+from minigpt.sample.repetition import (
     MIN_CHARS,
     THRESHOLDS,
     assess_repetition,
@@ -318,7 +318,7 @@ def test_helpers_on_small_strings():
 
 def test_the_module_stays_pure_python():
     # the check engine and the TUI call it per sample: no torch, no UI imports
-    code = "import sys, minigpt.repetition; print(sorted(m for m in sys.modules if m.split('.')[0] in BANNED))"
+    code = "import sys, minigpt.sample.repetition; print(sorted(m for m in sys.modules if m.split('.')[0] in BANNED))"
     banned = "BANNED = {'torch', 'numpy', 'textual', 'rich'}; "
     out = subprocess.run([sys.executable, "-c", banned + code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from minigpt.checks import CheckContext, CheckOptions, Status, run_checks
-from minigpt.samples_log import SAMPLE_SETTINGS, Yardstick, read_samples
-from minigpt.tokenizer import CharTokenizer
-from minigpt.train import Trainer
-from minigpt.train_config import TrainConfig
+from minigpt.data.tokenizer import CharTokenizer
+from minigpt.logs.samples import SAMPLE_SETTINGS, Yardstick, read_samples
+from minigpt.train.config import TrainConfig
+from minigpt.train.trainer import Trainer
 from tests.conftest import build_workspace
 from tests.fixtures import loops
 from tests.test_loop_checks import LOOP_IDS, not_clean

@@ -7,9 +7,10 @@ import math
 import pytest
 import torch
 
+from minigpt.data.tokenizer import CharTokenizer
 from minigpt.errors import SamplerSettingsError, UnknownCharactersError
-from minigpt.model import MiniGPT, MiniGPTConfig
-from minigpt.sampling import (
+from minigpt.model.gpt import MiniGPT, MiniGPTConfig
+from minigpt.sample.generate import (
     SamplerSettings,
     apply_repetition_penalty,
     apply_temperature,
@@ -21,7 +22,6 @@ from minigpt.sampling import (
     unusual_settings,
     validate,
 )
-from minigpt.tokenizer import CharTokenizer
 
 V = 16
 
@@ -276,9 +276,9 @@ def test_empty_prompt_is_reported_by_encode_prompt():
 def test_sample_cli_streams_reproducible_text(tmp_path, capsys):
     import argparse
 
-    from minigpt.checkpoint import save_checkpoint
     from minigpt.cli import sample
-    from minigpt.workspace import Workspace
+    from minigpt.io.workspace import Workspace
+    from minigpt.model.checkpoint import save_checkpoint
 
     # GIVEN a workspace with a tokenizer and an untrained checkpoint
     ws = Workspace(tmp_path)

@@ -25,7 +25,7 @@ def _modules_after(code: str) -> set[str]:
 
 def test_check_metadata_faults_options_and_sampler_settings_import_without_torch():
     loaded = _modules_after(
-        "import minigpt.checks as c, minigpt.sampler_settings, minigpt.tokenizer, minigpt.curve; "
+        "import minigpt.checks as c, minigpt.sample.settings, minigpt.data.tokenizer, minigpt.logs.curve; "
         "c.catalog(); c.ordered_ids(); list(c.FAULTS); c.CheckOptions().resolve(); c.Status.PASS"
     )
     assert "torch" not in loaded

@@ -17,9 +17,9 @@ pytest.importorskip("tensorboard", reason="the optional extra minigpt-tui[tensor
 from torch.utils.tensorboard import SummaryWriter  # noqa: E402
 
 from minigpt.checks import CheckContext, CheckOptions, Status, run_checks  # noqa: E402
-from minigpt.curve_rules import RunSettings, diagnose
 from minigpt.errors import DataError  # noqa: E402
-from minigpt.tensorboard_log import is_tensorboard_path, read_tensorboard, tag_field  # noqa: E402
+from minigpt.logs.curve_rules import RunSettings, diagnose
+from minigpt.logs.tensorboard import is_tensorboard_path, read_tensorboard, tag_field  # noqa: E402
 
 CURVES = Path(__file__).parent / "fixtures" / "curves"
 LR3 = [json.loads(line) for line in (CURVES / "lr_3_noclip.jsonl").read_text().splitlines() if line.strip()]
@@ -127,7 +127,7 @@ def test_lr3_explosion_quotes_step_10_not_step_0(tmp_path):
 
 
 def test_clipping_is_not_suggested_to_a_run_that_clipped(tmp_path):
-    from minigpt.metrics_log import MetricPoint
+    from minigpt.logs.metrics import MetricPoint
 
     points = [MetricPoint(r["step"], train_loss=r.get("train_loss"), lr=r.get("lr")) for r in lr3_with_step0()]
     plain = diagnose(points, baseline=math.log(103))

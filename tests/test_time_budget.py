@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from minigpt.checkpoint import read_checkpoint
 from minigpt.cli import main
 from minigpt.errors import ConfigError
-from minigpt.metrics_log import read_metrics
-from minigpt.time_budget import TimePlan, parse_duration
-from minigpt.train import Trainer
-from minigpt.train_config import TrainConfig
+from minigpt.logs.metrics import read_metrics
+from minigpt.model.checkpoint import read_checkpoint
+from minigpt.train.config import TrainConfig
+from minigpt.train.time_budget import TimePlan, parse_duration
+from minigpt.train.trainer import Trainer
 
 
 @pytest.mark.parametrize(

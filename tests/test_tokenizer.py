@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from minigpt.data.tokenizer import CharTokenizer
 from minigpt.errors import TokenizerError, UnknownCharactersError
-from minigpt.tokenizer import CharTokenizer
 
 NON_ASCII = "naïve café — 東京 ×…"
 

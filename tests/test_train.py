@@ -9,12 +9,12 @@ import math
 import pytest
 import torch
 
-from minigpt.checkpoint import load_checkpoint, read_checkpoint
+from minigpt.data.tokenizer import CharTokenizer
 from minigpt.errors import ConfigError, TrainingDiverged
-from minigpt.model import MiniGPT
-from minigpt.tokenizer import CharTokenizer
-from minigpt.train import Trainer
-from minigpt.train_config import TrainConfig, lr_at
+from minigpt.model.checkpoint import load_checkpoint, read_checkpoint
+from minigpt.model.gpt import MiniGPT
+from minigpt.train.config import TrainConfig, lr_at
+from minigpt.train.trainer import Trainer
 
 VOLATILE = {"time", "elapsed_s", "tokens_per_s"}  # wall-clock fields that differ between runs
 
@@ -59,7 +59,7 @@ def test_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path, tiny_workspac
     # GIVEN run A: 40 steps straight through, with dropout so the global RNG matters too
     import shutil
 
-    from minigpt.workspace import Workspace
+    from minigpt.io.workspace import Workspace
 
     ws_b = Workspace(tmp_path / "ws_b")
     shutil.copytree(tiny_workspace.root, ws_b.root)
@@ -166,8 +166,8 @@ def test_unknown_preset_is_a_config_error():
 
 
 def test_a_fresh_run_moves_the_previous_run_aside_instead_of_overwriting_it(tiny_workspace):
-    from minigpt.train import Trainer
-    from minigpt.train_config import TrainConfig
+    from minigpt.train.config import TrainConfig
+    from minigpt.train.trainer import Trainer
 
     cfg = TrainConfig.from_preset("debug", max_steps=10, eval_interval=5, device="cpu")
     Trainer(tiny_workspace, cfg).run()
@@ -186,7 +186,7 @@ def test_bad_training_flags_are_config_errors_before_anything_moves(tiny_workspa
     import pytest
 
     from minigpt.errors import ConfigError
-    from minigpt.train_config import TrainConfig
+    from minigpt.train.config import TrainConfig
 
     for bad in ({"eval_interval": 0}, {"batch_size": 0}, {"learning_rate": -1.0}, {"grad_accum": 0}, {"num_heads": 5}):
         with pytest.raises(ConfigError):
@@ -194,8 +194,8 @@ def test_bad_training_flags_are_config_errors_before_anything_moves(tiny_workspa
 
 
 def test_resume_keeps_the_saved_schedule_unless_a_flag_overrides_it(tiny_workspace):
-    from minigpt.train import Trainer
-    from minigpt.train_config import TrainConfig
+    from minigpt.train.config import TrainConfig
+    from minigpt.train.trainer import Trainer
 
     first = Trainer(
         tiny_workspace,
@@ -217,9 +217,9 @@ def test_resume_from_a_foreign_checkpoint_is_a_typed_error(tiny_workspace):
     import torch
 
     from minigpt.errors import CheckpointError
-    from minigpt.fileio import atomic_torch_save
-    from minigpt.train import Trainer
-    from minigpt.train_config import TrainConfig
+    from minigpt.io.files import atomic_torch_save
+    from minigpt.train.config import TrainConfig
+    from minigpt.train.trainer import Trainer
 
     Trainer(tiny_workspace, TrainConfig.from_preset("debug", max_steps=10, eval_interval=10, device="cpu")).run()
     payload = torch.load(tiny_workspace.latest_checkpoint, weights_only=True)
@@ -246,7 +246,7 @@ def test_gradient_log_rows_are_the_norms_before_the_clip_and_add_up_to_the_globa
 
 
 def test_evaluation_is_the_mean_loss_over_fixed_windows(tiny_workspace):
-    from minigpt.data import get_batch, load_ids
+    from minigpt.data.batches import get_batch, load_ids
 
     cfg = debug_config(eval_batches=3)
     trainer = Trainer(tiny_workspace, cfg)

@@ -15,14 +15,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from minigpt import distributed, lock
-from minigpt.checkpoint import load_checkpoint, read_checkpoint
+from minigpt.data.tokenizer import CharTokenizer
 from minigpt.errors import ConfigError, WorkspaceLockedError
-from minigpt.metrics_log import read_metrics
-from minigpt.tokenizer import CharTokenizer
-from minigpt.train import Trainer
-from minigpt.train_config import TrainConfig
-from minigpt.workspace import Workspace
+from minigpt.io import lock
+from minigpt.io.workspace import Workspace
+from minigpt.logs.metrics import read_metrics
+from minigpt.model.checkpoint import load_checkpoint, read_checkpoint
+from minigpt.train import distributed
+from minigpt.train.config import TrainConfig
+from minigpt.train.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 VOLATILE = {"time", "elapsed_s", "tokens_per_s"}

@@ -11,11 +11,11 @@ import shutil
 import pytest
 import torch
 
-from minigpt.checkpoint import read_checkpoint
 from minigpt.cli import main
 from minigpt.errors import ConfigError
-from minigpt.train import Trainer
-from minigpt.train_config import TrainConfig
+from minigpt.model.checkpoint import read_checkpoint
+from minigpt.train.config import TrainConfig
+from minigpt.train.trainer import Trainer
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available on this machine")
 
@@ -63,7 +63,7 @@ def test_float32_is_the_default_and_runs_without_autocast(tiny_workspace):
 
 def test_bfloat16_follows_the_float32_loss(tmp_path, tiny_workspace):
     shutil.copytree(tiny_workspace.root, tmp_path / "ws32")
-    from minigpt.workspace import Workspace
+    from minigpt.io.workspace import Workspace
 
     ws32 = Workspace(tmp_path / "ws32")
     Trainer(ws32, debug_config(max_steps=40, eval_interval=20)).run()

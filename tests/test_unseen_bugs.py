@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from minigpt.checks import CheckContext, CheckOptions, Status, run_checks
-from minigpt.tokenizer import CharTokenizer
+from minigpt.data.tokenizer import CharTokenizer
 
 FILE = Path(__file__).parent / "fixtures" / "unseen_bugs.py"
 CHECKS = [

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from minigpt.errors import ModelSpecError
-from minigpt.usermodel import load_model_spec
+from minigpt.model.user import load_model_spec
 
 
 def test_a_deeply_nested_hf_config_is_a_typed_error_naming_the_file(tmp_path):

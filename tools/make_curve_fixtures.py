@@ -10,7 +10,7 @@ both so a disagreement shows when the fixtures are regenerated.
 
 A few minutes on one CPU core. The runs use `python -m minigpt` with this interpreter and this checkout's
 code; --code DIR trains with another copy instead (e.g. `git archive HEAD` unpacked elsewhere, while the
-working tree is half-edited). The diagnoses printed always come from this checkout's minigpt.curve.
+working tree is half-edited). The diagnoses printed always come from this checkout's minigpt.logs.curve.
 """
 
 from __future__ import annotations
@@ -182,9 +182,9 @@ def main() -> int:
     parser.add_argument("--code", type=Path, default=ROOT, help="the folder holding the minigpt package that trains")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    from minigpt.corpus import demo_text
-    from minigpt.curve_rules import diagnose
-    from minigpt.metrics_log import parse_line
+    from minigpt.data.corpus import demo_text
+    from minigpt.logs.curve_rules import diagnose
+    from minigpt.logs.metrics import parse_line
 
     args.out.mkdir(parents=True, exist_ok=True)
     expected_path = args.out / "expected.json"

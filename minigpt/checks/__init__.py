@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .control import Cancelled, CheckRun
-from .faults import FAULTS, Fault
-from .options import CheckOptions, ResolvedInputs
-from .registry import STAGES, CheckInfo, catalog, ordered_ids
-from .result import SCHEMA_VERSION, CheckResult, FileIdentity, Report, Status
+from minigpt.checks.control import Cancelled, CheckRun
+from minigpt.checks.faults import FAULTS, Fault
+from minigpt.checks.options import CheckOptions, ResolvedInputs
+from minigpt.checks.registry import STAGES, CheckInfo, catalog, ordered_ids
+from minigpt.checks.result import SCHEMA_VERSION, CheckResult, FileIdentity, Report, Status
 
 if TYPE_CHECKING:
-    from .context import CheckContext
-    from .engine import resolve_selection, run_checks
+    from minigpt.checks.context import CheckContext
+    from minigpt.checks.engine import resolve_selection, run_checks
 
 _LAZY = {"CheckContext": "context", "run_checks": "engine", "resolve_selection": "engine"}
 

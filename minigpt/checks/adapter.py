@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from ..modelio import (  # noqa: F401  (re-exported)
+from minigpt.model.contract import (  # noqa: F401  (re-exported)
     ModelContractError,
     accepts_targets,
     call,
@@ -32,4 +32,4 @@ def full_logits(model: nn.Module, idx: torch.Tensor) -> tuple[torch.Tensor, str 
     return logits, None
 
 
-from ..gradstats import grad_table  # noqa: E402,F401  (re-exported for the checks)
+from minigpt.model.gradstats import grad_table  # noqa: E402,F401  (re-exported for the checks)

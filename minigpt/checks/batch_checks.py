@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import torch
 
-from .context import CheckContext
-from .control import CheckRun
-from .registry import CheckReturn, check
-from .result import Outcome, Status
+from minigpt.checks.context import CheckContext
+from minigpt.checks.control import CheckRun
+from minigpt.checks.registry import CheckReturn, check
+from minigpt.checks.result import Outcome, Status
 
 DEBUG_BATCH_SIZE = 8  # rows per batch in the batch and model checks
 
 
 def block_size(ctx) -> int:
     """The context length of the model the checks build (its config's, else 32)."""
-    from ..modelio import config_lookup
+    from minigpt.model.contract import config_lookup
 
     value = config_lookup(ctx.base_config(), "block_size")
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 32

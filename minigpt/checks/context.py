@@ -19,21 +19,21 @@ from typing import Generic, TypeVar
 import torch
 import torch.nn as nn
 
-from ..checkpoint import MODEL_CLASS_KEY, LoadedCheckpoint, load_checkpoint, read_checkpoint
-from ..curve_rules import RunSettings
-from ..data import get_batch, load_ids
-from ..device import resolve_device
-from ..errors import CheckpointError, ConfigError, MiniGPTError
-from ..fileio import stat_input
-from ..jsonsafe import parse_json
-from ..presets import PRESETS
-from ..tokenizer import CharTokenizer
-from ..train_config import MODEL_FIELDS
-from ..usermodel import model_factory_for
-from ..workspace import Workspace
-from .faults import FAULTS, Fault
-from .options import CheckOptions, ResolvedInputs
-from .result import FileIdentity, Outcome, Status
+from minigpt.checks.faults import FAULTS, Fault
+from minigpt.checks.options import CheckOptions, ResolvedInputs
+from minigpt.checks.result import FileIdentity, Outcome, Status
+from minigpt.data.batches import get_batch, load_ids
+from minigpt.data.tokenizer import CharTokenizer
+from minigpt.device import resolve_device
+from minigpt.errors import CheckpointError, ConfigError, MiniGPTError
+from minigpt.io.files import stat_input
+from minigpt.io.jsonsafe import parse_json
+from minigpt.io.workspace import Workspace
+from minigpt.logs.curve_rules import RunSettings
+from minigpt.model.checkpoint import MODEL_CLASS_KEY, LoadedCheckpoint, load_checkpoint, read_checkpoint
+from minigpt.model.user import model_factory_for
+from minigpt.train.config import MODEL_FIELDS
+from minigpt.train.presets import PRESETS
 
 __all__ = ["CheckContext", "CheckOptions", "InspectedModel"]
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .result import CheckResult
+    from minigpt.checks.result import CheckResult
 
 
 # what a run tells its listener, in this order for each check: Started, any Progress, Finished

@@ -9,13 +9,13 @@ from typing import Any
 
 import torch
 
-from ..device import mps_available
-from ..errors import DataError, FileSystemError
-from ..fileio import describe_size, stat_input
-from .context import CheckContext
-from .control import CheckRun
-from .registry import CheckReturn, check
-from .result import Outcome, Status
+from minigpt.checks.context import CheckContext
+from minigpt.checks.control import CheckRun
+from minigpt.checks.registry import CheckReturn, check
+from minigpt.checks.result import Outcome, Status
+from minigpt.device import mps_available
+from minigpt.errors import DataError, FileSystemError
+from minigpt.io.files import describe_size, stat_input
 
 SAMPLE_TEXT = "Hello, world!\nThe quick brown fox jumps over the lazy dog. 0123456789"
 SMALL_FILE_BYTES = 64  # smaller than any real tokenizer or token file: an interrupted conversion
@@ -297,7 +297,7 @@ UNSEEN_WARN_SHARE = 0.001  # held-out tokens whose character training never show
 
 @check("split_overlap", "data", "Validation/test text does not also occur in training", depends=("token_range",))
 def split_overlap(ctx: CheckContext, run: CheckRun) -> CheckReturn:
-    from ..splits import WINDOW, overlap
+    from minigpt.data.splits import WINDOW, overlap
 
     splits, vocab = ctx.splits, ctx.tokenizer.vocab_size
     held_out = [name for name in ("val", "test") if name in splits]
@@ -355,7 +355,7 @@ def split_overlap(ctx: CheckContext, run: CheckRun) -> CheckReturn:
 
 @check("split_vocabulary", "data", "Every character of val/test occurs in train", depends=("token_range",))
 def split_vocabulary(ctx: CheckContext, run: CheckRun) -> CheckReturn:
-    from ..splits import unseen_characters
+    from minigpt.data.splits import unseen_characters
 
     splits, tok = ctx.splits, ctx.tokenizer
     held_out = [name for name in ("val", "test") if name in splits]

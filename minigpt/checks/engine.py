@@ -9,12 +9,12 @@ import threading
 import time
 import traceback
 
-from ..errors import ConfigError, MiniGPTError, ModelSpecError
-from ..modelio import ModelContractError
-from .context import CheckContext
-from .control import Cancelled, CheckRun, Finished, Listener, Started
-from .registry import Check, catalog, implementations, ordered_ids
-from .result import SCHEMA_VERSION, CheckResult, Outcome, Report, Status
+from minigpt.checks.context import CheckContext
+from minigpt.checks.control import Cancelled, CheckRun, Finished, Listener, Started
+from minigpt.checks.registry import Check, catalog, implementations, ordered_ids
+from minigpt.checks.result import SCHEMA_VERSION, CheckResult, Outcome, Report, Status
+from minigpt.errors import ConfigError, MiniGPTError, ModelSpecError
+from minigpt.model.contract import ModelContractError
 
 __all__ = ["SCHEMA_VERSION", "Cancelled", "Listener", "Report", "resolve_selection", "run_checks"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..modelio import call
+from minigpt.model.contract import call
 
 
 class AlwaysOnDropout(nn.Module):

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ConfigError
+from minigpt.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ class _DropoutOn(Fault):
     def model(self, model, *, fresh):
         import torch.nn as nn
 
-        from .fault_modules import AlwaysOnDropout
+        from minigpt.checks.fault_modules import AlwaysOnDropout
 
         replaced = []
         for name, module in list(model.named_modules()):
@@ -139,7 +139,7 @@ class _OutputFault(Fault):
     def model(self, model, *, fresh):
         if not fresh:
             return model, None
-        from .fault_modules import OutputFault
+        from minigpt.checks.fault_modules import OutputFault
 
         return OutputFault(model, self.name), self.name
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 import re
 
-from ..device import DEVICE_CHOICES
-from .faults import FAULTS
+from minigpt.checks.faults import FAULTS
+from minigpt.device import DEVICE_CHOICES
 
 OVERFIT_STEPS = 300  # CheckOptions' default, repeated here so `--help` needs no import of the options
 LR_PROBE_STEPS = 150

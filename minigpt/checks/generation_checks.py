@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from ..errors import SamplerSettingsError
-from ..repetition import assess_repetition, repetition_report
-from ..sampling import generate, unusual_settings, validate
-from .context import CheckContext
-from .control import CheckRun
-from .registry import CheckReturn, check
-from .result import Outcome, Status
+from minigpt.checks.context import CheckContext
+from minigpt.checks.control import CheckRun
+from minigpt.checks.registry import CheckReturn, check
+from minigpt.checks.result import Outcome, Status
+from minigpt.errors import SamplerSettingsError
+from minigpt.sample.generate import generate, unusual_settings, validate
+from minigpt.sample.repetition import assess_repetition, repetition_report
 
 
 @check("sampler_settings", "generation", "Sampler settings are valid and sensible", depends=("tokenizer_roundtrip",))
@@ -103,7 +103,7 @@ WORD_GAIN = 0.10  # a rise in word_fit that counts as more structure at the same
     depends=("token_range",),
 )
 def sample_structure(ctx: CheckContext, run: CheckRun) -> CheckReturn:
-    from ..samples_log import Structure, Yardstick, read_samples
+    from minigpt.logs.samples import Structure, Yardstick, read_samples
 
     path = ctx.inputs.workspace / "logs" / "samples.jsonl"
     samples = read_samples(path)

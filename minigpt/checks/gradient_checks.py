@@ -8,15 +8,15 @@ import math
 
 import torch
 
-from ..modelio import token_embedding
-from . import adapter
-from .adamw import AdamW
-from .batch_checks import check_shape
-from .context import CheckContext
-from .control import CheckRun
-from .registry import CheckReturn, check
-from .result import Outcome, Status, name_list
-from .values import GradientsValues, OptimizerValues, UpdateRow
+from minigpt.checks import adapter
+from minigpt.checks.adamw import AdamW
+from minigpt.checks.batch_checks import check_shape
+from minigpt.checks.context import CheckContext
+from minigpt.checks.control import CheckRun
+from minigpt.checks.registry import CheckReturn, check
+from minigpt.checks.result import Outcome, Status, name_list
+from minigpt.checks.values import GradientsValues, OptimizerValues, UpdateRow
+from minigpt.model.contract import token_embedding
 
 ZERO_GRAD_RETRIES = 4  # optimizer steps a zero gradient may take to appear behind zero-initialised layers
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from ..modelio import token_embedding
-from . import adapter
-from .batch_checks import check_shape
-from .context import CheckContext
-from .control import CheckRun
-from .registry import CheckReturn, check
-from .result import Outcome, Status
+from minigpt.checks import adapter
+from minigpt.checks.batch_checks import check_shape
+from minigpt.checks.context import CheckContext
+from minigpt.checks.control import CheckRun
+from minigpt.checks.registry import CheckReturn, check
+from minigpt.checks.result import Outcome, Status
+from minigpt.model.contract import token_embedding
 
 
 @check("causal_independence", "model", "Position t never sees t+1, in eval and train mode", depends=("forward_shapes",))

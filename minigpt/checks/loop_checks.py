@@ -12,12 +12,12 @@ from __future__ import annotations
 import math
 import statistics
 
-from ..loopwatch.loop_log import LoopLog
-from .context import CheckContext
-from .control import CheckRun
-from .registry import CheckReturn, check
-from .result import Outcome, Status
-from .watched import first_step, loop_values, mode_sensitive, watched_loop
+from minigpt.checks.context import CheckContext
+from minigpt.checks.control import CheckRun
+from minigpt.checks.registry import CheckReturn, check
+from minigpt.checks.result import Outcome, Status
+from minigpt.checks.watched import first_step, loop_values, mode_sensitive, watched_loop
+from minigpt.loopwatch.loop_log import LoopLog
 
 WEIGHT_TOLERANCE = 0.25  # |loss weight - expected| / expected within this is "as expected"
 MISFIT_LIMIT = 0.25  # logits gradients further than this from a cross-entropy's form: the weight means nothing

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import statistics
 
-from .context import CheckContext
-from .control import CheckRun
-from .registry import CheckReturn, check
-from .result import Outcome, Status
-from .watched import MIN_STEPS, loop_values, watched_loop
+from minigpt.checks.context import CheckContext
+from minigpt.checks.control import CheckRun
+from minigpt.checks.registry import CheckReturn, check
+from minigpt.checks.result import Outcome, Status
+from minigpt.checks.watched import MIN_STEPS, loop_values, watched_loop
 
 
 @check("loop_batches_change", "loop", "Each step trains on new batches")

@@ -8,11 +8,11 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 
-from .context import CheckContext
-from .control import CheckRun
-from .registry import CheckReturn, check
-from .result import Outcome, Status
-from .watched import loop_values, watched_loop
+from minigpt.checks.context import CheckContext
+from minigpt.checks.control import CheckRun
+from minigpt.checks.registry import CheckReturn, check
+from minigpt.checks.result import Outcome, Status
+from minigpt.checks.watched import loop_values, watched_loop
 
 CLIP_ALWAYS = 0.9  # clipped on at least this share of full readings: "nearly every step"
 CLIP_SEVERE = 0.5  # ... and cut to less than this share of its norm (a mild trim early in training is usual)

@@ -4,12 +4,12 @@ warm-up by the end (see `loop_checks` for what all loop checks share).
 
 from __future__ import annotations
 
-from ..loopwatch.loop_log import LoopLog
-from .context import CheckContext
-from .control import CheckRun
-from .registry import CheckReturn, check
-from .result import Outcome, Status
-from .watched import loop_values, watched_loop
+from minigpt.checks.context import CheckContext
+from minigpt.checks.control import CheckRun
+from minigpt.checks.registry import CheckReturn, check
+from minigpt.checks.result import Outcome, Status
+from minigpt.checks.watched import loop_values, watched_loop
+from minigpt.loopwatch.loop_log import LoopLog
 
 
 def _lr_series(log: LoopLog) -> list[list[float]]:

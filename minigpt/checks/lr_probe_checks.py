@@ -22,13 +22,13 @@ from dataclasses import dataclass
 
 import torch
 
-from ..errors import MiniGPTError
-from . import adapter
-from .adamw import AdamW
-from .context import CheckContext
-from .control import CheckRun
-from .registry import CheckReturn, check
-from .result import Outcome, Status
+from minigpt.checks import adapter
+from minigpt.checks.adamw import AdamW
+from minigpt.checks.context import CheckContext
+from minigpt.checks.control import CheckRun
+from minigpt.checks.registry import CheckReturn, check
+from minigpt.checks.result import Outcome, Status
+from minigpt.errors import MiniGPTError
 
 FACTORS = (0.1, 1 / 3, 1.0, 3.0)
 FACTOR_NAMES = ("LR/10", "LR/3", "LR", "3xLR")
@@ -67,8 +67,8 @@ def run_learning_rate(ctx) -> tuple[float | None, str]:
 
 
 def _log_peak_lr(ctx) -> float | None:
-    from ..metrics_log import read_metrics
-    from ..tensorboard_log import is_tensorboard_path, read_tensorboard
+    from minigpt.logs.metrics import read_metrics
+    from minigpt.logs.tensorboard import is_tensorboard_path, read_tensorboard
 
     path = ctx.inputs.metrics
     try:

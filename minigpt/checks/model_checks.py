@@ -12,12 +12,12 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from . import adapter
-from .batch_checks import check_shape
-from .context import CheckContext
-from .control import CheckRun
-from .registry import CheckReturn, check
-from .result import Outcome, Status
+from minigpt.checks import adapter
+from minigpt.checks.batch_checks import check_shape
+from minigpt.checks.context import CheckContext
+from minigpt.checks.control import CheckRun
+from minigpt.checks.registry import CheckReturn, check
+from minigpt.checks.result import Outcome, Status
 
 
 @check("forward_shapes", "model", "Logits are [B, T, V]; the loss is a finite scalar", depends=("batch_dtype_device",))

@@ -6,12 +6,12 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from . import adapter
-from .batch_checks import check_shape
-from .context import CheckContext
-from .control import CheckRun
-from .registry import CheckReturn, check
-from .result import Outcome, Status, name_list
+from minigpt.checks import adapter
+from minigpt.checks.batch_checks import check_shape
+from minigpt.checks.context import CheckContext
+from minigpt.checks.control import CheckRun
+from minigpt.checks.registry import CheckReturn, check
+from minigpt.checks.result import Outcome, Status, name_list
 
 
 def localise_nonfinite(model: nn.Module, x: torch.Tensor, y: torch.Tensor | None = None) -> dict:

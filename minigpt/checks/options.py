@@ -7,10 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import ConfigError
-from ..sampler_settings import SamplerSettings
-from ..workspace import Workspace
-from .faults import FAULTS
+from minigpt.checks.faults import FAULTS
+from minigpt.errors import ConfigError
+from minigpt.io.workspace import Workspace
+from minigpt.sample.settings import SamplerSettings
 
 FRESH_MODEL = "none"  # --checkpoint none: inspect a freshly initialised model, ignore any checkpoint
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import MiniGPTError
+from minigpt.errors import MiniGPTError
 
 STAGES = (
     "environment",

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..errors import DataError
-from ..fileio import atomic_write_text, os_error, stat_input
-from .result import SCHEMA_VERSION, Report, _jsonable
+from minigpt.checks.result import SCHEMA_VERSION, Report, _jsonable
+from minigpt.errors import DataError
+from minigpt.io.files import atomic_write_text, os_error, stat_input
 
 MAX_REPORT_BYTES = 64 * 2**20  # a report of every check with its values is a few hundred KB
 

@@ -32,11 +32,11 @@ import sys
 import threading
 import time
 
-from ..errors import MiniGPTError
-from .control import CheckEvent, Finished, Listener, Started
-from .options import CheckOptions
-from .registry import catalog
-from .result import CheckResult, Report, Status
+from minigpt.checks.control import CheckEvent, Finished, Listener, Started
+from minigpt.checks.options import CheckOptions
+from minigpt.checks.registry import catalog
+from minigpt.checks.result import CheckResult, Report, Status
+from minigpt.errors import MiniGPTError
 
 DEFAULT_CHECK_TIMEOUT_S = 600.0  # generous: the overfit on a large user model on a slow CPU
 STARTUP_S = 180.0  # a fresh interpreter importing torch on a loaded machine, before any check
@@ -57,9 +57,9 @@ def _child_main() -> None:  # runs in the child: argv[1] is the fd to write even
 
     options, only, skip, done = pickle.load(sys.stdin.buffer)
     try:
-        from ..memory import large_allowed
-        from .context import CheckContext
-        from .engine import run_checks
+        from minigpt.checks.context import CheckContext
+        from minigpt.checks.engine import run_checks
+        from minigpt.model.memory import large_allowed
 
         with large_allowed(options.allow_large):
             report = run_checks(

@@ -6,16 +6,16 @@ import math
 
 import torch
 
-from ..curve import perplexity, perplexity_text
-from ..errors import MiniGPTError
-from . import adapter
-from .adamw import AdamW
-from .batch_checks import DEBUG_BATCH_SIZE
-from .context import CheckContext, weights_finite
-from .control import CheckRun
-from .nonfinite_checks import localise_nonfinite
-from .registry import CheckReturn, check
-from .result import Outcome, Status
+from minigpt.checks import adapter
+from minigpt.checks.adamw import AdamW
+from minigpt.checks.batch_checks import DEBUG_BATCH_SIZE
+from minigpt.checks.context import CheckContext, weights_finite
+from minigpt.checks.control import CheckRun
+from minigpt.checks.nonfinite_checks import localise_nonfinite
+from minigpt.checks.registry import CheckReturn, check
+from minigpt.checks.result import Outcome, Status
+from minigpt.errors import MiniGPTError
+from minigpt.logs.curve import perplexity, perplexity_text
 
 # A healthy model memorises one fixed batch: its loss must end below this fraction of log(V).
 # Far below the baseline, not merely below the initial loss: a loss computed on probabilities
@@ -131,10 +131,10 @@ SEVERITY = {"pass": Status.PASS, "warn": Status.WARN, "fail": Status.FAIL, "skip
 
 @check("training_curve", "training", "The logged loss curve has a healthy shape")
 def training_curve(ctx: CheckContext, run: CheckRun) -> CheckReturn:
-    from ..curve import SHAPE_SEVERITY
-    from ..curve_rules import diagnose
-    from ..metrics_log import read_metrics
-    from ..tensorboard_log import is_tensorboard_path, read_tensorboard
+    from minigpt.logs.curve import SHAPE_SEVERITY
+    from minigpt.logs.curve_rules import diagnose
+    from minigpt.logs.metrics import read_metrics
+    from minigpt.logs.tensorboard import is_tensorboard_path, read_tensorboard
 
     path = ctx.inputs.metrics
     if is_tensorboard_path(path):

@@ -6,15 +6,7 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-
-class GradRow(TypedDict):
-    name: str
-    shape: list[int]
-    numel: int
-    grad_norm: float | None  # None: the parameter got no gradient
-    weight_norm: float
-    flags: list[str]  # "frozen", "no_grad", "nonfinite", "zero"
-    tied_with: list[str]
+from minigpt.model.grad_row import GradRow
 
 
 class GradientsValues(TypedDict):

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from ..loopwatch.loop_log import LoopLog, read_loop_log
-from .result import Outcome, Status
+from minigpt.checks.result import Outcome, Status
+from minigpt.loopwatch.loop_log import LoopLog, read_loop_log
 
 WATCH_HINT = "add `watch = minigpt.watch(model, optimizer, workspace=RUN)` to your training loop"
 MIN_STEPS = 3  # steps a check needs before it says anything

@@ -14,8 +14,8 @@ import os
 import signal
 import sys
 
-from ..errors import MiniGPTError
-from ..fileio import os_error
+from minigpt.errors import MiniGPTError
+from minigpt.io.files import os_error
 
 # subcommand -> (module, help)
 COMMANDS = {
@@ -29,7 +29,7 @@ COMMANDS = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .. import __version__
+    from minigpt import __version__
 
     parser = argparse.ArgumentParser(
         prog="minigpt",

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from ..checks.control import CheckEvent, Finished
-from ..checks.faults import FAULTS
-from ..checks.flags import add_check_arguments, option_values
-from ..checks.result import STATUS_STYLE
+from minigpt.checks.control import CheckEvent, Finished
+from minigpt.checks.faults import FAULTS
+from minigpt.checks.flags import add_check_arguments, option_values
+from minigpt.checks.result import STATUS_STYLE
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -38,7 +38,7 @@ def _split(value: str | None) -> list[str] | None:
 def run(args: argparse.Namespace) -> int:
     if args.list:
         return _run(args)  # torch-free
-    from ..memory import large_allowed
+    from minigpt.model.memory import large_allowed
 
     with large_allowed(args.allow_large):
         return _run(args)
@@ -50,8 +50,8 @@ def _run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markup import escape
 
-    from ..checks import CheckContext, CheckOptions, catalog, run_checks
-    from ..checks.report import write_report
+    from minigpt.checks import CheckContext, CheckOptions, catalog, run_checks
+    from minigpt.checks.report import write_report
 
     # emoji=False: a path like `syntax.py:M` must not print as `syntax.pyⓂ` (rich's `:name:` codes)
     console = Console(highlight=False, soft_wrap=True, emoji=False)
@@ -65,24 +65,24 @@ def _run(args: argparse.Namespace) -> int:
             console.print(f"{f.name:<24} trips {f.intended:<24} {escape(f.description)}")
         return 0
     options = CheckOptions(workspace=args.workspace, **option_values(args))
-    from ..device import resolve_device
+    from minigpt.device import resolve_device
 
     # bad usage is exit 2, not a failed check: an unavailable device, an unreadable --config,
     # a fault that cannot be injected into the given model
     resolve_device(args.device)
-    from ..threads import apply as apply_thread_policy
+    from minigpt.threads import apply as apply_thread_policy
 
     apply_thread_policy("checks")
     ctx = CheckContext(options)
     if args.config_path:
         config = ctx.base_config()
         if not args.model_spec:  # sized now (exit 2 with the figure), not when a check builds it
-            from ..checkpoint import require_buildable
+            from minigpt.model.checkpoint import require_buildable
 
             require_buildable(config, f"--config {args.config_path}")
     refusal = FAULTS[args.inject].refuse_for_user_model() if args.inject else None
     if refusal and args.model_spec:
-        from ..errors import ConfigError
+        from minigpt.errors import ConfigError
 
         raise ConfigError(refusal)
     err = Console(stderr=True, highlight=False, emoji=False, soft_wrap=True)
@@ -107,10 +107,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.model_spec and not args.no_isolate:
         # code nobody here wrote runs in a child process with a time budget per check: a hang or
         # os._exit() in it is an error result, never a hung or falsely green `minigpt check`
-        from ..checks.sandbox import run_checks_isolated
+        from minigpt.checks.sandbox import run_checks_isolated
 
         if args.check_timeout <= 0:
-            from ..errors import ConfigError
+            from minigpt.errors import ConfigError
 
             raise ConfigError(f"--check-timeout must be > 0; found {args.check_timeout}")
         report = run_checks_isolated(

@@ -36,10 +36,10 @@ def settings_line(settings: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..fileio import atomic_write_text
-    from ..memory import large_allowed
-    from ..nanogpt import MODEL_CLASS
-    from ..nanogpt_import import import_nanogpt
+    from minigpt.importers.nanogpt import import_nanogpt
+    from minigpt.io.files import atomic_write_text
+    from minigpt.model.memory import large_allowed
+    from minigpt.model.nanogpt import MODEL_CLASS
 
     with large_allowed(args.allow_large):
         summary = import_nanogpt(args.out_dir, args.data_dir, args.workspace, log=args.log)

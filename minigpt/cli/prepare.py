@@ -56,8 +56,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..prepare import prepare_workspace  # imports torch: not for --help
-    from ..threads import apply as apply_thread_policy
+    from minigpt.data.prepare import prepare_workspace  # imports torch: not for --help
+    from minigpt.threads import apply as apply_thread_policy
 
     apply_thread_policy("prepare")  # like every command: one policy for torch's threads
 

@@ -15,7 +15,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..checks.report import diff_reports, load_report
+    from minigpt.checks.report import diff_reports, load_report
 
     diff = diff_reports(load_report(args.a), load_report(args.b))
     if args.json:

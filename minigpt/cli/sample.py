@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..device import DEVICE_CHOICES
+from minigpt.device import DEVICE_CHOICES
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -24,13 +24,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..checkpoint import load_checkpoint, read_checkpoint, require_finite
-    from ..device import resolve_device
-    from ..errors import CheckpointError, TokenizerError
-    from ..sampling import SamplerSettings, encode_prompt, generate, unusual_settings, validate
-    from ..threads import apply as apply_thread_policy
-    from ..tokenizer import CharTokenizer
-    from ..workspace import Workspace
+    from minigpt.data.tokenizer import CharTokenizer
+    from minigpt.device import resolve_device
+    from minigpt.errors import CheckpointError, TokenizerError
+    from minigpt.io.workspace import Workspace
+    from minigpt.model.checkpoint import load_checkpoint, read_checkpoint, require_finite
+    from minigpt.sample.generate import SamplerSettings, encode_prompt, generate, unusual_settings, validate
+    from minigpt.threads import apply as apply_thread_policy
 
     # one sequence, a token at a time: under load 200 characters took 44.9 s with 2 threads, 4.6 s with 1
     apply_thread_policy("sample")

@@ -12,14 +12,14 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from ..device import DEVICE_CHOICES
-from ..presets import PRESETS
+from minigpt.device import DEVICE_CHOICES
+from minigpt.train.presets import PRESETS
 
 if TYPE_CHECKING:
-    from ..distributed import World
-    from ..train_config import TrainConfig
+    from minigpt.train.config import TrainConfig
+    from minigpt.train.distributed import World
 
-DTYPE_CHOICES = ("float32", "bfloat16", "float16")  # minigpt.train.DTYPES, without importing torch
+DTYPE_CHOICES = ("float32", "bfloat16", "float16")  # minigpt.train.trainer.DTYPES, without importing torch
 # nanoGPT's model flags -> TrainConfig's fields
 SHAPE_FLAGS = {
     "--n-layer": ("num_layers", "transformer blocks"),
@@ -70,7 +70,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..train_config import TrainConfig
+    from minigpt.train.config import TrainConfig
 
     overrides = {
         k: getattr(args, k)
@@ -91,8 +91,8 @@ def run(args: argparse.Namespace) -> int:
     }
     _check_shape_flags(args, overrides)
     if args.time_budget is not None:
-        from ..errors import ConfigError
-        from ..time_budget import parse_duration
+        from minigpt.errors import ConfigError
+        from minigpt.train.time_budget import parse_duration
 
         args.time_budget_s = parse_duration(args.time_budget)
         if args.max_steps is not None:
@@ -100,8 +100,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         args.time_budget_s = None
     cfg = TrainConfig.from_preset(args.preset, device=args.device, **overrides)
-    from .. import distributed
-    from ..threads import apply as apply_thread_policy
+    from minigpt.threads import apply as apply_thread_policy
+    from minigpt.train import distributed
 
     apply_thread_policy("train")
     world = distributed.init(args.device)  # a world of one without torchrun
@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
 def _check_shape_flags(args: argparse.Namespace, overrides: dict) -> None:
     """The model flags in the user's words: positive sizes, heads dividing the width, no shape
     change on --resume (the checkpoint's shape is the run's). TrainConfig validates the rest."""
-    from ..errors import ConfigError
+    from minigpt.errors import ConfigError
 
     given = {FLAG_OF[k]: v for k, v in overrides.items() if k in FLAG_OF and v is not None}
     if args.resume and given:
@@ -140,8 +140,8 @@ def _check_shape_flags(args: argparse.Namespace, overrides: dict) -> None:
 
 def _shape_line(trainer) -> str:
     """What is trained, in nanoGPT's words, with the memory estimate the trainer checked it against."""
-    from ..fileio import describe_size
-    from ..memory import estimate_memory
+    from minigpt.io.files import describe_size
+    from minigpt.model.memory import estimate_memory
 
     cfg, model = trainer.cfg, trainer.state.model
     params = sum(p.numel() for p in model.parameters())
@@ -157,10 +157,10 @@ def _train(args: argparse.Namespace, cfg: TrainConfig, overrides: dict, world: W
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from ..errors import TrainingDiverged
-    from ..fileio import os_error
-    from ..time_budget import CALIBRATION_STEPS
-    from ..train import Trainer
+    from minigpt.errors import TrainingDiverged
+    from minigpt.io.files import os_error
+    from minigpt.train.time_budget import CALIBRATION_STEPS
+    from minigpt.train.trainer import Trainer
 
     trainer = Trainer(
         args.workspace,

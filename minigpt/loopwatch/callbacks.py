@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .watch import Watch
+from minigpt.loopwatch.watch import Watch
 
 # keys of the libraries' log dicts, in the names our metrics log reads
 _RENAMES = {"eval_loss": "val_loss", "val_loss": "val_loss", "loss": "loss", "train_loss": "loss"}

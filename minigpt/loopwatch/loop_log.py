@@ -11,8 +11,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..lock import holder
-from ..workspace import Workspace
+from minigpt.io.lock import holder
+from minigpt.io.workspace import Workspace
 
 MAX_LINE = 1 << 20  # longer lines are not the watch's (skipped, counted)
 RANK_START_SLACK_S = 600.0  # a rank file belongs to this run if it started within this of rank 0

@@ -20,10 +20,10 @@ import os
 import time
 from typing import IO, Any
 
-from ..fileio import open_log
-from ..gradstats import grad_flags
-from ..lock import WorkspaceLock, acquire
-from ..workspace import Workspace, archive_run
+from minigpt.io.files import open_log
+from minigpt.io.lock import WorkspaceLock, acquire
+from minigpt.io.workspace import Workspace, archive_run
+from minigpt.model.gradstats import grad_flags
 
 CLIP_EPS = 1e-3  # a step whose gradients shrank by more than this between backward and step was clipped
 

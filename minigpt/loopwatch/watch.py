@@ -34,10 +34,10 @@ from typing import Any
 import torch
 import torch.nn as nn
 
-from ..workspace import Workspace
-from . import probes
-from .describe import as_float, describe_run, memory_in_use, param_names, rank_and_world
-from .runlog import RunLog
+from minigpt.io.workspace import Workspace
+from minigpt.loopwatch import probes
+from minigpt.loopwatch.describe import as_float, describe_run, memory_in_use, param_names, rank_and_world
+from minigpt.loopwatch.runlog import RunLog
 
 DEEP_FIRST_STEPS = 3  # steps always read in full at the start
 
@@ -423,7 +423,7 @@ class Watch:
     def _start_samples(self, path: str | os.PathLike) -> None:
         """Load the tokenizer and write step 0's sample; any problem turns sampling off, once,
         saying why, and the rest of the watch goes on."""
-        from ..tokenizer import CharTokenizer
+        from minigpt.data.tokenizer import CharTokenizer
 
         try:
             self._tokenizer = CharTokenizer.from_file(path)
@@ -433,7 +433,7 @@ class Watch:
         self._sample()
 
     def _sample(self) -> None:
-        from ..samples_log import SampleRecord, draw_sample, record_line
+        from minigpt.logs.samples import SampleRecord, draw_sample, record_line
 
         model = self.model.module if isinstance(self.model, nn.parallel.DistributedDataParallel) else self.model
         if type(model).__name__ == "OptimizedModule":

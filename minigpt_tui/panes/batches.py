@@ -15,10 +15,10 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widgets import Static
 
-from ..host import session_of
-from ..messages import CheckFinished, ChecksFinished, FaultChanged
-from ..widgets.deferred import RenderWhenShown
-from ..widgets.status import status_text, visible_char
+from minigpt_tui.host import session_of
+from minigpt_tui.messages import CheckFinished, ChecksFinished, FaultChanged
+from minigpt_tui.widgets.deferred import RenderWhenShown
+from minigpt_tui.widgets.status import status_text, visible_char
 
 if TYPE_CHECKING:
     from minigpt.checks.result import CheckResult

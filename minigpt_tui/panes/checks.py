@@ -14,11 +14,11 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.coordinate import Coordinate
 from textual.widgets import DataTable, Label, ProgressBar, Static
 
-from ..host import host
-from ..messages import CheckFinished, CheckProgressed, ChecksFinished, ChecksStarted, CheckStarted
-from ..widgets.humanize import values_grid
-from ..widgets.status import status_text
-from ..widgets.table_filter import TableFilter, matches
+from minigpt_tui.host import host
+from minigpt_tui.messages import CheckFinished, CheckProgressed, ChecksFinished, ChecksStarted, CheckStarted
+from minigpt_tui.widgets.humanize import values_grid
+from minigpt_tui.widgets.status import status_text
+from minigpt_tui.widgets.table_filter import TableFilter, matches
 
 if TYPE_CHECKING:
     from minigpt.checks.result import Report
@@ -89,7 +89,7 @@ class ChecksPane(Vertical):
             )
 
     def on_mount(self) -> None:
-        from ..demo import READY_MARKER
+        from minigpt_tui.demo import READY_MARKER
 
         workspace = host(self).workspace
         if workspace is not None and (Path(workspace.root) / READY_MARKER).is_file():
@@ -296,7 +296,7 @@ def detail_view(r, judged=(), expected: str | None = None) -> Group:
     values = dict(r.values or {})
     curves = values.get("curves") if r.id == "lr_probe" else None
     if isinstance(curves, dict) and curves:
-        from ..widgets.probe_plot import probe_plot
+        from minigpt_tui.widgets.probe_plot import probe_plot
 
         parts.append(probe_plot(curves))
         del values["curves"]  # drawn above: not again as numbers

@@ -18,12 +18,12 @@ from textual.message import Message
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
-from ..host import host
-from ..messages import CheckFinished
-from ..widgets.deferred import RenderWhenShown
-from ..widgets.device_stats import DeviceSample, DeviceSampler
-from ..widgets.humanize import human_bytes, human_scalar, shorten_left
-from ..widgets.status import status_text
+from minigpt_tui.host import host
+from minigpt_tui.messages import CheckFinished
+from minigpt_tui.widgets.deferred import RenderWhenShown
+from minigpt_tui.widgets.device_stats import DeviceSample, DeviceSampler
+from minigpt_tui.widgets.humanize import human_bytes, human_scalar, shorten_left
+from minigpt_tui.widgets.status import status_text
 
 if TYPE_CHECKING:
     from minigpt.checks.result import CheckResult

@@ -25,13 +25,13 @@ from textual.message import Message
 from textual.widgets import DataTable, Static
 from textual.worker import get_current_worker
 
-from ..host import host
-from ..messages import ChecksFinished, GradientsMeasured
-from ..widgets.deferred import RenderWhenShown
-from ..widgets.humanize import human_float
-from ..widgets.jsonl_follow import JsonlFollower
-from ..widgets.status import status_text
-from ..widgets.table_filter import TableFilter, matches
+from minigpt_tui.host import host
+from minigpt_tui.messages import ChecksFinished, GradientsMeasured
+from minigpt_tui.widgets.deferred import RenderWhenShown
+from minigpt_tui.widgets.humanize import human_float
+from minigpt_tui.widgets.jsonl_follow import JsonlFollower
+from minigpt_tui.widgets.status import status_text
+from minigpt_tui.widgets.table_filter import TableFilter, matches
 
 if TYPE_CHECKING:
     from minigpt.checks import CheckResult

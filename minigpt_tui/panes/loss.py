@@ -28,18 +28,17 @@ from textual.message import Message
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from minigpt.curve import SHAPE_SEVERITY, CurveDiagnosis, perplexity_text
-from minigpt.curve_rules import diagnose
-from minigpt.log_follow import MetricsFollower
-from minigpt.metrics_log import downsample, read_metrics
-
-from ..host import NoWorkspace, host, workspace_of
-from ..messages import TrainingEnded, TrainingStarted
-from ..train_args import DEFAULT_PRESET, TrainPlan
-from ..training import OtherTrainer, TrainingRun, other_trainer
-from ..widgets.deferred import RenderWhenShown
-from ..widgets.humanize import clip_at_clause, shorten_left
-from ..widgets.loss_plot import (
+from minigpt.logs.curve import SHAPE_SEVERITY, CurveDiagnosis, perplexity_text
+from minigpt.logs.curve_rules import diagnose
+from minigpt.logs.follow import MetricsFollower
+from minigpt.logs.metrics import downsample, read_metrics
+from minigpt_tui.host import NoWorkspace, host, workspace_of
+from minigpt_tui.messages import TrainingEnded, TrainingStarted
+from minigpt_tui.train_args import DEFAULT_PRESET, TrainPlan
+from minigpt_tui.training import OtherTrainer, TrainingRun, other_trainer
+from minigpt_tui.widgets.deferred import RenderWhenShown
+from minigpt_tui.widgets.humanize import clip_at_clause, shorten_left
+from minigpt_tui.widgets.loss_plot import (
     EMA_CHOICES,
     ZOOM_CHOICES,
     CurveColumns,
@@ -48,7 +47,7 @@ from ..widgets.loss_plot import (
     LossPlot,
     LossView,
 )
-from ..widgets.samples_view import samples_text
+from minigpt_tui.widgets.samples_view import samples_text
 
 CHUNK_BYTES = 4 << 20  # per read while catching up: the UI gets a progress snapshot between chunks
 HEARTBEAT_S = 1.0  # the follower posts at least this often, new data or not
@@ -106,8 +105,8 @@ class CurveDiagnosed(Message):
 
 def _vocab_baseline(tokenizer_path: Path) -> float | None:
     """log(V), the loss of a uniform guess, from the workspace's tokenizer (None when unreadable)."""
+    from minigpt.data.tokenizer import CharTokenizer
     from minigpt.errors import MiniGPTError
-    from minigpt.tokenizer import CharTokenizer
 
     try:
         vocab = CharTokenizer.from_file(tokenizer_path).vocab_size
@@ -523,7 +522,7 @@ class LossPane(Vertical, RenderWhenShown):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="loss-samples", name="samples reader")
     def _read_samples(self, path: Path) -> None:
-        from minigpt.samples_log import read_samples
+        from minigpt.logs.samples import read_samples
 
         try:
             st = path.stat()
@@ -599,7 +598,7 @@ class LossPane(Vertical, RenderWhenShown):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="loss-plan", name="training settings")
     def _plan_training(self, root: Path, checkpoint: Path | None, fixed: list[str] | None) -> None:
-        from ..train_args import TrainPlan, archived_files, plan_training
+        from minigpt_tui.train_args import TrainPlan, archived_files, plan_training
 
         if fixed is not None:
             plan = TrainPlan(list(fixed), "this pane's fixed flags", archived_files(root))
@@ -614,7 +613,7 @@ class LossPane(Vertical, RenderWhenShown):
         if not plan.archived:  # nothing to move aside: nothing to ask
             self.start_training(args=plan.args)
             return
-        from ..screens.confirm import ConfirmScreen
+        from minigpt_tui.screens.confirm import ConfirmScreen
 
         ws = workspace_of(self)
         moved = ", ".join(plan.archived[:6]) + (f" and {len(plan.archived) - 6} more" if len(plan.archived) > 6 else "")

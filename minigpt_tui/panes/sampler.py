@@ -1,7 +1,7 @@
 """Pane 7: sample from the model with two sets of settings side by side.
 
 Numbers are parsed as they are typed and checked on the UI thread by
-`minigpt.sampler_settings.validate` (torch-free), whose `SamplerSettings` also gives the defaults.
+`minigpt.sample.settings.validate` (torch-free), whose `SamplerSettings` also gives the defaults.
 Generation streams into the pane from a thread worker; the next-token distribution after each
 filter stage comes from `filter_stages` (one table per column), and the output's repetition from
 `repetition_report`.
@@ -24,12 +24,18 @@ from textual.widgets import Button, Input, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from minigpt.errors import SamplerSettingsError
-from minigpt.sampler_settings import SamplerSettings, unusual_settings, validate
-
-from ..host import host, session_of
-from ..widgets.prob_bars import StageBars
-from ..widgets.status import VISIBLE, visible_char
-from .sampler_run import SampleFinished, SamplerFailed, StagesComputed, TextGenerated, next_token_stages, stream_samples
+from minigpt.sample.settings import SamplerSettings, unusual_settings, validate
+from minigpt_tui.host import host, session_of
+from minigpt_tui.panes.sampler_run import (
+    SampleFinished,
+    SamplerFailed,
+    StagesComputed,
+    TextGenerated,
+    next_token_stages,
+    stream_samples,
+)
+from minigpt_tui.widgets.prob_bars import StageBars
+from minigpt_tui.widgets.status import VISIBLE, visible_char
 
 # field, label, parser kind ("float" | "int" | "int?" where blank means None)
 FIELDS = [
@@ -212,8 +218,8 @@ class SamplerPane(VerticalScroll):
         defaults = None
         if options is not None:
             defaults = {**self._defaults(options.sampler), "prompt": options.prompt}
+        from minigpt.data.tokenizer import CharTokenizer  # torch-free
         from minigpt.errors import MiniGPTError
-        from minigpt.tokenizer import CharTokenizer  # torch-free
 
         try:
             path = options.resolve().tokenizer if options is not None else None
@@ -404,7 +410,7 @@ class SamplerPane(VerticalScroll):
     @work(thread=True, exclusive=True, exit_on_error=False, group="sampler-generate")
     def _run(self, run_id: int, prompt: str, columns: list[tuple[str, dict]], cancel: threading.Event) -> None:
         from minigpt.errors import MiniGPTError
-        from minigpt.sampling import SamplerSettings, encode_prompt
+        from minigpt.sample.generate import SamplerSettings, encode_prompt
         from minigpt.threads import apply as apply_thread_policy
 
         apply_thread_policy("sample")  # per thread: OpenMP keeps the count for the thread that set it

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
-from minigpt.repetition import repetition_report
+from minigpt.sample.repetition import repetition_report
 
 STREAM_EVERY_S = 0.05  # batch streamed characters: at most ~20 UI updates a second per column
 TOP_TOKENS = 8
@@ -54,8 +54,8 @@ def next_token_stages(model, ids: list[int], settings: dict, chars: list[str], f
     also validates every column's settings (raises SamplerSettingsError)."""
     import torch
 
-    from minigpt.modelio import config_value, unpack
-    from minigpt.sampling import filter_stages, validate
+    from minigpt.model.contract import config_value, unpack
+    from minigpt.sample.generate import filter_stages, validate
 
     for s in settings.values():
         validate(s, config_value(model, "vocab_size"))
@@ -86,7 +86,7 @@ def stream_samples(
     stopped: Callable[[], bool],
 ) -> None:
     """Generate each column in turn, posting the text in batches and a repetition report at the end."""
-    from minigpt.sampling import generate
+    from minigpt.sample.generate import generate
 
     for col, s in settings.items():
         pending: list[str] = []

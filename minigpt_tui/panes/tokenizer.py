@@ -14,10 +14,10 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widgets import Input, Static
 
-from ..host import session_of
-from ..messages import CheckFinished
-from ..widgets.deferred import RenderWhenShown
-from ..widgets.status import status_text, visible_char
+from minigpt_tui.host import session_of
+from minigpt_tui.messages import CheckFinished
+from minigpt_tui.widgets.deferred import RenderWhenShown
+from minigpt_tui.widgets.status import status_text, visible_char
 
 if TYPE_CHECKING:
     from minigpt.checks.result import CheckResult
@@ -28,7 +28,7 @@ UNKNOWN_STYLE = "bold white on red"
 class TokenizerPane(VerticalScroll, RenderWhenShown):
     @dataclass
     class TokenizerLoaded(Message):
-        tokenizer: Any  # minigpt.tokenizer.CharTokenizer (pure Python, no tensors)
+        tokenizer: Any  # minigpt.data.tokenizer.CharTokenizer (pure Python, no tensors)
 
     @dataclass
     class TokenizerFailed(Message):

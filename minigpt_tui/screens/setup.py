@@ -8,7 +8,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Label, ProgressBar, Static
 
-from ..host import host
+from minigpt_tui.host import host
 
 REBUILD_REASON = "rebuilding: the last build was left incomplete (cancelled or killed half-way)"
 

@@ -73,7 +73,7 @@ class DeviceSampler:
     def _training(self) -> tuple[int | None, str | None, int | None]:
         if self.workspace is None:
             return None, None, None
-        from minigpt.lock import holder  # pure Python
+        from minigpt.io.lock import holder  # pure Python
 
         held = holder(self.workspace)
         if held is None:

@@ -1,4 +1,4 @@
-"""`tail -f` for a JSONL file of records (logs/grads.jsonl): `minigpt.log_follow.LineFollower`
+"""`tail -f` for a JSONL file of records (logs/grads.jsonl): `minigpt.logs.follow.LineFollower`
 (the one follower: only new bytes read, a shrunk, replaced or rewritten file read again from the
 top with `reset` set) with each line parsed as a JSON object. Pure Python."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 
-from minigpt.log_follow import LineFollower
+from minigpt.logs.follow import LineFollower
 
 
 class JsonlFollower(LineFollower):

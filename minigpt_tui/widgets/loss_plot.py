@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from rich.text import Text
 from textual_plotext import PlotextPlot
 
-from minigpt.metrics_log import MetricPoint, downsample
+from minigpt.logs.metrics import MetricPoint, downsample
 
 _FIELDS = ("train_loss", "val_loss", "lr")
 EMA_CHOICES = (0.0, 0.6, 0.9, 0.98)  # `m` cycles through them; 0 = raw

@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from .status import visible_char
+from minigpt_tui.widgets.status import visible_char
 
 _EIGHTHS = " ▏▎▍▌▋▊▉█"
 SHORT_NAMES = {"repetition penalty": "rep. pen."}

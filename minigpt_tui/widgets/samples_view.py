@@ -7,7 +7,7 @@ import math
 
 from rich.text import Text
 
-from minigpt.samples_log import SampleRecord
+from minigpt.logs.samples import SampleRecord
 
 SHOWN = 40  # the newest samples shown (a long run writes one per evaluation)
 

@@ -13,7 +13,7 @@ import pytest
 from textual.app import App, ComposeResult
 from textual.widget import Widget
 
-from minigpt.workspace import Workspace
+from minigpt.io.workspace import Workspace
 
 
 class PaneHarness(App):
@@ -34,7 +34,7 @@ class PaneHarness(App):
 @pytest.fixture(scope="session")
 def demo_template(tmp_path_factory) -> Path:
     """A prepared demo workspace (tokenizer + IDs, no checkpoint), built once per session (~0.2 s)."""
-    from minigpt.prepare import prepare_workspace
+    from minigpt.data.prepare import prepare_workspace
 
     root = tmp_path_factory.mktemp("tui_demo") / "ws"
     prepare_workspace("demo", root)

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from minigpt.prepare import prepare_workspace
-from minigpt.train import Trainer
-from minigpt.train_config import TrainConfig
-from minigpt.workspace import Workspace
+from minigpt.data.prepare import prepare_workspace
+from minigpt.io.workspace import Workspace
+from minigpt.train.config import TrainConfig
+from minigpt.train.trainer import Trainer
 from minigpt_tui.app import MiniGPTApp
 
 from ._pane_harness import demo_template, demo_ws  # noqa: F401  (fixtures for the pane tests)

@@ -11,7 +11,7 @@ from textual.widgets import Input, TabbedContent
 
 from minigpt_tui.screens.confirm import ConfirmScreen
 from minigpt_tui.screens.help import HelpScreen
-from minigpt_tui.widgets.workbench import PANES
+from minigpt_tui.workbench import PANES
 
 from .conftest import SIZE, wait_for_report, wait_until
 

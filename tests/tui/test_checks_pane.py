@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from minigpt.workspace import Workspace
+from minigpt.io.workspace import Workspace
 from minigpt_tui.panes.checks import ChecksPane
 from minigpt_tui.screens.faults import FaultMenuScreen
 

@@ -117,7 +117,7 @@ def _fake_proc(root, idle: int, total_busy: int, rss_kib: int):
 def test_sampler_reads_cpu_memory_and_the_lock_holders_rss_from_proc(tmp_path):
     import os
 
-    from minigpt.lock import acquire
+    from minigpt.io.lock import acquire
 
     proc, ws = tmp_path / "proc", tmp_path / "ws"
     ws.mkdir()
@@ -139,7 +139,7 @@ def test_sampler_reads_gpu_numbers_from_nvml_and_torch_cuda_when_present(tmp_pat
     import os
     import types
 
-    from minigpt.lock import acquire
+    from minigpt.io.lock import acquire
 
     gib = 2**30
     nvml = types.SimpleNamespace(

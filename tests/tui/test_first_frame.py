@@ -5,14 +5,14 @@ from __future__ import annotations
 import subprocess
 import sys
 
-HEAVY = ("torch", "numpy", "minigpt.checks.context", "minigpt.train", "minigpt.sampling")
+HEAVY = ("torch", "numpy", "minigpt.checks.context", "minigpt.train.trainer", "minigpt.sample.generate")
 
 
 def test_the_app_and_its_panes_import_without_torch_or_the_engine():
     # GIVEN everything the first frame needs: the entry point, the app, all seven panes built
     code = (
         "import minigpt_tui.__main__ as m; m.build_parser(); "
-        "from minigpt_tui.app import MiniGPTApp; from minigpt_tui.widgets.workbench import build_panes; "
+        "from minigpt_tui.app import MiniGPTApp; from minigpt_tui.workbench import build_panes; "
         "build_panes()"
     )
     # WHEN it runs under -X importtime

@@ -8,7 +8,7 @@ import json
 from textual.widgets import DataTable, Static
 
 from minigpt.checks import CheckResult, Report, Status
-from minigpt.workspace import Workspace
+from minigpt.io.workspace import Workspace
 from minigpt_tui.messages import ChecksFinished, GradientsMeasured
 from minigpt_tui.panes.gradients import GradientsPane
 

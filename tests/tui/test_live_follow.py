@@ -13,7 +13,7 @@ import pytest
 from textual.widgets import Static
 
 import minigpt_tui.panes.loss as loss_module
-from minigpt.lock import acquire
+from minigpt.io.lock import acquire
 from minigpt_tui.panes.loss import LossPane
 from minigpt_tui.screens.confirm import ConfirmScreen
 from minigpt_tui.widgets.loss_plot import CurveStore, LossPlot

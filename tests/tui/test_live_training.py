@@ -97,7 +97,7 @@ def test_the_path_to_the_training_confirm_and_quit_dialogs_imports_no_torch():
 
     code = (
         "import sys, minigpt_tui.app, minigpt_tui.panes.loss, minigpt_tui.training, minigpt_tui.screens.quit, "
-        "minigpt_tui.screens.confirm, minigpt.lock, minigpt.checks; "
+        "minigpt_tui.screens.confirm, minigpt.io.lock, minigpt.checks; "
         "from minigpt.checks import FAULTS, catalog; catalog(); "
         "print(sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.')))"
     )

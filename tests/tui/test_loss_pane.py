@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from textual.widgets import Static
 
-from minigpt.workspace import Workspace
+from minigpt.io.workspace import Workspace
 from minigpt_tui.panes.loss import LossPane
 from minigpt_tui.widgets.loss_plot import LossPlot
 
@@ -148,7 +148,7 @@ async def test_a_crashing_training_run_shows_its_exit_code_and_log_tail(tmp_path
 
 
 def test_ema_is_debiased_and_zoom_keeps_only_the_last_steps():
-    from minigpt.metrics_log import MetricPoint
+    from minigpt.logs.metrics import MetricPoint
     from minigpt_tui.widgets.loss_plot import CurveStore, LossView
 
     store = CurveStore()
@@ -216,8 +216,8 @@ def test_the_verdict_line_uses_the_checks_severity_for_each_shape(fixture, mark)
     import math
     from pathlib import Path
 
-    from minigpt.curve_rules import diagnose
-    from minigpt.metrics_log import read_metrics
+    from minigpt.logs.curve_rules import diagnose
+    from minigpt.logs.metrics import read_metrics
 
     path = Path(__file__).resolve().parents[1] / "fixtures" / "curves" / f"{fixture}.jsonl"
     diagnosis = diagnose(list(read_metrics(path).points), baseline=math.log(103))
@@ -225,7 +225,7 @@ def test_the_verdict_line_uses_the_checks_severity_for_each_shape(fixture, mark)
 
 
 def test_the_verdict_its_cause_and_try_line_fit_80_columns():
-    from minigpt.curve import CurveDiagnosis
+    from minigpt.logs.curve import CurveDiagnosis
 
     # GIVEN a verdict far longer than two lines (the issue saw 900 characters)
     summary = "; ".join(f"warm-up bump {i} at step {540 + i} rose 0.{i}2 above the trend" for i in range(20))

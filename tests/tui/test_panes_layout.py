@@ -9,7 +9,7 @@ from minigpt.checks import CheckResult, Status
 from minigpt_tui.messages import CheckFinished
 from minigpt_tui.panes.device_files import DeviceFilesPane
 from minigpt_tui.widgets.humanize import human_bytes, human_float, human_seconds, shorten_left
-from minigpt_tui.widgets.workbench import PANES, TAB_LABELS, Workbench
+from minigpt_tui.workbench import PANES, TAB_LABELS, Workbench
 
 from ._pane_harness import PaneHarness
 from .conftest import rendered

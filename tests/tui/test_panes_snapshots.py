@@ -11,9 +11,9 @@ import textual
 from textual.app import App, ComposeResult
 from textual.widgets import Input, Static, TabbedContent
 
-from minigpt.tokenizer import CharTokenizer
+from minigpt.data.tokenizer import CharTokenizer
 from minigpt_tui.messages import CheckFinished, ChecksFinished, ChecksStarted, GradientsMeasured
-from minigpt_tui.widgets.workbench import PANES, Workbench
+from minigpt_tui.workbench import PANES, Workbench
 
 from ._pane_harness import until
 

@@ -120,7 +120,7 @@ async def test_defaults_come_from_sampler_settings(demo_ws, monkeypatch):
     from dataclasses import dataclass
 
     import minigpt_tui.panes.sampler as sampler_module
-    from minigpt.sampler_settings import SamplerSettings
+    from minigpt.sample.settings import SamplerSettings
 
     @dataclass
     class Changed(SamplerSettings):

@@ -128,7 +128,7 @@ class FixedLoss(App):
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
-        from minigpt.metrics_log import MetricPoint
+        from minigpt.logs.metrics import MetricPoint
 
         self.sub_title = header_subtitle(
             self.size.width, self.TITLE, None, "ckpt step 600 09:14", "cpu", "/home/ada/runs/tiny-shakespeare"
@@ -154,7 +154,7 @@ class FixedLoss(App):
 
     @staticmethod
     def verdict():
-        from minigpt.curve import CurveDiagnosis
+        from minigpt.logs.curve import CurveDiagnosis
 
         return CurveDiagnosis(
             "still_improving",
@@ -169,7 +169,7 @@ class FailingLoss(FixedLoss):
 
     @staticmethod
     def verdict():
-        from minigpt.curve import CurveDiagnosis
+        from minigpt.logs.curve import CurveDiagnosis
 
         return CurveDiagnosis(
             "overfitting",

@@ -6,8 +6,8 @@ from dataclasses import asdict
 
 import pytest
 
-from minigpt.presets import PRESETS
-from minigpt.train_config import TrainConfig
+from minigpt.train.config import TrainConfig
+from minigpt.train.presets import PRESETS
 from minigpt_tui.panes.loss import LossPane
 from minigpt_tui.screens.confirm import ConfirmScreen
 from minigpt_tui.train_args import archived_files, plan_training, train_args

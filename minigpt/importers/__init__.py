@@ -1,0 +1,1 @@
+"""Runs other tools wrote, turned into workspaces: nanoGPT's checkpoints and pickles, its logs."""

@@ -1,0 +1,327 @@
+"""Open a nanoGPT character-level run (`out_dir/ckpt.pt` + `data/<dataset>/`) as a minigpt workspace.
+
+`GPT` is nanoGPT's model under nanoGPT's own parameter names, so its checkpoint loads strictly,
+with no renaming. `import_nanogpt` reads the run without ever unpickling code and writes the
+workspace files the rest of minigpt reads:
+
+    nanoGPT                                  workspace
+    ckpt.pt  model (state dict)          ->  checkpoints/mini_gpt_best.pt  model_state_dict, same names:
+             (`_orig_mod.` / `module.` prefixes stripped; the `*.attn.bias` causal-mask buffers
+             that torch < 2.0 runs save are dropped: this GPT builds its mask in SDPA)
+             model_args                  ->  config (+ "model_class": "minigpt.model.nanogpt.GPT")
+             iter_num                    ->  step
+             best_val_loss (0-d tensor)  ->  best_val_loss (float)
+             config (train.py settings)  ->  imported_from["config"]
+             optimizer                   ->  not carried (nanoGPT's AdamW groups; minigpt trains MiniGPT)
+    meta.pkl itos {id: char}             ->  tokenizer/char_tokenizer.json chars[id]; its fingerprint
+                                             is the checkpoint's tokenizer_fingerprint
+    train.bin / val.bin (uint16)         ->  data/encoded/{train,val}_ids.pt (smallest integer dtype;
+                                             nanoGPT has no test split)
+    its stdout (--log, optional)         ->  logs/metrics.jsonl (`nanogpt_log`: train/val loss per
+                                             step, the learning rate from config via get_lr)
+
+`ckpt.pt` is read with `torch.load(weights_only=True)`; `meta.pkl` with an unpickler that refuses
+every global, so a payload that would run code is refused before it runs. The `.bin` files are
+memory-mapped and converted in chunks: an import never holds a split in RAM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from minigpt.errors import CheckpointError, ConfigError, DataError
+from minigpt.importers.nanogpt_log import read_nanogpt_log
+from minigpt.importers.nanogpt_pickles import read_meta, refused_entries
+from minigpt.io.files import StagedWrite, os_error, stage_text, stage_torch_save, stat_input
+from minigpt.io.workspace import SPLITS, Workspace
+from minigpt.model.nanogpt import GPT, MODEL_CLASS, GPTConfig
+
+CHUNK_TOKENS = 1 << 22  # tokens converted per step (8 MiB of uint16)
+
+
+def read_nanogpt_checkpoint(path: str | os.PathLike) -> dict:
+    """nanoGPT's `ckpt.pt` via `torch.load(weights_only=True)`; a refused object names its key."""
+    from minigpt.data.batches import unsafe_globals
+    from minigpt.model.checkpoint import read_checkpoint
+
+    path = Path(path)
+    stat_input(
+        path, "nanoGPT checkpoint", error=CheckpointError, missing=["--out-dir is the out_dir train.py saved to"]
+    )
+    try:
+        data = read_checkpoint(path)
+    except CheckpointError:
+        refused = [g for g in unsafe_globals(path) if not g.startswith("<")]
+        if not refused:
+            raise
+        where = refused_entries(path, refused)
+        raise CheckpointError(
+            f"Refused to load {path}: {', '.join(where) or ', '.join(refused)} is outside torch's weights-only "
+            "allow-list (nanoGPT's own checkpoint holds only tensors, numbers, strings and dicts)",
+            path=path,
+            causes=[
+                "a modified train.py saved an object there (e.g. argparse args instead of a dict)",
+                "save it as plain values: torch.save({..., 'config': vars(args)}, path)",
+            ],
+        ) from None
+    if not isinstance(data.get("model"), dict) or not isinstance(data.get("model_args"), dict):
+        raise CheckpointError(
+            f"Not a nanoGPT checkpoint: {path} has no 'model' and 'model_args' (keys: {sorted(map(str, data))[:8]})",
+            path=path,
+            causes=["a minigpt checkpoint needs no import: use it with --checkpoint", "another training script"],
+        )
+    return data
+
+
+def _load_weights(model: GPT, state_dict: dict, path: Path) -> list[str]:
+    from minigpt.model.checkpoint import compare_state_dict, require_finite, strip_prefixes
+
+    state_dict, notices = strip_prefixes(dict(state_dict))
+    masks = [k for k in state_dict if k.endswith(".attn.bias") and getattr(state_dict[k], "dim", lambda: 0)() == 4]
+    if masks:
+        state_dict = {k: v for k, v in state_dict.items() if k not in masks}
+        notices.append(f"dropped {len(masks)} causal-mask buffers (*.attn.bias) saved by nanoGPT without flash")
+    head, wte = state_dict.get("lm_head.weight"), state_dict.get("transformer.wte.weight")
+    if isinstance(head, torch.Tensor) and isinstance(wte, torch.Tensor) and not torch.equal(head, wte):
+        raise CheckpointError(
+            f"{path}: lm_head.weight differs from transformer.wte.weight, but nanoGPT ties them",
+            path=path,
+            causes=["the run used a modified model.py without weight tying: pass it with --model"],
+        )
+    mismatch = compare_state_dict(model, state_dict)
+    if mismatch:
+        raise CheckpointError(
+            f"{path} does not fit nanoGPT's GPT built from its model_args: {mismatch.describe()}",
+            path=path,
+            causes=["the run used a modified model.py: pass it with --model FILE.py:GPT", "model_args was edited"],
+        )
+    require_finite(state_dict, path, use="import")
+    model.load_state_dict(state_dict, strict=True)
+    return notices
+
+
+# --- train.bin / val.bin ----------------------------------------------------------------------
+
+
+def open_bin(path: Path) -> np.memmap:
+    """A nanoGPT token file as a read-only uint16 memory map (nothing is read yet)."""
+    st = stat_input(path, "nanoGPT token file", error=DataError, missing=["--data-dir is nanoGPT's data/<dataset>"])
+    if st.st_size == 0 or st.st_size % 2:
+        raise DataError(
+            f"Not a nanoGPT token file: {path} is {st.st_size} bytes; expected a non-zero even size (uint16 IDs)",
+            path=path,
+            causes=["an interrupted prepare.py", "another kind of file"],
+        )
+    return np.memmap(path, dtype=np.uint16, mode="r")
+
+
+def stage_ids(src: np.memmap, dest: Path, dtype: torch.dtype, vocab_size: int, source: Path) -> StagedWrite:
+    """Convert `src` chunk by chunk into a disk-backed scratch array of `dtype`, then stage it as
+    `torch.save` of a 1-D tensor (what `data.load_ids` reads). An ID >= vocab_size is refused."""
+    np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, scratch = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".scratch", dir=dest.parent)
+    except OSError as exc:
+        raise os_error(exc, dest, kept=True) from None
+    try:
+        try:  # every block reserved now: writing a page of a map on a full disk is a SIGBUS, not an error
+            os.posix_fallocate(fd, 0, max(1, len(src) * np_dtype.itemsize))
+        except OSError as exc:
+            raise os_error(exc, dest, kept=True) from None
+        finally:
+            os.close(fd)
+        out = np.memmap(scratch, dtype=np_dtype, mode="r+", shape=(len(src),))
+        for start in range(0, len(src), CHUNK_TOKENS):
+            chunk = src[start : start + CHUNK_TOKENS]
+            top = int(chunk.max())
+            if top >= vocab_size:
+                at = start + int(np.argmax(chunk >= vocab_size))
+                raise DataError(
+                    f"{source} holds ID {top} at token {at:,}, outside the vocabulary of meta.pkl ({vocab_size})",
+                    path=source,
+                    causes=["train.bin/val.bin and meta.pkl come from different prepare.py runs"],
+                )
+            out[start : start + len(chunk)] = chunk
+        out.flush()
+        return stage_torch_save(torch.from_numpy(out), dest)  # pages stream from the scratch file
+    finally:
+        os.unlink(scratch)
+
+
+# --- the import ---------------------------------------------------------------------------------
+
+
+@dataclass
+class ImportSummary:
+    """What `import_nanogpt` read and wrote; `to_dict()` is JSON-ready."""
+
+    checkpoint: str  # nanoGPT's ckpt.pt
+    workspace: str
+    written: dict[str, str]  # role -> path
+    step: int | None  # nanoGPT's iter_num
+    best_val_loss: float | None
+    config: dict  # model_args
+    parameters: int  # distinct parameters (the tied head counted once)
+    vocab_size: int
+    fingerprint: str
+    tokens: dict[str, int]  # split -> tokens
+    ids_dtype: str
+    seconds: float
+    notices: list[str] = field(default_factory=list)
+    settings: dict = field(default_factory=dict)  # the checkpoint's whole `config`: train.py's settings
+    log_records: int | None = None  # metrics records written from --log (None: no log given)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _refuse_existing_run(ws: Workspace) -> None:
+    run_files = (ws.tokenizer, *(ws.ids(s) for s in SPLITS), ws.best_checkpoint, ws.latest_checkpoint, ws.metrics)
+    present = [p for p in run_files if p.exists()]
+    if present:
+        raise DataError(
+            f"Refusing to import into {ws.root}: it already holds a run "
+            f"({', '.join(str(p.relative_to(ws.root)) for p in present[:4])})",
+            path=ws.root,
+            causes=["import into a new or empty --workspace: its tokenizer and checkpoints would be replaced"],
+        )
+
+
+def _share(src: Path, dest: Path) -> None:
+    """`dest` becomes the same file as `src`: a hard link, or a copy where links are refused."""
+    tmp = dest.with_name(f".{dest.name}.link.tmp")  # the trainer's orphan clean-up knows `.*.tmp`
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)
+    try:
+        os.link(src, tmp)
+    except OSError:
+        shutil.copyfile(src, tmp)
+    os.replace(tmp, dest)
+
+
+def _number(value: object, name: str, path: Path) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise CheckpointError(f"{path}: '{name}' should be a number; found {type(value).__name__}", path=path)
+    return float(value) if math.isfinite(value) else None
+
+
+def import_nanogpt(
+    out_dir: str | os.PathLike,
+    data_dir: str | os.PathLike,
+    workspace: str | os.PathLike,
+    *,
+    log: str | os.PathLike | None = None,
+) -> ImportSummary:
+    """Read nanoGPT's `out_dir/ckpt.pt` and `data_dir/{meta.pkl,train.bin,val.bin}` and write them
+    into `workspace` as a minigpt run. Everything is validated and staged first, then replaced
+    together (the checkpoint last) while holding the workspace lock; a failure writes nothing.
+    Raises CheckpointError / DataError / ConfigError on bad input."""
+    from minigpt.data.batches import id_dtype
+    from minigpt.data.tokenizer import CharTokenizer
+    from minigpt.io.lock import acquire
+    from minigpt.model.checkpoint import MODEL_CLASS_KEY, require_buildable
+
+    started = time.perf_counter()
+    ws, out_dir, data_dir = Workspace(Path(workspace)), Path(out_dir).expanduser(), Path(data_dir).expanduser()
+    _refuse_existing_run(ws)
+    ckpt_path = out_dir / "ckpt.pt"
+    raw = read_nanogpt_checkpoint(ckpt_path)
+    try:
+        cfg = GPTConfig.from_dict(dict(raw["model_args"]))
+    except (ConfigError, TypeError) as exc:
+        raise CheckpointError(
+            f"{ckpt_path}: model_args does not describe nanoGPT's GPT: {getattr(exc, 'message', exc)}",
+            path=ckpt_path,
+            causes=getattr(exc, "causes", []),
+        ) from None
+    tokenizer = CharTokenizer(read_meta(data_dir / "meta.pkl"), path=str(data_dir / "meta.pkl"))
+    if tokenizer.vocab_size != cfg.vocab_size:
+        raise DataError(
+            f"meta.pkl in {data_dir} has {tokenizer.vocab_size} characters but the checkpoint's vocab_size is "
+            f"{cfg.vocab_size}",
+            path=data_dir / "meta.pkl",
+            causes=["--data-dir is another dataset than the one this run trained on"],
+        )
+    bins = {split: open_bin(data_dir / f"{split}.bin") for split in ("train", "val")}
+    stored = sum(v.numel() for v in raw["model"].values() if isinstance(v, torch.Tensor))
+    require_buildable({**cfg.to_dict(), MODEL_CLASS_KEY: MODEL_CLASS}, ckpt_path, stored=stored)  # before GPT(cfg)
+    model = GPT(cfg)
+    notices = _load_weights(model, raw["model"], ckpt_path)
+    iter_num = raw.get("iter_num")
+    if iter_num is not None and (isinstance(iter_num, bool) or not isinstance(iter_num, int) or iter_num < 0):
+        raise CheckpointError(
+            f"{ckpt_path}: 'iter_num' should be a non-negative integer; found {iter_num!r}", path=ckpt_path
+        )
+    best = _number(raw.get("best_val_loss"), "best_val_loss", ckpt_path)
+    # read_checkpoint moved model_args to "config"; train.py's own config is under "nanogpt_config"
+    train_config = raw.get("nanogpt_config") if isinstance(raw.get("nanogpt_config"), dict) else {}
+    stdout_log = read_nanogpt_log(log, train_config) if log is not None else None
+    if stdout_log is not None and stdout_log.lr_source is None:
+        notices.append("the checkpoint's config has no learning_rate: the log's records carry no lr")
+    payload = {
+        "model_state_dict": model.state_dict(),
+        "config": {**cfg.to_dict(), MODEL_CLASS_KEY: MODEL_CLASS},
+        "step": iter_num,
+        "best_val_loss": best,
+        "tokenizer_fingerprint": tokenizer.fingerprint,
+        "imported_from": {
+            "format": "nanoGPT",
+            "checkpoint": str(ckpt_path),
+            "data_dir": str(data_dir),
+            "config": train_config,
+        },
+    }
+    dtype = id_dtype(tokenizer.vocab_size)
+    staged: list[StagedWrite] = []
+    with acquire(ws.root, "import") as lock:
+        notices += lock.notices
+        _refuse_existing_run(ws)  # again under the lock: a run may have started meanwhile
+        try:
+            for split, src in bins.items():
+                staged.append(stage_ids(src, ws.ids(split), dtype, tokenizer.vocab_size, data_dir / f"{split}.bin"))
+            staged.append(stage_text(tokenizer.to_json(), ws.tokenizer))
+            if stdout_log is not None:
+                lines = "".join(json.dumps(r) + "\n" for r in stdout_log.records)
+                staged.append(stage_text(lines, ws.metrics))
+            staged.append(stage_torch_save(payload, ws.best_checkpoint))
+            for write in staged:  # the checkpoint last: a run is only judged once its data is there
+                write.commit()
+            # the same file as the latest checkpoint too: `minigpt train --resume` then finds it and
+            # refuses it by name (it is no MiniGPT run) instead of reporting no checkpoint at all
+            _share(ws.best_checkpoint, ws.latest_checkpoint)
+        finally:
+            for write in staged:
+                write.discard()  # a no-op for the committed ones
+    return ImportSummary(
+        checkpoint=str(ckpt_path),
+        workspace=str(ws.root),
+        written={**{w.path.name: str(w.path) for w in staged}, ws.latest_checkpoint.name: str(ws.latest_checkpoint)},
+        step=iter_num,
+        best_val_loss=best,
+        config=cfg.to_dict(),
+        parameters=sum(p.numel() for p in model.parameters()),
+        vocab_size=tokenizer.vocab_size,
+        fingerprint=tokenizer.fingerprint,
+        tokens={split: len(src) for split, src in bins.items()},
+        ids_dtype=str(dtype),
+        seconds=time.perf_counter() - started,
+        notices=notices,
+        settings=dict(train_config or {}),
+        log_records=len(stdout_log.records) if stdout_log is not None else None,
+    )

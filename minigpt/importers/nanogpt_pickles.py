@@ -1,0 +1,180 @@
+"""nanoGPT's pickles read without running their code: `meta.pkl` (its vocabulary) through an
+unpickler that refuses every global, and, for a `ckpt.pt` that torch's weights-only loader refused,
+where in it the refused objects sit (read with stubs for every global)."""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import zipfile
+from pathlib import Path
+
+from minigpt.errors import DataError
+from minigpt.io.files import stat_input
+
+META_MAX_BYTES = 64 * 2**20  # a char-level meta.pkl is a few KB
+
+
+class UnsafePickleError(DataError):
+    """A pickle asked for a Python global (class or function): unpickling it could run code."""
+
+    def __init__(self, path: object, global_name: str):
+        self.global_name = global_name
+        super().__init__(
+            f"Refused to load {path}: the pickle asks for the Python global {global_name!r}, and unpickling "
+            "it could run code. A nanoGPT meta.pkl holds only a dict of strings and integers, so nothing "
+            "in it was run.",
+            path=path,
+            causes=[
+                "the file was replaced by a malicious or foreign pickle",
+                "it was written by a modified prepare.py that pickles objects",
+            ],
+        )
+
+
+class _PlainDataUnpickler(pickle.Unpickler):
+    """Dicts, lists, tuples, str, bytes, numbers, bool and None need no globals; every global is refused."""
+
+    def __init__(self, file: io.BytesIO, path: Path):
+        super().__init__(file)
+        self._path = path
+
+    def find_class(self, module: str, name: str):
+        raise UnsafePickleError(self._path, f"{module}.{name}")
+
+
+def load_plain_pickle(path: str | os.PathLike) -> object:
+    """Unpickle a file that must hold plain data only; never calls `pickle.load`."""
+    path = Path(path)
+    st = stat_input(path, "meta.pkl", error=DataError, missing=["--data-dir is nanoGPT's data/<dataset> folder"])
+    if st.st_size > META_MAX_BYTES:
+        raise DataError(f"Not a char-level meta.pkl: {path} is {st.st_size:,} bytes (expected a few KB)", path=path)
+    try:
+        return _PlainDataUnpickler(io.BytesIO(path.read_bytes()), path).load()
+    except UnsafePickleError:
+        raise
+    except (
+        pickle.UnpicklingError,
+        EOFError,
+        ValueError,
+        IndexError,
+        KeyError,
+        TypeError,
+        AttributeError,
+        RecursionError,
+    ) as exc:
+        raise DataError(
+            f"Not a readable meta.pkl: {path} ({type(exc).__name__}: {str(exc)[:200]})",
+            path=path,
+            causes=["the file is truncated or corrupt", "it is not a pickle"],
+        ) from None
+
+
+def read_meta(path: str | os.PathLike) -> list[str]:
+    """The characters of a nanoGPT char-level `meta.pkl`, in ID order (`itos[0]`, `itos[1]`, ...)."""
+    try:
+        return _read_meta(path)
+    except RecursionError:  # lists nested 200,000 deep load fine but cannot be compared or shown
+        raise DataError(
+            f"Not a char-level nanoGPT meta.pkl: {path} holds values nested too deeply to read",
+            path=path,
+            causes=["the file was replaced by a foreign or hostile pickle"],
+        ) from None
+
+
+def _read_meta(path: str | os.PathLike) -> list[str]:
+    meta = load_plain_pickle(path)
+
+    def bad(what: str) -> DataError:
+        return DataError(
+            f"Not a char-level nanoGPT meta.pkl: {path} {what}",
+            path=path,
+            causes=["written by another prepare.py (BPE runs have no meta.pkl)", "a hand-edited file"],
+        )
+
+    if not isinstance(meta, dict) or not isinstance(meta.get("itos"), dict):
+        found = f"keys {sorted(map(str, meta))[:8]}" if isinstance(meta, dict) else type(meta).__name__
+        raise bad(f"should be a dict with an 'itos' dict; found {found}")
+    itos = meta["itos"]
+    if set(itos) != set(range(len(itos))):
+        raise bad(f"'itos' keys should be the IDs 0..{len(itos) - 1}; found {sorted(map(repr, itos))[:6]}")
+    chars = [itos[i] for i in range(len(itos))]
+    if not all(isinstance(c, str) and len(c) == 1 for c in chars):
+        raise bad(f"'itos' should map IDs to single characters; found {[c for c in chars if len(str(c)) != 1][:5]!r}")
+    if meta.get("vocab_size", len(chars)) != len(chars):
+        raise bad(f"says vocab_size {meta.get('vocab_size')!r} but 'itos' has {len(chars)} characters")
+    stoi = meta.get("stoi")
+    if stoi is not None and stoi != {c: i for i, c in enumerate(chars)}:
+        raise bad("has 'stoi' and 'itos' that are not inverses of each other")
+    return chars
+
+
+# --- ckpt.pt ----------------------------------------------------------------------------------
+
+
+class _Stub:
+    """Stands in for any global while locating refused ones: its methods only record, never run code."""
+
+    name, refused = "", False
+    parts: list
+
+    def __new__(cls, *args, **kwargs):
+        obj = object.__new__(cls)
+        obj.parts = [args, kwargs]
+        return obj
+
+    def __setstate__(self, state):
+        self.parts.append(state)
+
+    def __setitem__(self, key, value):
+        self.parts.append({key: value})
+
+    def append(self, value):
+        self.parts.append(value)
+
+    def extend(self, values):
+        self.parts.extend(values)
+
+
+class _LocatingUnpickler(pickle.Unpickler):
+    def __init__(self, file, refused: set[str]):
+        super().__init__(file)
+        self.refused = refused
+
+    def find_class(self, module: str, name: str):
+        full = f"{module}.{name}"
+        return type("Stub", (_Stub,), {"name": full, "refused": full in self.refused})
+
+    def persistent_load(self, pid):  # tensor storages: not needed to find the keys
+        return None
+
+
+def refused_entries(path: Path, refused: list[str]) -> list[str]:
+    """Where in the checkpoint the refused globals sit, e.g. `config['out_dir'] (pathlib.PosixPath)`.
+    Reads the pickle with stubs for every global, so nothing in it runs."""
+    found: list[str] = []
+
+    def walk(obj, where: str, depth: int = 0) -> None:
+        if depth > 50 or len(found) >= 10:
+            return
+        if isinstance(obj, _Stub):
+            if obj.refused:
+                found.append(f"{where or 'the top level'} ({obj.name})")
+                return
+            for part in obj.parts:
+                walk(part, where, depth + 1)
+        elif isinstance(obj, dict):
+            for key, value in obj.items():
+                walk(value, f"{where}[{key!r}]" if where else repr(key), depth + 1)
+        elif isinstance(obj, (list, tuple)):
+            for i, value in enumerate(obj):
+                walk(value, f"{where}[{i}]", depth + 1)
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            name = next(n for n in zf.namelist() if n.endswith("/data.pkl") or n == "data.pkl")
+            walk(_LocatingUnpickler(io.BytesIO(zf.read(name)), set(refused)).load(), "")
+    except (zipfile.BadZipFile, StopIteration, pickle.UnpicklingError, EOFError, ValueError, TypeError) as exc:
+        return [f"(could not locate them: {type(exc).__name__})"]
+    return found

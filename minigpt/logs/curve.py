@@ -1,0 +1,431 @@
+"""Name the shape of a loss curve with a table of rules. Pure Python (no torch, rich or textual).
+Reading and following `logs/metrics.jsonl` lives in `minigpt.logs.metrics`; the rules, their advice and
+`diagnose` in `minigpt.logs.curve_rules`.
+
+`diagnose(points, baseline=log V)` first derives the series every rule reads (`derive` -> `Curve`),
+then tries the rules of `RULES` in order; the first that returns a diagnosis wins. Every rule knows
+which way the loss went: a loss that rose is never "flat" and never gets "raise the learning rate".
+
+Derived series
+- points: one per step (a rerun step keeps its last line); train: the finite train losses in step
+  order; smooth: their running median of 3 (one noisy point is never a trend).
+- start / end: medians of the first / last 10% of the train points (at least 3). Summaries quote the
+  last logged value (what the loss pane shows) next to the median: "last 17.9 (median of the last 3: 18.3)".
+- ceiling: baseline + CEILING_MARGIN (0.5 nats worse than a uniform guess); without a baseline,
+  NO_BASELINE_CEILING (20 nats: a mean cross-entropy no real vocabulary reaches at init, ln 5e8).
+- warmup: the step where the logged learning rate first reaches its peak, if it rose to it.
+- warmup bumps: a rise of the smoothed loss more than max(BUMP_RISE_ABS, BUMP_RISE_REL) above its
+  lowest level so far, starting while the LR still warms up, peaking below both BUMP_MAX_RATIO x that
+  level and the ceiling, and coming back within max(RISE_ABS, RECOVER_REL) of it. Its points are left
+  out of the sustained-rise and spike checks, and the summary names it.
+- LR cuts: the logged LR falls LR_CUT_RATIO-fold or more between two logged points after changing by
+  less than LR_STEADY_RATIO between the two before (a step decay, a resume with a lower --lr; not the
+  smooth end of a cosine). The drop in loss after it is healthy, never a spike: the trend window
+  starts max(3, 5% of the points) after the last cut (once the drop has settled), and the summary
+  names the cut and the drop.
+- LR raises: the logged LR rises LR_CUT_RATIO-fold or more between two logged points after not
+  climbing between the two before (a resume with a higher --lr; a warm-up climbs). It ends the
+  warm-up window (no warmup bump after it), is named in the summary, and is the first cause of an
+  unstable / spikes / diverged verdict at or after it.
+- trend: a least-squares line through the last TAIL (30%) of the train points (after the last LR cut,
+  without warmup bumps): `recent_improvement` = its relative fall across the window, with its standard
+  error. When that error is above TREND_NOISY (1%), the line through the last max(4, 30%) val losses
+  is used instead if its error is smaller (an evaluation averages many batches).
+
+Rules, in order (`RULES`; shape -> status in SHAPE_SEVERITY):
+1. diverged (`_rule_nonfinite`): a non-finite train or val loss, or a non-finite gradient norm on
+   the last line (the trainer stops there). Reports the first such step and the LR at it.
+2. too_short: fewer than MIN_POINTS (5) finite train losses.
+3. unstable (`_rule_unstable`), a finite loss that went the wrong way: it ended above the ceiling; or
+   the smoothed loss went above max(FAR_RATIO (2) x baseline, ceiling) (no initialisation is that bad:
+   it blew up, maybe before the first logged step), or above NO_BASELINE_CEILING without a baseline; or
+   the smoothed loss rose above the ceiling from a lower level; or end > start + max(RISE_ABS 0.05,
+   RISE_REL 5%); or the train trend rises by more than RISING_REL (2%) and 2 standard errors; or it
+   stayed above start + max(SURGE_ABS 0.5, SURGE_REL 25%) for max(3, 10% of the points) in a row.
+4. flat: never learned and never rose (no unstable reason, checked again): end within
+   FLAT_BASELINE_MARGIN (0.05) of the baseline or above it; or a fall of less than FLAT_REL_DROP (2%)
+   from a start at most FLAT_START_MARGIN (0.5 nats) below the baseline (further below, it learned
+   before the first logged step: a plateau).
+5. overfitting: at least 3 finite val losses, the best before the last, and the last OVERFIT_RISES
+   (3) evals each rose (OVERFIT_MIN_RISE 0.01 in all) or the last is max(0.02, 2%) above the best;
+   while train kept falling (end at least OVERFIT_TRAIN_DROP, 0.5%, below the train level at the
+   best-val step). Reports the gap val - train.
+6. spikes: blocks of clamp(n // 10, 3, 50) points; a point more than max(SPIKE_MIN_JUMP 0.5 nats,
+   SPIKE_MADS 8 x scale) above the previous block's median (scale = median MAD of up to 4 blocks
+   before) is a spike; the first block is not checked; consecutive spike points are one spike,
+   reported at its peak. Drops are never spikes.
+7. plateau: a fall of less than FLAT_REL_DROP from a start far below the baseline (stalled before the
+   first log line); or a trend within PLATEAU_REL (1%) with a standard error below 1%, whose level
+   was reached within the first PLATEAU_EARLY (50%) of the run. Reached later: converged (healthy).
+8. still_improving: the trend falls by more than IMPROVING_REL (3%) and 2 standard errors: train longer.
+9. healthy: none of the above (converged, or too noisy to tell: the summary says which).
+
+Advice follows the direction: only "flat" (never rose, never learned) offers "raise the learning
+rate"; "unstable" names the run's peak LR and a 3-10x lower range; a plateau reached in the first 20%
+of the run puts "learning rate too high" first. SHAPE_SEVERITY maps each shape to pass | warn | fail |
+skip for the training_curve check: healthy and still_improving pass (nothing to fix), too_short skips,
+diverged / unstable / flat fail (broken or wasted runs), spikes / plateau / overfitting warn (the run
+may still be usable; for overfitting, its best checkpoint is).
+
+The real curves in tests/fixtures/curves (tools/make_curve_fixtures.py) give every rule a run it fires
+on and one it does not.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from minigpt.logs.metrics import MetricPoint
+
+MIN_POINTS = 5
+CEILING_MARGIN = 0.5  # nats above log V: worse than guessing uniformly
+NO_BASELINE_CEILING = 20.0  # nats; e**20 ~ 5e8 tokens, no vocabulary is that large
+FAR_RATIO = 2.0  # a loss above 2 x log V (perplexity V**2) is no initialisation: it blew up
+RISE_ABS, RISE_REL = 0.05, 0.05
+SURGE_ABS, SURGE_REL = 0.5, 0.25
+RISING_REL = 0.02
+FLAT_REL_DROP = 0.02
+FLAT_BASELINE_MARGIN = 0.05  # 0.05 rather than 0.02 so a noisy median at log V still counts
+FLAT_START_MARGIN = 0.5
+BUMP_RISE_ABS, BUMP_RISE_REL = 0.1, 0.10
+BUMP_MAX_RATIO = 2.0
+RECOVER_REL = 0.05
+LR_CUT_RATIO, LR_STEADY_RATIO = 2.0, 1.25
+OVERFIT_RISES = 3
+OVERFIT_MIN_RISE = 0.01
+OVERFIT_MARGIN_ABS, OVERFIT_MARGIN_REL = 0.02, 0.02
+OVERFIT_TRAIN_DROP = 0.005
+SPIKE_MIN_JUMP = 0.5
+SPIKE_MIN_BLOCK, SPIKE_SCALE_BLOCKS = 3, 4
+SPIKE_MADS = 8.0  # 8 MADs ~ 5.4 sigma of Gaussian noise; 5 MADs (3.4 sigma) fires on noise in long runs
+TAIL = PLATEAU_TAIL = 0.30
+TREND_NOISY = 0.01
+PLATEAU_REL = 0.01
+PLATEAU_EARLY = 0.5
+IMPROVING_REL = 0.03
+
+# "pass": nothing to fix; "warn": worth a look, the run may still be usable; "fail": the run is broken
+# or wasted (it went the wrong way, or learned nothing); "skip": too little to judge.
+SHAPE_SEVERITY: dict[str, str] = {
+    "healthy": "pass",
+    "still_improving": "pass",  # nothing wrong, it just stopped early
+    "too_short": "skip",
+    "diverged": "fail",
+    "unstable": "fail",
+    "flat": "fail",
+    "spikes": "warn",
+    "plateau": "warn",
+    "overfitting": "warn",  # the best checkpoint is still good
+}
+
+VALUE_KEYS = (
+    "first_step",
+    "last_step",
+    "n_train_points",
+    "n_val_points",
+    "first_train_loss",
+    "last_train_loss",
+    "min_train_loss",
+    "start_train_loss",
+    "end_train_loss",
+    "relative_drop",
+    "last_val_loss",
+    "best_val_loss",
+    "best_val_step",
+    "train_perplexity",
+    "val_perplexity",
+    "generalisation_gap",
+    "spike_steps",
+    "first_nonfinite_step",
+    "nonfinite_what",
+    "lr_at_instability",
+    "recent_improvement",
+    "recent_improvement_se",
+    "plateau_start_step",
+    "lr_at_plateau_start",
+    "baseline",
+    # added with the rule table
+    "rule",  # the rule that named the shape
+    "edge_points",  # how many points the start/end medians use
+    "peak_train_loss",
+    "peak_train_step",
+    "peak_lr",
+    "ceiling",
+    "unstable_reason",  # above_ceiling | far_above_guess | rose_above_ceiling | ended_above_start | rising | surge
+    "trend_series",  # train | val: the series recent_improvement was measured on
+    "warmup_end_step",
+    "warmup_bump_steps",  # [[rise, peak, recovered], ...]
+    "lr_cut_steps",  # steps of the first point logged at the lower LR
+    "lr_raise_steps",  # steps of the first point logged at a much higher LR after a steady one (a resume)
+)
+
+
+@dataclass
+class CurveDiagnosis:
+    shape: str  # a key of SHAPE_SEVERITY
+    summary: str  # one line in words
+    values: dict = field(default_factory=dict)  # the numbers the rules used (VALUE_KEYS)
+    causes: list[str] = field(default_factory=list)
+    fixes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Curve:
+    """The series every rule reads, derived once from the metrics points (see the module docstring)."""
+
+    points: list[MetricPoint]  # one per step, in step order
+    baseline: float | None
+    values: dict
+    steps: list[int] = field(default_factory=list)  # of the finite train losses
+    ys: list[float] = field(default_factory=list)  # the finite train losses
+    vals: list[tuple[int, float]] = field(default_factory=list)  # (step, finite val loss)
+    lrs: list[tuple[int, float]] = field(default_factory=list)  # (step, finite learning rate)
+    smooth: list[float] = field(default_factory=list)  # running median of 3 of ys
+    start: float = math.nan
+    end: float = math.nan
+    edge: int = 0
+    ceiling: float = math.inf
+    warmup_end: int | None = None
+    bumps: list[tuple[int, int, int]] = field(default_factory=list)  # (rise, peak, recovered) indices
+    excused: set[int] = field(default_factory=set)  # indices inside warmup bumps
+    cuts: list[tuple[int, float, float]] = field(default_factory=list)  # (index after, lr before, lr after)
+    raises: list[tuple[int, float, float]] = field(default_factory=list)  # the same, for a jump up
+    train_trend: tuple[float, float] = (0.0, math.inf)  # (relative fall, standard error) of the train tail
+    trend: tuple[float, float] = (0.0, math.inf)  # the one the plateau / improving rules use
+    trend_series: str = "train"
+    notes: list[str] = field(default_factory=list)  # appended to the summary
+
+
+def _median(seg: list[float]) -> float:
+    s = sorted(seg)
+    k = len(s)
+    return (s[(k - 1) // 2] + s[k // 2]) / 2
+
+
+def perplexity(loss: float | None) -> float | None:
+    """e**loss; inf past where exp overflows (~709), None for no loss. The one perplexity every view uses."""
+    if loss is None:
+        return None
+    return math.exp(loss) if loss < 700 else float("inf")
+
+
+def perplexity_text(loss: float | None) -> str:
+    """Perplexity for a line of text: `14.10`, `1.5e59` past a million (the digits of e**136 ran
+    three lines), `inf` past exp's range, `-` for no or a non-finite loss."""
+    if loss is None or not math.isfinite(loss):
+        return "-"
+    value = perplexity(loss)
+    if value is None or math.isinf(value):
+        return "inf"
+    if value < 1e6:
+        return f"{value:.2f}"
+    mantissa, exponent = f"{value:.1e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def _lr_at(points: list[MetricPoint], step: int) -> float | None:
+    """This step's lr, else the last one logged before it."""
+    found = None
+    for p in points:
+        if p.step > step:
+            break
+        if p.lr is not None:
+            found = p.lr
+    return found
+
+
+def _f(x: float) -> str:
+    return f"{x:.3f}" if abs(x) < 100 else f"{x:.4g}"
+
+
+def _fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
+    """Relative fall of the least-squares line across xs, and its standard error ((0, inf) if < 3 points)."""
+    m = len(xs)
+    if m < 3:
+        return 0.0, math.inf
+    mx, my = sum(xs) / m, sum(ys) / m
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if sxx == 0 or my == 0:
+        return 0.0, math.inf
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    resid = sum((y - my - slope * (x - mx)) ** 2 for x, y in zip(xs, ys)) / (m - 2) if m > 2 else 0.0
+    span = (xs[-1] - xs[0]) / abs(my)
+    return -slope * span, math.sqrt(resid / sxx) * span
+
+
+def _bounds(n: int, size: int) -> list[tuple[int, int]]:
+    """Blocks of `size` consecutive indices; the last one takes the remainder."""
+    nb = max(1, n // size)
+    return [(b * size, (b + 1) * size if b < nb - 1 else n) for b in range(nb)]
+
+
+def _warmup_end(lrs: list[tuple[int, float]]) -> int | None:
+    if len(lrs) < 2:
+        return None
+    peak = max(lr for _, lr in lrs)
+    if peak <= 0 or lrs[0][1] >= 0.99 * peak:
+        return None
+    return next(step for step, lr in lrs if lr >= 0.99 * peak)
+
+
+def _warmup_bumps(c: Curve) -> list[tuple[int, int, int]]:
+    if c.warmup_end is None:
+        return []
+    sm, n, out = c.smooth, len(c.smooth), []
+    i, level = 1, sm[0]
+    while i < n and c.steps[i] <= c.warmup_end:
+        level = min(level, sm[i - 1])  # the lowest smoothed loss before i
+        if sm[i] <= level + max(BUMP_RISE_ABS, BUMP_RISE_REL * abs(level)):
+            i += 1
+            continue
+        back = level + max(RISE_ABS, RECOVER_REL * abs(level))
+        end = next((k for k in range(i + 1, n) if sm[k] <= back), None)
+        if end is None or max(sm[i:end]) > min(BUMP_MAX_RATIO * level, c.ceiling):
+            break  # never came back, or too high to be a bump: the unstable rule judges it
+        rise = max(1, i - 1)
+        out.append((rise, max(range(rise, end), key=c.ys.__getitem__), end))
+        level, i = min(sm[i:end]), end
+    return out
+
+
+def _lr_cuts(c: Curve) -> list[tuple[int, float, float]]:
+    lrs = c.lrs
+    rates = [lr for _, lr in lrs]
+    out = []
+    for k in [k for k, (a, b) in enumerate(zip(rates, rates[1:]), 1) if a >= LR_CUT_RATIO * b > 0]:  # few
+        (_, before), (step, after) = lrs[k - 1], lrs[k]
+        steady = k < 2 or max(lrs[k - 2][1], before) <= LR_STEADY_RATIO * min(lrs[k - 2][1], before)
+        if steady:
+            index = bisect.bisect_left(c.steps, step)
+            if 0 < index < len(c.steps):
+                out.append((index, before, after))
+    return out
+
+
+def _lr_raises(lrs: list[tuple[int, float]]) -> list[int]:
+    """Indices into `lrs` where the LR jumped LR_CUT_RATIO-fold up after two points that were not
+    climbing (steady, or decaying on a schedule): a resume with a higher --lr, never a warm-up (a
+    warm-up climbs before, and never doubles in one logged step after its first two)."""
+    out = []
+    for k in range(2, len(lrs)):
+        (_, a), (_, before), (_, after) = lrs[k - 2], lrs[k - 1], lrs[k]
+        if after >= LR_CUT_RATIO * before > 0 and before <= LR_STEADY_RATIO * a:  # steady or decaying before
+            out.append(k)
+    return out
+
+
+def _trends(c: Curve) -> None:
+    steps, ys, n = c.steps, c.ys, len(c.ys)
+    tail_from = steps[0] + (1 - TAIL) * (steps[-1] - steps[0])
+    after = min(n - 1, c.cuts[-1][0] + max(3, n // 20)) if c.cuts else 0  # the drop settles first
+    window = [i for i in range(n) if steps[i] >= tail_from and i >= after and i not in c.excused]
+    c.train_trend = c.trend = _fit([steps[i] for i in window], [ys[i] for i in window])
+    if c.trend[1] > TREND_NOISY:
+        cut_step = steps[after] if after else steps[0]
+        vals = [sv for sv in c.vals if sv[0] >= cut_step]
+        vals = vals[-max(4, round(TAIL * len(vals))) :]
+        if len(vals) >= 4:
+            val_trend = _fit([float(s) for s, _ in vals], [v for _, v in vals])
+            if val_trend[1] < c.trend[1]:
+                c.trend, c.trend_series = val_trend, "val"
+
+
+def derive(points: list[MetricPoint], baseline: float | None = None) -> Curve:
+    """Every derived series the rules read, and the `values` every diagnosis carries."""
+    by_step = {p.step: p for p in points}  # a rerun step keeps its last line
+    pts = [by_step[s] for s in sorted(by_step)]
+    v: dict = dict.fromkeys(VALUE_KEYS)
+    v.update(baseline=baseline, spike_steps=[], n_train_points=0, n_val_points=0, warmup_bump_steps=[])
+    v.update(lr_cut_steps=[])
+    inf = math.inf  # `-inf < x < inf` is False for None-free NaN and +-inf, without a call per point
+    train = [(p.step, p.train_loss) for p in pts if p.train_loss is not None and -inf < p.train_loss < inf]
+    vals = [(p.step, p.val_loss) for p in pts if p.val_loss is not None and -inf < p.val_loss < inf]
+    c = Curve(pts, baseline, v, [s for s, _ in train], [y for _, y in train], vals)
+    c.lrs = [(p.step, p.lr) for p in pts if p.lr is not None and -inf < p.lr < inf]
+    c.ceiling = baseline + CEILING_MARGIN if baseline is not None else NO_BASELINE_CEILING
+    v.update(ceiling=c.ceiling, peak_lr=max(lr for _, lr in c.lrs) if c.lrs else None)
+    if pts:
+        v.update(first_step=pts[0].step, last_step=pts[-1].step)
+    if vals:
+        best_step, best_val = min(vals, key=lambda sv: sv[1])
+        v.update(
+            last_val_loss=vals[-1][1],
+            val_perplexity=perplexity(vals[-1][1]),
+            best_val_loss=best_val,
+            best_val_step=best_step,
+            n_val_points=len(vals),
+        )
+    ys, n = c.ys, len(c.ys)
+    if ys:
+        peak = max(range(n), key=ys.__getitem__)
+        v.update(
+            first_train_loss=ys[0],
+            last_train_loss=ys[-1],
+            min_train_loss=min(ys),
+            n_train_points=n,
+            peak_train_loss=ys[peak],
+            peak_train_step=c.steps[peak],
+        )
+    if n < MIN_POINTS:
+        return c
+    middle = [sorted(t)[1] for t in zip(ys, ys[1:], ys[2:])]
+    c.smooth = [(ys[0] + ys[1]) / 2, *middle, (ys[-2] + ys[-1]) / 2]  # running median of 3
+    c.edge = max(3, n // 10)
+    c.start, c.end = _median(ys[: c.edge]), _median(ys[-c.edge :])
+    last_val = v["last_val_loss"]
+    v.update(
+        edge_points=c.edge,
+        start_train_loss=c.start,
+        end_train_loss=c.end,
+        relative_drop=(c.start - c.end) / abs(c.start) if c.start else 0.0,
+        train_perplexity=perplexity(c.end),
+        generalisation_gap=None if last_val is None else last_val - c.end,
+    )
+    raised = _lr_raises(c.lrs)
+    c.warmup_end = _warmup_end(c.lrs[: raised[0]] if raised else c.lrs)  # a resume's jump is no warm-up
+    for k in raised:
+        index = bisect.bisect_left(c.steps, c.lrs[k][0])
+        if 0 < index < len(c.steps):
+            c.raises.append((index, c.lrs[k - 1][1], c.lrs[k][1]))
+    c.bumps = _warmup_bumps(c)
+    c.excused = {i for rise, _, end in c.bumps for i in range(rise, end)}
+    c.cuts = _lr_cuts(c)
+    _trends(c)
+    v.update(
+        warmup_end_step=c.warmup_end,
+        warmup_bump_steps=[[c.steps[r], c.steps[p], c.steps[e]] for r, p, e in c.bumps],
+        lr_cut_steps=[c.steps[i] for i, _, _ in c.cuts],
+        lr_raise_steps=[c.steps[i] for i, _, _ in c.raises],
+        recent_improvement=c.trend[0],
+        recent_improvement_se=c.trend[1],
+        trend_series=c.trend_series,
+    )
+    for _rise, peak, end in c.bumps:
+        c.notes.append(
+            f"a warmup bump to {_f(ys[peak])} at step {c.steps[peak]} came back by step {c.steps[end]} (not a fault)"
+        )
+    for i, before, after in c.cuts:
+        cut = c.steps[i]
+        val_before = [val for s, val in c.vals if s < cut]
+        val_after = [val for s, val in c.vals if s >= cut]
+        if val_before and val_after:
+            which, lo, hi = "val", val_before[-1], val_after[0]
+        else:
+            which, lo, hi = "train", _median(ys[max(0, i - 3) : i]), _median(ys[i : i + 3])
+        moved = f"{which} loss {_f(lo)} -> {_f(hi)}" + (", a healthy drop" if hi < lo else "")
+        c.notes.append(f"learning rate cut from {before:.3g} to {after:.3g} at step {cut} ({moved})")
+    for i, before, after in c.raises:
+        lo, hi = _median(ys[max(0, i - 3) : i]), _median(ys[i : i + 3])
+        c.notes.append(
+            f"learning rate raised {after / before:.3g}x, from {before:.3g} to {after:.3g}, at step {c.steps[i]} "
+            f"(a resume with a higher --lr?; train loss {_f(lo)} -> {_f(hi)})"
+        )
+    return c
+
+
+# -- the rules ------------------------------------------------------------------------------
+
+Rule = Callable[[Curve], "CurveDiagnosis | None"]

@@ -1,0 +1,512 @@
+"""The rules that name a loss curve's shape, in the order `diagnose` tries them, and the advice for
+each shape. Each rule reads the series `curve.derive` computed once and returns a diagnosis or
+None; the thresholds and their reasons are in `minigpt.logs.curve`'s docstring."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from minigpt.logs.curve import (  # noqa: F401  (the thresholds by the names the docstring gives them)
+    CEILING_MARGIN,
+    FAR_RATIO,
+    FLAT_BASELINE_MARGIN,
+    FLAT_REL_DROP,
+    FLAT_START_MARGIN,
+    IMPROVING_REL,
+    MIN_POINTS,
+    NO_BASELINE_CEILING,
+    OVERFIT_MARGIN_ABS,
+    OVERFIT_MARGIN_REL,
+    OVERFIT_MIN_RISE,
+    OVERFIT_RISES,
+    OVERFIT_TRAIN_DROP,
+    PLATEAU_EARLY,
+    PLATEAU_REL,
+    RISE_ABS,
+    RISE_REL,
+    RISING_REL,
+    SPIKE_MADS,
+    SPIKE_MIN_BLOCK,
+    SPIKE_MIN_JUMP,
+    SPIKE_SCALE_BLOCKS,
+    SURGE_ABS,
+    SURGE_REL,
+    TAIL,
+    TREND_NOISY,
+    Curve,
+    CurveDiagnosis,
+    Rule,
+    _bounds,
+    _f,
+    _fit,
+    _lr_at,
+    _median,
+    derive,
+)
+from minigpt.logs.metrics import MetricPoint
+
+_ADVICE = {
+    "healthy": ([], []),
+    "still_improving": (
+        ["the run ended while the loss was still falling (too few steps for this learning rate)"],
+        [
+            "train longer: `minigpt train --resume --steps N` with a larger N",
+            "if the loss fell only once the learning rate decayed, the peak rate is too high: compare a 3x lower one",
+        ],
+    ),
+    "too_short": (
+        ["the run has just started", "the log interval is large compared with the run"],
+        ["wait for more steps", "log more often (smaller log_interval)"],
+    ),
+    "flat": (
+        [
+            "learning rate too low or zero",
+            "parameters frozen or missing from the optimizer",
+            "data or targets wrong (targets not the inputs shifted by one)",
+            "loss not connected to the parameters (a detached tensor)",
+        ],
+        [
+            "raise the learning rate (AdamW: try 3e-4 to 1e-3)",
+            "check every parameter requires grad and is in the optimizer",
+            "run the data checks (targets = inputs shifted by one)",
+            "overfit a single batch: the loss should fall towards 0 within a few hundred steps",
+        ],
+    ),
+    "unstable": (
+        [
+            "learning rate too high (the loss rose)",
+            "no warmup or too short a warmup",
+            "no gradient clipping",
+            "bad data (a corrupt batch) or a loss computed on the wrong targets",
+        ],
+        [
+            "lower the learning rate 3-10x",
+            "clip gradients at 1.0",
+            "add warmup (a few hundred steps)",
+            "resume from the last checkpoint saved before the rise",
+        ],
+    ),
+    "overfitting": (
+        ["too little data for the model size", "too many steps", "too little regularisation"],
+        [
+            "use the best checkpoint (lowest val loss), not the last",
+            "stop training earlier",
+            "add dropout (0.1-0.2) or more weight decay",
+            "more data or a smaller model",
+        ],
+    ),
+    "spikes": (
+        [
+            "learning rate too high",
+            "no warmup or too short a warmup",
+            "no gradient clipping",
+            "bad batches (unusual or corrupt data)",
+        ],
+        [
+            "lower the learning rate (by 2-3x)",
+            "add warmup (a few hundred steps)",
+            "clip gradients at 1.0",
+            "look at the batches at the spike steps",
+        ],
+    ),
+    "plateau": (
+        [
+            "learning rate decayed too early or too low",
+            "model too small for the data",
+            "data exhausted (many epochs over a small corpus)",
+        ],
+        [
+            "lengthen the schedule or raise the minimum learning rate",
+            "a bigger model (more layers or a wider embedding)",
+            "more data",
+            "train longer only while val loss still falls",
+        ],
+    ),
+    "diverged": (
+        ["learning rate too high", "fp16 overflow", "missing gradient clipping", "bad data (a corrupt batch)"],
+        [
+            "lower the learning rate and add warmup",
+            "clip gradients at 1.0",
+            "use bf16 or fp32 instead of fp16",
+            "resume from the last good checkpoint",
+        ],
+    ),
+}
+
+
+def _fmt_steps(steps: list[int], limit: int = 5) -> str:
+    shown = ", ".join(str(s) for s in steps[:limit])
+    return shown + (f" and {len(steps) - limit} more" if len(steps) > limit else "")
+
+
+def _result(shape: str, summary: str, c: Curve) -> CurveDiagnosis:
+    causes, fixes = _ADVICE[shape]
+    return CurveDiagnosis(shape, summary, c.values, list(causes), list(fixes))
+
+
+def _first(c: Curve) -> str:
+    return f"first {_f(c.ys[0])} (median of the first {c.edge}: {_f(c.start)})"
+
+
+def _last(c: Curve) -> str:
+    return f"last {_f(c.ys[-1])} (median of the last {c.edge}: {_f(c.end)})"
+
+
+# -- derived series -------------------------------------------------------------------------
+
+
+def _rule_nonfinite(c: Curve) -> CurveDiagnosis | None:
+    train_vals = [p.train_loss for p in c.points if p.train_loss is not None]
+    train_vals += [p.val_loss for p in c.points if p.val_loss is not None]
+    last = c.points[-1] if c.points else None
+    if math.isfinite(sum(train_vals)) and (last is None or last.grad_norm is None or math.isfinite(last.grad_norm)):
+        return None  # the common case, tested in C; the loop below finds the first bad line
+    for i, p in enumerate(c.points):
+        bad = [
+            name
+            for name in ("train_loss", "val_loss")
+            if getattr(p, name) is not None and not math.isfinite(getattr(p, name))
+        ]
+        if not bad and i == len(c.points) - 1 and p.grad_norm is not None and not math.isfinite(p.grad_norm):
+            bad = ["grad_norm"]
+        if bad:
+            lr = _lr_at(c.points, p.step)
+            c.values.update(first_nonfinite_step=p.step, nonfinite_what=bad[0], lr_at_instability=lr)
+            value = getattr(p, bad[0])
+            lr_text = f" (learning rate {lr:.3g})" if lr is not None else ""
+            loss = f"; train loss {_f(p.train_loss)} there" if bad[0] == "grad_norm" and p.train_loss else ""
+            d = _result(
+                "diverged", f"diverged: {bad[0].replace('_', ' ')} became {value} at step {p.step}{lr_text}{loss}", c
+            )
+            return _blame_raise(d, c, p.step)
+    return None
+
+
+def _rule_too_short(c: Curve) -> CurveDiagnosis | None:
+    n = len(c.ys)
+    if n >= MIN_POINTS:
+        return None
+    return _result("too_short", f"too_short: {n} train loss value(s); need at least {MIN_POINTS} to judge the curve", c)
+
+
+def _first_raw_above(c: Curve, i: int, level: float) -> int:
+    """The first logged point above `level` in the window the smoothed value at `i` covers: a
+    running median of 3 can cross at the point before the jump (4.8 at step 0, 50 at step 10 gives
+    a smoothed 27 at step 0), and the verdict must quote the step the loss itself got there."""
+    n = len(c.ys)
+    return next((j for j in range(max(0, i - 1), min(n, i + 2)) if c.ys[j] > level), i)
+
+
+def _unstable_reason(c: Curve) -> tuple[str, str, int] | None:
+    """(reason, words, index where it went wrong), or None when the loss never went the wrong way."""
+    ys, sm, steps, n = c.ys, c.smooth, c.steps, len(c.ys)
+    guess = (
+        f"the uniform guess (log V {c.baseline:.3f} + {CEILING_MARGIN})"
+        if c.baseline is not None
+        else f"{NO_BASELINE_CEILING:g} nats (no real vocabulary starts that high)"
+    )
+    peak = max(range(n), key=ys.__getitem__)
+    if c.end > c.ceiling:
+        first_up = next(i for i in range(n) if ys[i] > c.ceiling)  # the end is above: some point is
+        return (
+            "above_ceiling",
+            f"ended above {guess}; first above it at step {steps[first_up]}, peak {_f(ys[peak])} at step {steps[peak]}",
+            first_up,
+        )
+    far = max(FAR_RATIO * c.baseline, c.ceiling) if c.baseline is not None else NO_BASELINE_CEILING
+    first_far = next((i for i in range(n) if sm[i] > far), None)
+    if first_far is not None:
+        first_far = _first_raw_above(c, first_far, far)
+        return (
+            "far_above_guess",
+            f"went above {_f(far)} (far worse than a uniform guess) at step {steps[first_far]}; "
+            f"peak {_f(ys[peak])} at step {steps[peak]}",
+            first_far,
+        )
+    low = sm[0]
+    for i in range(1, n):
+        low = min(low, sm[i - 1])
+        if i not in c.excused and sm[i] > c.ceiling and sm[i] > low + max(RISE_ABS, RISE_REL * abs(low)):
+            i = _first_raw_above(c, i, c.ceiling)
+            top = max(range(i, n), key=ys.__getitem__)
+            return (
+                "rose_above_ceiling",
+                f"rose from {_f(low)} above {guess} at step {steps[i]} (peak {_f(ys[top])} at step {steps[top]})",
+                i,
+            )
+    if c.end > c.start + max(RISE_ABS, RISE_REL * abs(c.start)):
+        return "ended_above_start", "ended above where it started", n - 1
+    fall, se = c.train_trend
+    if -fall > RISING_REL and -fall > 2 * se:
+        return "rising", f"is still rising at the end ({100 * -fall:+.1f}% over the last {TAIL:.0%})", n - 1
+    limit = c.start + max(SURGE_ABS, SURGE_REL * abs(c.start))
+    best, run_from = (0, 0), None  # the longest run of consecutive points above the limit: [from, to)
+    for i in range(n + 1):
+        up = i < n and sm[i] > limit and i not in c.excused
+        if up and run_from is None:
+            run_from = i
+        elif not up and run_from is not None:
+            best, run_from = max(best, (run_from, i), key=lambda r: r[1] - r[0]), None
+    if best[1] - best[0] >= max(3, n // 10):
+        top = max(range(*best), key=ys.__getitem__)
+        return (
+            "surge",
+            f"rose to {_f(ys[top])} at step {steps[top]} and stayed above {_f(limit)} "
+            f"from step {steps[best[0]]} to {steps[best[1] - 1]}",
+            best[0],
+        )
+    return None
+
+
+def _rule_unstable(c: Curve) -> CurveDiagnosis | None:
+    found = _unstable_reason(c)
+    if found is None:
+        return None
+    reason, words, index = found
+    lr = _lr_at(c.points, c.steps[index])
+    c.values.update(unstable_reason=reason, lr_at_instability=lr)
+    d = _result("unstable", f"unstable: train loss {words}; {_first(c)}, {_last(c)}", c)
+    peak_lr = c.values["peak_lr"]
+    if peak_lr:
+        d.fixes[0] = f"lower the learning rate 3-10x (peak {peak_lr:.3g}: try {peak_lr / 10:.2g} to {peak_lr / 3:.2g})"
+    return _blame_raise(d, c, c.steps[index])
+
+
+def _blame_raise(d: CurveDiagnosis, c: Curve, bad_step: int) -> CurveDiagnosis:
+    """It went wrong at or after a jump up of the LR (a resume with a higher --lr): that jump is
+    the first suspect, named with the rate the run had before it."""
+    raised = [(i, before, after) for i, before, after in c.raises if c.steps[i] <= bad_step]
+    if raised:
+        i, before, after = raised[-1]
+        d.causes.insert(
+            0,
+            f"the learning rate was raised from {before:.3g} to {after:.3g} at step {c.steps[i]} (a resume with --lr?)",
+        )
+        d.fixes.insert(
+            0, f"resume from the checkpoint before step {c.steps[i]} with the learning rate it had ({before:.3g})"
+        )
+    return d
+
+
+def _rule_flat(c: Curve) -> CurveDiagnosis | None:
+    if _unstable_reason(c) is not None:
+        return None  # a loss that rose is never flat, whatever the order of the rules
+    drop = c.values["relative_drop"]
+    span = f"{c.steps[-1] - c.steps[0]} steps"
+    if c.baseline is not None and c.end >= c.baseline - FLAT_BASELINE_MARGIN:
+        summary = f"flat: train loss is no better than a uniform guess (log V {c.baseline:.3f}) after {span}"
+    elif drop < FLAT_REL_DROP and (c.baseline is None or c.start >= c.baseline - FLAT_START_MARGIN):
+        summary = f"flat: train loss stayed near where it started over {span} ({100 * drop:.1f}% lower)"
+    else:
+        return None
+    d = _result("flat", f"{summary}; {_first(c)}, {_last(c)}", c)
+    if {p.lr for p in c.points if p.lr is not None} == {0.0}:
+        d.causes.insert(0, "the learning rate is 0 for the whole run")
+    return d
+
+
+def _train_level_at(c: Curve, step: int) -> float:
+    i = min(range(len(c.steps)), key=lambda k: abs(c.steps[k] - step))
+    half = max(1, c.edge // 2)
+    return _median(c.ys[max(0, i - half) : i + half + 1])
+
+
+def _rule_overfitting(c: Curve) -> CurveDiagnosis | None:
+    v, vals = c.values, c.vals
+    if len(vals) < 3 or vals[-1][0] == v["best_val_step"]:
+        return None
+    best_val, best_step, last_val = v["best_val_loss"], v["best_val_step"], v["last_val_loss"]
+    tail = [val for _, val in vals[-(OVERFIT_RISES + 1) :]]
+    rising = (
+        len(tail) == OVERFIT_RISES + 1
+        and all(b > a for a, b in zip(tail, tail[1:]))
+        and tail[-1] - tail[0] >= OVERFIT_MIN_RISE
+    )
+    above = last_val >= best_val + max(OVERFIT_MARGIN_ABS, OVERFIT_MARGIN_REL * abs(best_val))
+    train_then = _train_level_at(c, best_step)
+    if not (rising or above) or c.end > train_then - OVERFIT_TRAIN_DROP * abs(train_then):
+        return None
+    return _result(
+        "overfitting",
+        f"overfitting: val loss rose from {_f(best_val)} (best, step {best_step}) to {_f(last_val)} (last) "
+        f"while train kept falling, to {_last(c)}; gap val - train {last_val - c.end:.3f}",
+        c,
+    )
+
+
+def _spike_indices(ys: list[float]) -> list[int]:
+    """Indices more than max(SPIKE_MIN_JUMP, SPIKE_MADS * scale) above the previous block's median,
+    scale = the median of the MADs of the blocks before (one 50-point MAD is too noisy alone)."""
+    bounds = _bounds(len(ys), max(SPIKE_MIN_BLOCK, min(50, len(ys) // 10)))
+    meds = [_median(ys[a:z]) for a, z in bounds]
+    mads: dict[int, float] = {}
+
+    def mad(b: int) -> float:
+        if b not in mads:
+            a, z = bounds[b]
+            mads[b] = _median([abs(y - meds[b]) for y in ys[a:z]])
+        return mads[b]
+
+    out: list[int] = []
+    for b in range(1, len(bounds)):
+        a, z = bounds[b]
+        if max(ys[a:z]) <= meds[b - 1] + SPIKE_MIN_JUMP:
+            continue  # the common case: no MAD needed
+        scale = _median([mad(k) for k in range(max(0, b - SPIKE_SCALE_BLOCKS), b)])
+        limit = meds[b - 1] + max(SPIKE_MIN_JUMP, SPIKE_MADS * scale)
+        out.extend(i for i in range(a, z) if ys[i] > limit)
+    return out
+
+
+def _rule_spikes(c: Curve) -> CurveDiagnosis | None:
+    kept = [i for i in range(len(c.ys)) if i not in c.excused]
+    spike_idx = [kept[j] for j in _spike_indices([c.ys[i] for i in kept])]
+    if not spike_idx:
+        return None
+    clusters: list[list[int]] = [[spike_idx[0]]]
+    for i in spike_idx[1:]:
+        (clusters[-1].append(i) if i == clusters[-1][-1] + 1 else clusters.append([i]))
+    spike_steps = [c.steps[max(cl, key=c.ys.__getitem__)] for cl in clusters]
+    lr = _lr_at(c.points, spike_steps[0])
+    c.values.update(spike_steps=spike_steps, lr_at_instability=lr)
+    lr_text = f"; learning rate {lr:.3g} at the first" if lr is not None else ""
+    top = max(spike_idx, key=c.ys.__getitem__)
+    d = _result(
+        "spikes",
+        f"spikes: {len(spike_steps)} loss spike(s) at step(s) {_fmt_steps(spike_steps)} "
+        f"(highest {_f(c.ys[top])}){lr_text}; {_last(c)}",
+        c,
+    )
+    return _blame_raise(d, c, spike_steps[0])
+
+
+def _plateau_start(c: Curve) -> int:
+    """The first step from which the smoothed series stays within PLATEAU_REL of where it ends."""
+    if c.trend_series == "val":
+        xs, ys = [s for s, _ in c.vals], [v for _, v in c.vals]
+        level = ys[-1]
+    else:
+        bounds = _bounds(len(c.ys), max(1, min(50, len(c.ys) // 20)))
+        xs, ys = [c.steps[a] for a, _ in bounds], [_median(c.ys[a:z]) for a, z in bounds]
+        level = c.end
+    return next(x for x, y in zip(xs, ys) if y <= level + PLATEAU_REL * abs(level))
+
+
+def _rule_plateau(c: Curve) -> CurveDiagnosis | None:
+    fall, se = c.trend
+    early_lr_too_high = False
+    if c.values["relative_drop"] < FLAT_REL_DROP:  # only reached when it started far below log V
+        since, words = c.steps[0], "fell below the uniform guess before the first logged step, then stayed level"
+        early_lr_too_high = True
+    elif fall < PLATEAU_REL and se < PLATEAU_REL:
+        since = _plateau_start(c)
+        if since - c.steps[0] > PLATEAU_EARLY * (c.steps[-1] - c.steps[0]):
+            return None  # flattened late: converged (healthy)
+        words = f"has stayed level since step {since} ({100 * fall:+.1f}% over the last {TAIL:.0%}, {c.trend_series})"
+        early_lr_too_high = since - c.steps[0] <= 0.2 * (c.steps[-1] - c.steps[0])
+    else:
+        return None
+    lr = _lr_at(c.points, since)
+    c.values.update(plateau_start_step=since, lr_at_plateau_start=lr)
+    d = _result("plateau", f"plateau: train loss {words}; {_last(c)}", c)
+    if early_lr_too_high:
+        d.causes.insert(0, "learning rate too high: the loss stalls early at a noisy level a lower rate gets below")
+        d.fixes.insert(0, "try a 3x lower learning rate and compare the curves")
+    return d
+
+
+def _rule_still_improving(c: Curve) -> CurveDiagnosis | None:
+    fall, se = c.trend
+    if not (fall > IMPROVING_REL and fall > 2 * se):
+        return None
+    return _result(
+        "still_improving",
+        f"still_improving: {c.trend_series} loss fell {100 * fall:.1f}% (+- {100 * se:.1f}%) over the last "
+        f"{TAIL:.0%} of the run; train longer; {_first(c)}, {_last(c)}",
+        c,
+    )
+
+
+def _rule_healthy(c: Curve) -> CurveDiagnosis:
+    fall, se = c.trend
+    gap = "" if c.values["last_val_loss"] is None else f", last val {_f(c.values['last_val_loss'])}"
+    if se <= TREND_NOISY or fall > 2 * se:
+        trend = f"converged ({100 * fall:+.1f}% over the last {TAIL:.0%}, {c.trend_series})"
+    elif not math.isfinite(se):
+        trend = "too few points to tell whether it still improves"
+    else:
+        trend = f"too noisy to tell whether it still improves ({100 * fall:+.1f}% +- {100 * se:.1f}%)"
+    return _result("healthy", f"healthy: train loss {_first(c)} -> {_last(c)}{gap}; {trend}", c)
+
+
+RULES: tuple[tuple[str, Rule], ...] = (
+    ("nonfinite", _rule_nonfinite),
+    ("too_short", _rule_too_short),
+    ("unstable", _rule_unstable),
+    ("flat", _rule_flat),
+    ("overfitting", _rule_overfitting),
+    ("spikes", _rule_spikes),
+    ("plateau", _rule_plateau),
+    ("still_improving", _rule_still_improving),
+    ("healthy", _rule_healthy),
+)
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What the run's own files say about how it trained (its checkpoint's training settings)."""
+
+    source: str  # in words, e.g. "the checkpoint's train_config"
+    learning_rate: float | None = None
+    grad_clip: float | None = None  # max gradient norm; 0 or None: not clipped
+    batch_size: int | None = None  # sequences per micro-batch
+    weight_decay: float | None = None
+    beta2: float | None = None
+
+
+# advice that a run which clipped its gradients already follows
+_CLIP_WORDS = ("gradient clipping", "clip gradients")
+
+
+def _apply_settings(d: CurveDiagnosis, settings: RunSettings) -> None:
+    """Never suggest what the run already does; name the LR its settings give when the log has none."""
+    if settings.grad_clip:
+        before = len(d.causes) + len(d.fixes)
+        d.causes = [x for x in d.causes if not any(w in x for w in _CLIP_WORDS)]
+        d.fixes = [x for x in d.fixes if not any(w in x for w in _CLIP_WORDS)]
+        if len(d.causes) + len(d.fixes) < before:
+            d.causes.append(
+                f"the run clipped gradients at {settings.grad_clip:g} ({settings.source}): "
+                "clipping alone did not hold it"
+            )
+    if settings.learning_rate and not d.values.get("peak_lr") and d.shape in ("unstable", "spikes", "diverged"):
+        lr = settings.learning_rate
+        d.fixes = [
+            f"lower the learning rate 3-10x (lr {lr:.3g} in {settings.source}: try {lr / 10:.2g} to {lr / 3:.2g})"
+            if f.startswith("lower the learning rate")
+            else f
+            for f in d.fixes
+        ]
+
+
+def diagnose(
+    points: list[MetricPoint], *, baseline: float | None = None, settings: RunSettings | None = None
+) -> CurveDiagnosis:
+    """Name the shape of a training curve: the first rule of RULES that matches (see the module docstring).
+    `settings` (the run's checkpoint's training settings) keep the advice to what the run does not do yet.
+
+    `values` holds every key of VALUE_KEYS, None where a rule did not get that far; losses are over
+    finite values, start/end_train_loss are medians of the first/last `edge_points` train losses,
+    `*_perplexity` = e**loss of the end train and last val loss, generalisation_gap = last val - end train."""
+    c = derive(points, baseline)
+    for name, rule in RULES:
+        d = rule(c)
+        if d is not None:
+            c.values["rule"] = name
+            if d.shape not in ("diverged", "too_short") and c.notes:
+                d.summary += "; " + "; ".join(c.notes)
+            if settings is not None:
+                _apply_settings(d, settings)
+            return d
+    raise AssertionError("the healthy rule always matches")

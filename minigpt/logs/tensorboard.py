@@ -1,0 +1,192 @@
+"""Reading a TensorBoard event file or folder as a metrics log, so `training_curve` and the Loss
+pane work on runs that log with `SummaryWriter` instead of JSONL.
+
+Needs the optional extra: `pip install 'minigpt-tui[tensorboard]'` (TensorBoard's own event
+reader; we never parse the protobuf records by hand).
+
+Tags, as people write them (case-insensitive). The exact names below win, in order; otherwise a
+tag is read by its words (split at `/`, `_`, `-`, `.`, space): a tag with the word `loss` is a val
+loss when it also says val / valid / validation / eval, a train loss when it says train / training
+or nothing else (`loss`, `Loss/train_step`, `training_loss`, `validation_loss`, `eval/loss`); a
+per-step variant is preferred to a per-epoch one (Lightning's `train_loss_step`/`_epoch`).
+
+- train loss: `loss`, `train/loss`, `train_loss`, `loss/train`, `training/loss`
+- val loss: `val/loss`, `val_loss`, `loss/val`, `eval/loss`, `validation/loss`, `valid/loss`, `loss/validation`
+- learning rate: `lr`, `learning_rate`, `train/lr`, `train/learning_rate`, `lr-adamw` (or the word lr)
+- gradient norm: `grad_norm`, `train/grad_norm`, `gradient_norm`
+
+Folders: a run folder holds `events.out.tfevents.*`; its subfolders with event files are
+`add_scalars("Loss", {"train": ..., "val": ...})` children, whose tag is the subfolder's name
+(`Loss_train`). A folder with no event files of its own is a parent of runs (`runs/`): its one
+run, or the newest of several (named in `notes`), is read.
+
+Points are keyed by the event's step; several event files in one folder (a resumed run) are read
+in file-name order, a later value for the same step replacing an earlier one.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from minigpt.errors import DataError
+from minigpt.logs.metrics import MetricPoint, MetricPoints, MetricsLog
+
+TAGS = {
+    "train_loss": ("loss", "train/loss", "train_loss", "loss/train", "training/loss"),
+    "val_loss": ("val/loss", "val_loss", "loss/val", "eval/loss", "validation/loss", "valid/loss", "loss/validation"),
+    "lr": ("lr", "learning_rate", "train/lr", "train/learning_rate", "lr-adamw"),
+    "grad_norm": ("grad_norm", "train/grad_norm", "gradient_norm"),
+}
+EXTRA = "pip install 'minigpt-tui[tensorboard]'"
+EVENTS = "events.out.tfevents.*"
+_VAL_WORDS = {"val", "valid", "validation", "eval", "evaluation", "dev"}
+_TRAIN_WORDS = {"train", "training"}
+_OTHER_WORDS = {"test", "aux", "reg", "kl", "z"}  # a loss that is neither the train nor the val loss
+
+
+@dataclass
+class TensorBoardLog(MetricsLog):
+    tags: dict[str, str] = field(default_factory=dict)  # field -> the tag read for it
+    notes: list[str] = field(default_factory=list)  # which run of a parent folder was read
+
+
+def _words(tag: str) -> list[str]:
+    return [w for w in re.split(r"[/_\-.\s]+", tag.lower()) if w]
+
+
+def tag_field(tag: str) -> str | None:
+    """Which metrics field a scalar tag holds, by its exact name or by its words; None: not ours."""
+    low = tag.lower()
+    for name, tags in TAGS.items():
+        if low in tags:
+            return name
+    words = set(_words(tag))
+    if "loss" in words:
+        if words & _OTHER_WORDS:
+            return None
+        if words & _VAL_WORDS:
+            return "val_loss"
+        return "train_loss"  # train / training, or nothing else: the loss being minimised
+    if "lr" in words or {"learning", "rate"} <= words:
+        return "lr"
+    if {"grad", "norm"} <= words or {"gradient", "norm"} <= words:
+        return "grad_norm"
+    return None
+
+
+def _rank(name: str, tag: str) -> tuple:
+    """Lower is preferred: an exact known tag (in TAGS order), then per-step over per-epoch, then short."""
+    low, words = tag.lower(), _words(tag)
+    exact = TAGS[name].index(low) if low in TAGS[name] else len(TAGS[name])
+    return (exact, "epoch" in words, "step" not in words, len(low), low)
+
+
+def _has_events(folder: Path) -> bool:
+    return any(folder.glob(EVENTS))
+
+
+def is_tensorboard_path(path: str | os.PathLike) -> bool:
+    """An event file (`events.out.tfevents.*`), a run folder holding one, or a parent of run folders."""
+    p = Path(path)
+    if p.is_file():
+        return "tfevents" in p.name
+    return p.is_dir() and (_has_events(p) or any(p.glob(f"*/{EVENTS}")) or any(p.glob(f"*/*/{EVENTS}")))
+
+
+def _newest(files: list[Path]) -> float:
+    return max((f.stat().st_mtime for f in files), default=0.0)
+
+
+def _choose_run(path: Path) -> tuple[Path, list[str]]:
+    """The run folder to read under `path`, and a note when it was chosen among several."""
+    if path.is_file() or _has_events(path):
+        return path, []
+    runs = sorted({f.parent for f in path.glob(f"*/{EVENTS}")} | {f.parent for f in path.glob(f"*/*/{EVENTS}")})
+    # a run's add_scalars children live inside it: keep only the top-most folders
+    runs = [r for r in runs if not any(o != r and o in r.parents for o in runs)]
+    if not runs:
+        raise DataError(
+            f"No TensorBoard event files in {path}",
+            path=path,
+            causes=["the folder holds no events.out.tfevents.* file", "point at the run's log folder"],
+        )
+    if len(runs) == 1:
+        return runs[0], [f"read the one run in {path}: {runs[0].relative_to(path)}"]
+    newest = max(runs, key=lambda r: _newest(list(r.rglob(EVENTS))))
+    others = len(runs) - 1
+    return newest, [f"{len(runs)} runs in {path}; read the newest, {newest.relative_to(path)} ({others} other(s))"]
+
+
+def _event_files(run: Path) -> list[tuple[Path, str | None]]:
+    """(event file, tag prefix): the run's own files, then each add_scalars child's under its folder name."""
+    if run.is_file():
+        return [(run, None)]
+    files: list[tuple[Path, str | None]] = [(f, None) for f in sorted(run.glob(EVENTS))]
+    for child in sorted(d for d in run.iterdir() if d.is_dir() and _has_events(d)):
+        files += [(f, child.name) for f in sorted(child.glob(EVENTS))]
+    return files
+
+
+def read_tensorboard(path: str | os.PathLike) -> MetricsLog:
+    """The scalars of a TensorBoard run as a metrics log: a `TensorBoardLog`, with the tags read and
+    which run of a parent folder (see the module docstring for the tags)."""
+    path = Path(path)
+    try:
+        from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+    except ImportError:
+        raise DataError(
+            f"{path} is a TensorBoard log; reading it needs the optional extra: {EXTRA}", path=path
+        ) from None
+    run, notes = _choose_run(path)
+    series: dict[str, dict[int, float]] = {}  # tag as written -> step -> value; later files win
+    for file, prefix in _event_files(run):
+        try:
+            events = list(EventFileLoader(str(file)).Load())
+        except Exception as exc:  # a truncated or foreign file: TensorBoard's reader raises various types
+            raise DataError(
+                f"Unreadable TensorBoard event file {file}: {type(exc).__name__}: {exc}", path=file
+            ) from None
+        for event in events:
+            for value in event.summary.value:
+                number = _scalar(value)
+                if number is not None:
+                    # add_scalars("Loss", {"train": x}) writes tag "Loss" into folder Loss_train
+                    tag = prefix if prefix is not None else value.tag
+                    series.setdefault(tag, {})[int(event.step)] = number
+    chosen: dict[str, str] = {}
+    for tag in series:
+        name = tag_field(tag)
+        if name is not None and (name not in chosen or _rank(name, tag) < _rank(name, chosen[name])):
+            chosen[name] = tag
+    if "train_loss" not in chosen and "val_loss" not in chosen:
+        found = ", ".join(sorted(series)[:20]) or "none"
+        raise DataError(
+            f"No loss scalars in the TensorBoard log {run}: scalar tags found: {found}",
+            path=run,
+            causes=[
+                "the run logs its loss under a tag without the word 'loss'",
+                f"known tags: {', '.join(TAGS['train_loss'] + TAGS['val_loss'])}, or any tag with the word loss",
+            ],
+        )
+    if "train_loss" not in chosen:  # only a val loss: that is the curve there is to judge
+        chosen["train_loss"] = chosen.pop("val_loss")
+        notes.append(f"no train-loss tag (found: {', '.join(sorted(series)[:12])}); judged {chosen['train_loss']}")
+    by_step: dict[int, dict[str, float]] = {}
+    for name, tag in chosen.items():
+        for step, number in series[tag].items():
+            by_step.setdefault(step, {})[name] = number
+    points = MetricPoints(MetricPoint(step, **fields) for step, fields in sorted(by_step.items()))
+    return TensorBoardLog(str(run), points, tags=chosen, notes=notes)
+
+
+def _scalar(value) -> float | None:
+    if value.HasField("simple_value"):
+        return float(value.simple_value)
+    if value.HasField("tensor") and value.tensor.float_val:  # add_scalar(new_style=True) / tf.summary
+        return float(value.tensor.float_val[0])
+    if value.HasField("tensor") and value.tensor.double_val:
+        return float(value.tensor.double_val[0])
+    return None

@@ -1,0 +1,458 @@
+"""Saving and loading checkpoints in the recipe's dict layout, safely and with typed errors.
+
+A checkpoint is a dict of plain types and tensors (so `torch.load(weights_only=True)` reads it):
+`model_state_dict`, `config`, `optimizer_state_dict`, `step`, `best_val_loss`,
+`tokenizer_fingerprint`, plus `train_config` and `rng_state` for exact resume.
+
+The model is MiniGPT unless the config names another built-in class under `model_class`
+(`minigpt.model.nanogpt.GPT` for an imported nanoGPT run); only the classes in `builtin_model_classes()`
+can be named, so a file never chooses what code is imported. Checkpoints written before the
+modules moved into folders name the classes by their former paths (`FORMER_CLASS_NAMES`); they
+load as before.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import pickle
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn as nn
+
+from minigpt.data.batches import unsafe_globals
+from minigpt.errors import CheckpointError, ConfigError, ModelSpecError
+from minigpt.io.files import atomic_torch_save, describe_size, lfs_pointer_message, os_error, read_head, stat_input
+from minigpt.model.gpt import MiniGPT, MiniGPTConfig
+from minigpt.model.memory import FLOAT_BYTES, minigpt_numel, require_fits
+from minigpt.model.nanogpt import GPT, MODEL_CLASS, GPTConfig
+
+KEY_PREFIXES = ("_orig_mod.", "module.")  # written by torch.compile and DistributedDataParallel
+ModelFactory = Callable[[dict], nn.Module]
+MODEL_CLASS_KEY = "model_class"  # config entry naming a built-in model class other than MiniGPT
+MINIGPT_CLASS = "minigpt.model.gpt.MiniGPT"
+# the names checkpoints of minigpt 0.1.0 wrote, before the modules moved into folders
+FORMER_CLASS_NAMES = {"minigpt.model.MiniGPT": MINIGPT_CLASS, "minigpt.nanogpt.GPT": MODEL_CLASS}
+
+
+def builtin_model_classes() -> dict[str, tuple[type[nn.Module], Any]]:
+    """Name -> (model class, config class with `from_dict`) of the classes a config may name."""
+    return {MINIGPT_CLASS: (MiniGPT, MiniGPTConfig), MODEL_CLASS: (GPT, GPTConfig)}
+
+
+def model_class_name(config: object) -> object:
+    """The class a checkpoint's config names (MiniGPT when it names none), former names read as today's."""
+    name = config.get(MODEL_CLASS_KEY, MINIGPT_CLASS) if isinstance(config, dict) else MINIGPT_CLASS
+    return FORMER_CLASS_NAMES.get(name, name) if isinstance(name, str) else name
+
+
+def _split_class(config: dict) -> tuple[str, type[nn.Module], Any, dict]:
+    """The config's model class (name, class, config class) and the config without the entry."""
+    name = model_class_name(config)
+    config = dict(config)
+    config.pop(MODEL_CLASS_KEY, None)
+    classes = builtin_model_classes()
+    if not isinstance(name, str) or name not in classes:
+        raise ConfigError(
+            f"{MODEL_CLASS_KEY} {str(name)[:100]!r} is not a model class of minigpt (known: {', '.join(classes)})",
+            causes=["the checkpoint was written by another tool or edited", "pass your model with --model"],
+        )
+    model_cls, config_cls = classes[name]
+    return name, model_cls, config_cls, config
+
+
+def default_model_factory(config: dict) -> nn.Module:
+    """MiniGPT, or the built-in class the config names under `model_class`, sized before it is
+    built (`require_buildable`): a config someone else wrote never allocates past the machine."""
+    require_buildable(config, "the model config")
+    _, model_cls, config_cls, config = _split_class(config)
+    return model_cls(config_cls.from_dict(config))
+
+
+BIG_BYTES = 256 * 2**20  # below this, building a model to compare it with its file costs nothing
+
+
+def require_buildable(config: dict, what: object, *, stored: int | None = None, device: str = "cpu") -> int:
+    """The one sizing rule for every model built from a config someone else wrote (a checkpoint's,
+    `--config`, nanoGPT's `model_args`): the config's parameter count against `stored` (the values
+    its file holds, when there is a file) and the peak estimate against the device's memory, both
+    before a byte is allocated. Raises CheckpointError / ConfigError / ResourceError (the figure,
+    and --allow-large); returns the parameter count."""
+    cfg = sizing_config(config)
+    expected = minigpt_numel(cfg)
+    if stored is not None and expected * FLOAT_BYTES > BIG_BYTES and expected > 2 * stored:
+        raise CheckpointError(
+            f"Checkpoint {what} does not fit its config: the config describes {expected:,} parameters "
+            f"({describe_size(expected * FLOAT_BYTES)}) but the file holds {stored:,} values; refused before building",
+            path=what,
+            causes=["the config saved with the weights was edited or belongs to another model"],
+        )
+    require_fits(cfg, device, batch_size=1, training=False, what=what)
+    return expected
+
+
+def sizing_config(config: dict) -> MiniGPTConfig:
+    """The MiniGPT shape the memory estimate uses for the config's model class."""
+    name, _, config_cls, config = _split_class(config)
+    cfg = config_cls.from_dict(config)
+    return cfg if name == MINIGPT_CLASS else cfg.sizing()
+
+
+def save_checkpoint(path: str | os.PathLike, payload: dict) -> None:
+    """Atomic save: a crash mid-write leaves the previous file intact."""
+    atomic_torch_save(payload, path)
+
+
+_ACCESS_ERRNOS = {errno.EACCES, errno.EPERM, errno.EIO, errno.ENOENT, errno.EISDIR, errno.ENOTDIR, errno.ELOOP}
+
+
+def _unreadable(path: Path, size: int, exc: BaseException) -> CheckpointError:
+    msg = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+    truncated = (
+        "central directory" in msg
+        or isinstance(exc, EOFError)
+        or "unexpected EOF" in msg
+        or _zip_lacks_end_record(path, size)
+    )
+    return CheckpointError(
+        f"Not a readable checkpoint: {path} ({size} bytes) {'looks truncated' if truncated else 'is corrupt'}: {msg}",
+        path=path,
+        causes=["an interrupted save or copy", "the file is not a torch.save file"],
+    )
+
+
+def read_checkpoint(path: str | os.PathLike) -> dict:
+    """Read the checkpoint dict with `weights_only=True` (never a fallback), or raise CheckpointError."""
+    path = Path(path)
+    # refuse before opening: a FIFO or device would make torch.load block forever; loops, dangling
+    # links and permission problems each get their own message
+    st = stat_input(
+        path,
+        "Checkpoint",
+        error=CheckpointError,
+        missing=["no training run has saved here yet", "pass --checkpoint or --workspace"],
+    )
+    if st.st_size == 0:
+        raise CheckpointError(f"Not a checkpoint: {path} is 0 bytes (an interrupted save?)", path=path)
+    lfs = lfs_pointer_message(path, read_head(path), st.st_size)
+    if lfs:
+        raise CheckpointError(f"Not a checkpoint: {lfs}", path=path)
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except OSError as exc:
+        if exc.errno in _ACCESS_ERRNOS:  # permission denied, an I/O error: not a corrupt file
+            raise os_error(exc, path, action="read") from None
+        raise _unreadable(path, st.st_size, exc) from None  # torch says EINVAL for a cut zip
+    except pickle.UnpicklingError as exc:
+        # torch's first line is boilerplate; the line naming the refused global comes later
+        lines = [line.strip() for line in str(exc).splitlines()[1:] if line.strip()]
+        detail = next(
+            (line for line in lines if not line.startswith(("Please file", "Check the documentation"))),
+            str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
+        )
+        if detail.startswith("Unsupported operand"):  # bytes that are not a pickle at all
+            raise CheckpointError(
+                f"Not a readable checkpoint: {path} ({st.st_size} bytes) is corrupt: {detail[:200]}",
+                path=path,
+                causes=["the file is not a torch.save file", "an interrupted save or copy"],
+            ) from None
+        unsafe = unsafe_globals(path)
+        what = ", ".join(unsafe[:5]) if unsafe else detail[:200]
+        raise CheckpointError(
+            f"Refused to load {path}: it holds pickled Python objects ({what}), not just tensors and numbers. "
+            "Unpickling them could run arbitrary code, so minigpt never loads such a file, even though torch "
+            "could be told to.",
+            path=path,
+            causes=[
+                "it pickles custom classes or code (an unsafe or non-standard checkpoint)",
+                "save plain dicts of tensors and numbers instead",
+            ],
+        ) from None
+    except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError) as exc:
+        raise _unreadable(path, st.st_size, exc) from None
+    if not isinstance(data, dict):
+        raise CheckpointError(
+            f"Not a checkpoint dict: {path} holds a {type(data).__name__}, expected a dict with "
+            "'model_state_dict' and 'config'",
+            path=path,
+        )
+    if "model_state_dict" not in data and "model" in data and isinstance(data.get("model_args"), dict):
+        # nanoGPT's layout: weights under "model", the model config under "model_args"
+        # (its "config" holds training hyperparameters, not the model's)
+        best = data.get("best_val_loss")
+        data = {
+            **data,
+            "model_state_dict": data["model"],
+            "config": data["model_args"],
+            "nanogpt_config": data.get("config"),  # train.py's settings, kept for the import and the curve
+            "step": data.get("iter_num"),
+            "optimizer_state_dict": data.get("optimizer"),
+            "best_val_loss": float(best) if best is not None else None,
+            "_layout": "read nanoGPT's checkpoint layout (model, model_args, iter_num)",
+        }
+    if "model_state_dict" not in data:
+        looks_bare = data and all(isinstance(v, torch.Tensor) for v in data.values())
+        raise CheckpointError(
+            f"Checkpoint {path} has no 'model_state_dict' (keys: {sorted(map(str, data))[:8]})",
+            path=path,
+            causes=["this is a bare state_dict; wrap it as {'model_state_dict': sd, 'config': {...}}"]
+            if looks_bare
+            else ["written by a different training script"],
+        )
+    if not isinstance(data.get("config"), dict):
+        raise CheckpointError(
+            f"Checkpoint {path} has no 'config' dict (found {type(data.get('config')).__name__})",
+            path=path,
+            causes=["the model's hyperparameters were not saved with the weights"],
+        )
+    return data
+
+
+def _zip_lacks_end_record(path: Path, size: int) -> bool:
+    """A torch.save zip whose end-of-central-directory record is gone was cut short.
+
+    torch reports such a file as a bare `OSError: [Errno 22] Invalid argument`.
+    """
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(4) != b"PK\x03\x04":
+                return False
+            fh.seek(max(0, size - 65_557))  # the record sits in the last 22 bytes + 64 KiB of comment
+            return b"PK\x05\x06" not in fh.read()
+    except OSError:
+        return False
+
+
+def strip_prefixes(state_dict: dict) -> tuple[dict, list[str]]:
+    """Remove `_orig_mod.` / `module.` key prefixes, in any nesting order; return the dict and notices."""
+    notices = []
+    stripped = True
+    while stripped:
+        stripped = False
+        for prefix in KEY_PREFIXES:
+            if state_dict and all(k.startswith(prefix) for k in state_dict):
+                state_dict = {k[len(prefix) :]: v for k, v in state_dict.items()}
+                origin = "torch.compile" if prefix == "_orig_mod." else "DistributedDataParallel/DataParallel"
+                notices.append(f"stripped the '{prefix}' key prefix (written by {origin})")
+                stripped = True
+    return state_dict, notices
+
+
+@dataclass
+class StateDictMismatch:
+    missing: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+    size_mismatched: list[tuple[str, list[int], list[int]]] = field(default_factory=list)  # name, ckpt, model
+
+    def __bool__(self) -> bool:
+        return bool(self.missing or self.unexpected or self.size_mismatched)
+
+    def describe(self) -> str:
+        parts = []
+        if self.missing:
+            parts.append(f"missing {len(self.missing)}: {self.missing[:6]}")
+        if self.unexpected:
+            parts.append(f"unexpected {len(self.unexpected)}: {self.unexpected[:6]}")
+        if self.size_mismatched:
+            parts.append(
+                "size mismatch: "
+                + ", ".join(f"{n} checkpoint {c} vs model {m}" for n, c, m in self.size_mismatched[:6])
+            )
+        return "; ".join(parts)
+
+
+def compare_state_dict(model: nn.Module, state_dict: dict) -> StateDictMismatch:
+    own = model.state_dict()
+    mismatch = StateDictMismatch(
+        missing=sorted(set(own) - set(state_dict)), unexpected=sorted(set(state_dict) - set(own))
+    )
+    for name in sorted(set(own) & set(state_dict)):
+        value = state_dict[name]
+        if isinstance(value, torch.Tensor) and value.shape != own[name].shape:
+            mismatch.size_mismatched.append((name, list(value.shape), list(own[name].shape)))
+    return mismatch
+
+
+@dataclass
+class LoadedCheckpoint:
+    path: str
+    model: nn.Module
+    config: dict
+    step: int | None
+    best_val_loss: float | None
+    tokenizer_fingerprint: str | None
+    raw: dict  # everything else in the file (optimizer state, RNG state, ...)
+    notices: list[str] = field(default_factory=list)
+    fingerprint_mismatch: str | None = None  # message when the tokenizer does not match
+
+
+def first_nonfinite(state_dict: dict) -> str | None:
+    """Describe the first tensor holding NaN or Inf (`"name (3 NaN, 0 Inf of 4096)"`), or None."""
+    for name, value in state_dict.items():
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            finite = torch.isfinite(value)
+            if not bool(finite.all()):
+                nan = int(torch.isnan(value).sum())
+                return f"{name} ({nan} NaN, {int((~finite).sum()) - nan} Inf of {value.numel()})"
+    return None
+
+
+def require_finite(state_dict: dict, path: object, *, use: str) -> None:
+    """Refuse weights with NaN/Inf: they generate garbage and can never be a 'good' checkpoint."""
+    bad = first_nonfinite(state_dict)
+    if bad is not None:
+        raise CheckpointError(
+            f"Cannot {use} {path}: its weights are not finite; first bad tensor: {bad}",
+            path=path,
+            causes=[
+                "training diverged before this checkpoint was saved (by another script)",
+                "the file was edited or corrupted",
+                "use an earlier checkpoint (for example one under previous/)",
+            ],
+        )
+
+
+def _size_before_building(config: dict, data: dict, device: str | torch.device, path: object) -> None:
+    """A 1 KB file whose config says num_layers=10000 must not allocate gigabytes first."""
+    stored = sum(v.numel() for v in data["model_state_dict"].values() if isinstance(v, torch.Tensor))
+    try:
+        require_buildable(config, path, stored=stored, device=str(device))
+    except ConfigError as exc:
+        raise CheckpointError(f"Invalid model config in {path}: {exc.message}", path=path) from None
+
+
+def build_model(config: dict, model_factory: ModelFactory | None, path: object) -> nn.Module:
+    try:
+        return (model_factory or default_model_factory)(dict(config))
+    except ConfigError as exc:
+        raise CheckpointError(f"Invalid model config in {path}: {exc.message}", path=path) from None
+    except ModelSpecError as exc:
+        raise CheckpointError(
+            f"The config in {path} does not fit the given model class: {exc.message}",
+            path=path,
+            causes=["the checkpoint was written by another model class (check --model)"] + exc.causes,
+        ) from None
+    except TypeError as exc:
+        raise CheckpointError(
+            f"The model could not be built from the config in {path}: {exc}",
+            path=path,
+            causes=["the checkpoint was written for another model class (pass --model)"],
+        ) from None
+
+
+def load_checkpoint(
+    path: str | os.PathLike,
+    device: str | torch.device = "cpu",
+    *,
+    tokenizer=None,
+    model_factory: ModelFactory | None = None,
+    data: dict | None = None,
+) -> LoadedCheckpoint:
+    """Build the model from the checkpoint's own config and load its weights strictly.
+    `data` is what `read_checkpoint(path)` returned, when the caller has read it already."""
+    data = read_checkpoint(path) if data is None else data
+    state_dict, notices = strip_prefixes(dict(data["model_state_dict"]))
+    if data.get("_layout"):
+        notices.insert(0, data["_layout"])
+    if model_factory is None or model_factory is default_model_factory:  # a config of ours: sized first
+        _size_before_building(data["config"], {"model_state_dict": state_dict}, device, path)
+    model = build_model(data["config"], model_factory, path)
+    mismatch = compare_state_dict(model, state_dict)
+    if mismatch:
+        raise CheckpointError(
+            f"Checkpoint {path} does not fit the model built from its config: {mismatch.describe()}",
+            path=path,
+            causes=[
+                "the checkpoint was written by another architecture or vocabulary",
+                "the config saved with it does not match the weights",
+            ],
+        )
+    model.load_state_dict(state_dict, strict=True)
+    model.to(device).eval()
+    fp = data.get("tokenizer_fingerprint")
+    result = LoadedCheckpoint(
+        path=str(path),
+        model=model,
+        config=dict(data["config"]),
+        step=data.get("step"),
+        best_val_loss=data.get("best_val_loss"),
+        tokenizer_fingerprint=fp,
+        raw=data,
+        notices=notices,
+    )
+    if tokenizer is not None:
+        if fp is None:
+            result.notices.append("checkpoint has no tokenizer_fingerprint: cannot confirm the tokenizer matches")
+        elif fp != tokenizer.fingerprint:
+            result.fingerprint_mismatch = (
+                f"tokenizer fingerprint {tokenizer.fingerprint[:12]} does not match the checkpoint's "
+                f"{str(fp)[:12]}: the model was trained with another vocabulary"
+            )
+        vocab = data["config"].get("vocab_size")
+        if vocab is not None and vocab != tokenizer.vocab_size and result.fingerprint_mismatch is None:
+            result.fingerprint_mismatch = (
+                f"tokenizer has {tokenizer.vocab_size} characters but the model's vocab_size is {vocab}"
+            )
+    return result
+
+
+def require_minigpt(data: dict, path: object) -> None:
+    """`minigpt train` trains MiniGPT: a checkpoint of another class (an imported nanoGPT run) cannot be resumed."""
+    config = data.get("config")
+    name = model_class_name(config)
+    if name != MINIGPT_CLASS:
+        imported = data.get("imported_from")
+        origin = f" (imported from {imported.get('format')})" if isinstance(imported, dict) else ""
+        raise CheckpointError(
+            f"cannot resume from {path}: it holds a {str(name)[:100]}{origin}, and `minigpt train` trains MiniGPT only",
+            path=path,
+            causes=[
+                "continue training it with the tool that wrote it (nanoGPT's train.py)",
+                "or start a fresh MiniGPT run on the same data: minigpt train (the imported checkpoint moves to "
+                "previous/)",
+            ],
+        )
+
+
+def validate_resume_fields(data: dict, path: object) -> None:
+    """Types of what `--resume` restores, checked before any of it is used (a hand-edited or
+    foreign file must give a typed error naming the field, not a TypeError mid-setup)."""
+
+    def bad(field_name: str, expected: str, value: object) -> CheckpointError:
+        found = f"{type(value).__name__} {value!r}"[:120]
+        return CheckpointError(
+            f"cannot resume from {path}: '{field_name}' should be {expected}; found {found}",
+            path=path,
+            causes=["the file was edited or written by another training script"],
+        )
+
+    require_minigpt(data, path)
+    step = data.get("step")
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise bad("step", "a non-negative integer", step)
+    best = data.get("best_val_loss")
+    if best is not None and (isinstance(best, bool) or not isinstance(best, (int, float)) or best != best):
+        raise bad("best_val_loss", "a number (or absent)", best)
+    train_config = data.get("train_config")
+    if train_config is not None and not isinstance(train_config, dict):
+        raise bad("train_config", "a dict", train_config)
+    rng = data.get("rng_state")
+    if not isinstance(rng, dict):
+        raise bad("rng_state", "a dict with 'batch' and 'torch' generator states", rng)
+    for key in ("batch", "torch"):
+        value = rng.get(key)
+        if not isinstance(value, torch.Tensor) or value.dtype != torch.uint8:
+            raise bad(f"rng_state.{key}", "a uint8 generator-state tensor", value)
+    opt = data.get("optimizer_state_dict")
+    if not isinstance(opt, dict) or not isinstance(opt.get("state"), dict):
+        raise bad("optimizer_state_dict", "a dict with 'state' and 'param_groups'", opt)
+    groups = opt.get("param_groups")
+    if not isinstance(groups, list) or not all(
+        isinstance(g, dict) and isinstance(g.get("params"), list) for g in groups
+    ):
+        raise bad("optimizer_state_dict.param_groups", "a list of dicts with a 'params' list", groups)

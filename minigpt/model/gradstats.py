@@ -1,0 +1,98 @@
+"""Per-parameter gradient statistics with batched ops and one host transfer."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn as nn
+
+from minigpt.model.grad_row import GradRow
+
+
+def grad_flags(requires_grad: bool, grad_norm: float | None) -> list[str]:
+    """One parameter's gradient flags (`grad_norm` None: it got no gradient), the same in every gradient
+    table: the gradients check's, the trainer's logs/grads.jsonl, the watch's."""
+    if not requires_grad:
+        return ["frozen"]
+    if grad_norm is None:
+        return ["no_grad"]
+    if not math.isfinite(grad_norm):
+        return ["nonfinite"]
+    return ["zero"] if grad_norm == 0.0 else []
+
+
+def grad_table(model: nn.Module) -> tuple[list[GradRow], float]:
+    """Per-parameter rows (name, shape, numel, grad_norm, weight_norm, flags) and the global norm.
+
+    Norms come from batched `_foreach_norm` and one host transfer, not a `.item()` per
+    parameter (each of which is a device sync on a GPU). Tied weights appear once, with aliases.
+    """
+    aliases: dict[int, list[str]] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        aliases.setdefault(id(p), []).append(name)
+    named = list(model.named_parameters())
+    with torch.no_grad():
+        weights = [p.detach() for _, p in named]
+        grads = [p.grad.detach() if p.grad is not None else torch.zeros((), device=p.device) for _, p in named]
+        stats = (
+            torch.stack(
+                [
+                    torch.stack(torch._foreach_norm(weights)).float(),
+                    torch.stack(torch._foreach_norm(grads)).float(),
+                ]
+            )
+            if named
+            else torch.zeros(2, 0)
+        )
+        host = stats.cpu().tolist()  # one transfer
+    rows: list[GradRow] = []
+    total_sq = 0.0
+    for i, (name, p) in enumerate(named):
+        w_norm, g_norm = host[0][i], host[1][i]
+        missing = p.grad is None
+        flags = grad_flags(p.requires_grad, None if missing else g_norm)
+        if not missing and g_norm == g_norm:
+            total_sq += g_norm * g_norm
+        rows.append(
+            {
+                "name": name,
+                "shape": list(p.shape),
+                "numel": p.numel(),
+                "grad_norm": None if missing else g_norm,
+                "weight_norm": w_norm,
+                "tied_with": [a for a in aliases[id(p)] if a != name],
+                "flags": flags,
+            }
+        )
+    return rows, total_sq**0.5
+
+
+def tensor_norms(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The L2 norm of each tensor, in one batched kernel. torch has no public per-tensor form;
+    `clip_grad_norm_` uses this same op, so the norms match the clip's bit for bit."""
+    return list(torch._foreach_norm(tensors)) if tensors else []
+
+
+def grad_rows(
+    named_params: list[tuple[str, torch.nn.Parameter]], grad_norms: dict[int, float], weight_norms: list[float]
+) -> list[dict]:
+    """grads.jsonl rows from norms already on the host (`grad_norms` by `id(param)`, before the clip;
+    `weight_norms` in `named_params` order), flagged by `grad_flags`."""
+    rows = []
+    for (name, p), w_norm in zip(named_params, weight_norms, strict=True):
+        g_norm: float | str | None = grad_norms.get(id(p))
+        flags = grad_flags(p.requires_grad, g_norm)  # type: ignore[arg-type]
+        if flags == ["nonfinite"]:
+            g_norm = str(g_norm)  # JSON has no NaN/Infinity
+        rows.append(
+            {
+                "name": name,
+                "shape": [*p.shape],
+                "numel": p.numel(),
+                "grad_norm": g_norm,
+                "weight_norm": w_norm,
+                "flags": flags,
+            }
+        )
+    return rows

@@ -1,0 +1,220 @@
+"""Load a user's own model class: `--model FILE.py:CLASS[:CONFIG]`, `package.module:CLASS[:CONFIG]`
+(`transformers:GPT2LMHeadModel:GPT2Config`) or `hf:PATH` (a `save_pretrained` folder).
+
+The model is built as `CLASS(CONFIG(**config))`; CONFIG defaults to `CLASS + "Config"` in the
+same module. Its forward is `forward(idx, targets=None) -> (logits, loss)`, `forward(idx)`, or a
+Hugging Face causal LM's (see `modelio.forward_plan`); a forward the checks cannot call is
+refused here. The config exposes the context length and vocabulary size under a common name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import inspect
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from minigpt.errors import ModelSpecError
+
+
+@dataclass
+class ModelSpec:
+    spec: str
+    model_cls: type
+    config_cls: type
+    module_name: str
+    folder: Path | None = None  # hf:PATH: the save_pretrained folder (config.json, model.safetensors)
+
+    def folder_config(self) -> dict | None:
+        """hf:PATH: the model config saved in the folder, as the dict the factory takes."""
+        if self.folder is None:
+            return None
+        from minigpt.io.files import os_error
+        from minigpt.io.jsonsafe import parse_json
+
+        path = self.folder / "config.json"
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise os_error(exc, path, action="read") from None
+        data = parse_json(raw, path=path, error=ModelSpecError, lead="Not a Hugging Face model config: ")
+        if not isinstance(data, dict):
+            raise ModelSpecError(f"Not a Hugging Face model config: {path} holds {type(data).__name__}, not an object")
+        fields = self.config_fields
+        return {k: v for k, v in data.items() if fields is None or k in fields}
+
+    def factory(self, config: dict):
+        # the built-in class a checkpoint names for itself (an imported nanoGPT run) is not a field
+        config = {k: v for k, v in config.items() if k != "model_class"}
+        try:
+            cfg = self.config_cls(**config)
+        except TypeError as exc:
+            fields = _config_fields(self.config_cls)
+            raise ModelSpecError(
+                f"{self.config_cls.__name__}(**config) rejected the config: {exc}",
+                causes=[
+                    f"{self.config_cls.__name__} accepts {fields}" if fields else "the config class has other fields",
+                    "the checkpoint was written for another model class",
+                ],
+            ) from None
+        try:
+            return self.model_cls(cfg)
+        except Exception as exc:
+            raise ModelSpecError(
+                f"{self.model_cls.__name__}(config) raised {type(exc).__name__}: {exc}",
+                causes=[_last_user_frame(exc)],
+            ) from None
+
+    @property
+    def config_fields(self) -> list[str] | None:
+        return _config_fields(self.config_cls)
+
+
+def _config_fields(cls) -> list[str] | None:
+    if dataclasses.is_dataclass(cls):
+        return [f.name for f in dataclasses.fields(cls)]
+    try:
+        params = inspect.signature(cls).parameters
+    except (TypeError, ValueError):
+        return None
+    return [p for p in params if p not in ("self", "args", "kwargs")]
+
+
+def _last_user_frame(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return "see the model's constructor"
+    f = frames[-1]
+    return f"raised at {f.filename}:{f.lineno} ({f.line})"
+
+
+def _import_module(target: str, spec: str):
+    if target.endswith(".py") or "/" in target or "\\" in target:
+        path = Path(target).expanduser().resolve()
+        if not path.is_file():
+            raise ModelSpecError(f"--model {spec}: file not found: {path}", path=path)
+        name = f"minigpt_user_model_{abs(hash(str(path)))}"
+        module_spec = importlib.util.spec_from_file_location(name, path)
+        if module_spec is None or module_spec.loader is None:
+            raise ModelSpecError(f"--model {spec}: {path} cannot be imported as a Python module", path=path)
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[name] = module  # dataclasses need the module registered while it executes
+        # the file's folder on sys.path, so `from mylayers import X` next to it works
+        sys.path.insert(0, str(path.parent))
+        try:
+            module_spec.loader.exec_module(module)
+        except Exception as exc:
+            sys.modules.pop(name, None)
+            raise ModelSpecError(
+                f"--model {spec}: importing {path} raised {type(exc).__name__}: {exc}",
+                path=path,
+                causes=[_last_user_frame(exc)],
+            ) from None
+        finally:
+            sys.path.remove(str(path.parent))
+        return module
+    try:
+        return importlib.import_module(target)
+    except Exception as exc:
+        raise ModelSpecError(
+            f"--model {spec}: importing module {target!r} raised {type(exc).__name__}: {exc}",
+            causes=["the package is not installed in this environment", "use FILE.py:CLASS for a file"],
+        ) from None
+
+
+def load_model_spec(spec: str) -> ModelSpec:
+    if spec.startswith("hf:"):
+        return _load_hf_folder(spec, spec[3:])
+    parts = spec.split(":")
+    if len(parts) not in (2, 3) or not all(parts[:2]):
+        raise ModelSpecError(f"--model {spec!r}: expected FILE.py:CLASS[:CONFIG] or package.module:CLASS[:CONFIG]")
+    target, class_name = parts[0], parts[1]
+    config_name = parts[2] if len(parts) == 3 else None
+    module = _import_module(target, spec)
+    config_name = config_name or class_name + "Config"
+    missing = [n for n in (class_name, config_name) if not hasattr(module, n)]
+    if missing:
+        available = sorted(n for n, v in vars(module).items() if inspect.isclass(v) and v.__module__ == module.__name__)
+        raise ModelSpecError(
+            f"--model {spec}: {target} has no {' or '.join(missing)}; classes defined there: {available}",
+            causes=["give the config class explicitly as FILE.py:CLASS:CONFIG"],
+        )
+    model_cls, config_cls = getattr(module, class_name), getattr(module, config_name)
+    try:
+        import torch.nn as nn
+
+        if not (inspect.isclass(model_cls) and issubclass(model_cls, nn.Module)):
+            raise ModelSpecError(f"--model {spec}: {class_name} is not a torch.nn.Module subclass")
+    except ImportError:  # pragma: no cover
+        pass
+    _require_callable(spec, model_cls)
+    return ModelSpec(spec, model_cls, config_cls, module.__name__)
+
+
+def _require_callable(spec: str, model_cls: type) -> None:
+    """Refuse, before anything runs, a forward the checks would have to call with arguments it
+    would misread (the targets as a mask or a cache)."""
+    from minigpt.model.contract import ModelContractError, forward_plan, unmatched_advice
+
+    try:
+        forward_plan(model_cls)
+    except ModelContractError as exc:
+        raise ModelSpecError(f"--model {spec}: {exc}", causes=unmatched_advice(model_cls)) from None
+
+
+def _load_hf_folder(spec: str, folder: str) -> ModelSpec:
+    """`hf:PATH`: a `save_pretrained` folder. Its config.json names the class (`architectures`);
+    nothing is fetched from the hub."""
+    path = Path(folder).expanduser().resolve()
+    config_file = path / "config.json"
+    if not config_file.is_file():
+        raise ModelSpecError(
+            f"--model {spec}: {path} has no config.json",
+            path=path,
+            causes=["PATH is the folder model.save_pretrained(PATH) wrote (config.json + model.safetensors)"],
+        )
+    from minigpt.io.jsonsafe import parse_json
+
+    try:  # JSON of any depth is a typed error here, before transformers' own reader sees it
+        parse_json(config_file.read_bytes(), path=config_file, error=ModelSpecError, lead=f"--model {spec}: ")
+    except OSError as exc:
+        raise ModelSpecError(f"--model {spec}: cannot read {config_file}: {exc.strerror}", path=path) from None
+    try:
+        import transformers
+    except ImportError:
+        raise ModelSpecError(
+            f"--model {spec}: reading a Hugging Face folder needs transformers",
+            causes=["pip install 'minigpt-tui[hf]' (or pip install transformers)"],
+        ) from None
+    try:
+        config = transformers.AutoConfig.from_pretrained(str(path), local_files_only=True)
+    except (OSError, ValueError, KeyError) as exc:
+        raise ModelSpecError(f"--model {spec}: {config_file} is not a transformers config: {exc}", path=path) from None
+    names = list(getattr(config, "architectures", None) or [])
+    model_cls = next((getattr(transformers, n) for n in names if hasattr(transformers, n)), None)
+    if model_cls is None:
+        raise ModelSpecError(
+            f"--model {spec}: {config_file} names no transformers model class (architectures: {names})",
+            path=path,
+            causes=[
+                "save the model with model.save_pretrained(PATH), which records its class",
+                "or name the class: --model transformers:CLASS:CONFIGCLASS --config PATH/config.json",
+            ],
+        )
+    _require_callable(spec, model_cls)
+    return ModelSpec(spec, model_cls, type(config), "transformers", folder=path)
+
+
+def model_factory_for(spec: str | None) -> tuple[Callable[[dict], Any], ModelSpec | None]:
+    if not spec:
+        from minigpt.model.checkpoint import default_model_factory
+
+        return default_model_factory, None
+    loaded = load_model_spec(spec)
+    return loaded.factory, loaded

@@ -1,0 +1,183 @@
+"""Sampler settings, next-token filters and autoregressive generation.
+
+Filters are applied to the last position's logits in this order:
+
+1. repetition penalty (Hugging Face semantics): every *distinct* token in the context window
+   has its logit divided by the penalty when positive and multiplied by it when negative;
+2. temperature: logits / temperature; temperature 0 is greedy, keeping only the argmax of the
+   penalised logits;
+3. top-k: keep the k largest logits (0 or None is off; k above the vocabulary is clamped);
+4. top-p (nucleus): in float32, keep the smallest set of most likely tokens whose probability
+   reaches top_p, *including* the token that crosses it; always at least one token.
+
+Each stage is a pure function on a 1-D `[V]` or batched `[B, V]` logits tensor; removed tokens
+get -inf. `filter_stages` runs them on one position and reports the distribution after each.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from minigpt.errors import SamplerSettingsError
+from minigpt.model.contract import config_value, unpack
+from minigpt.sample.settings import SamplerSettings, unusual_settings, validate  # noqa: F401  (re-exported)
+
+# Mass already kept within float32 rounding of top_p counts as having reached it, so that
+# probabilities [0.5, 0.3, 0.2] with top_p=0.5 keep exactly one token whatever the rounding.
+_TOP_P_TOLERANCE = 1e-6
+
+
+@dataclass
+class Stage:
+    name: str  # "model", "repetition penalty", "temperature", "top-k", "top-p"
+    probs: torch.Tensor  # float32 probabilities over the vocabulary, shape (V,)
+    survivors: int  # tokens with non-zero probability after this stage
+
+
+def _as_context(context_ids, logits: torch.Tensor) -> torch.Tensor:
+    ids = torch.as_tensor(context_ids, dtype=torch.long, device=logits.device)
+    return ids.reshape(1, -1) if ids.dim() == 1 else ids
+
+
+def apply_repetition_penalty(logits: torch.Tensor, context_ids, penalty: float) -> torch.Tensor:
+    """HF penalty on each distinct token of `context_ids` (`[T]`, or `[B, T]` for `[B, V]` logits)."""
+    if penalty == 1.0 or len(context_ids) == 0:
+        return logits
+    squeeze = logits.dim() == 1
+    scores = logits.unsqueeze(0) if squeeze else logits
+    ids = _as_context(context_ids, scores).expand(scores.shape[0], -1)
+    picked = torch.gather(scores, 1, ids)
+    picked = torch.where(picked < 0, picked * penalty, picked / penalty)
+    # scatter writes the same value for a repeated id, so each distinct token is penalised once
+    out = scores.scatter(1, ids, picked)
+    return out.squeeze(0) if squeeze else out
+
+
+def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Scale by 1/temperature; temperature 0 keeps only the argmax (greedy)."""
+    if temperature == 0:
+        keep = logits.argmax(dim=-1, keepdim=True)
+        return torch.full_like(logits, float("-inf")).scatter(-1, keep, logits.gather(-1, keep))
+    return logits if temperature == 1.0 else logits / temperature
+
+
+def apply_top_k(logits: torch.Tensor, top_k: int | None) -> torch.Tensor:
+    """Keep exactly the k largest logits (ties broken by torch.topk); 0/None or k >= V is off."""
+    if not top_k or top_k >= logits.shape[-1]:
+        return logits
+    values, indices = torch.topk(logits, top_k, dim=-1)
+    return torch.full_like(logits, float("-inf")).scatter(-1, indices, values)
+
+
+def apply_top_p(logits: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Nucleus filter: keep the most likely tokens until their mass reaches top_p, crossing token included."""
+    if top_p >= 1.0:
+        return logits
+    probs = F.softmax(logits.float(), dim=-1)  # float32 even for half-precision logits
+    sorted_probs, order = torch.sort(probs, dim=-1, descending=True)
+    mass_before = torch.cumsum(sorted_probs, dim=-1) - sorted_probs
+    drop_sorted = mass_before >= top_p - _TOP_P_TOLERANCE
+    drop_sorted[..., 0] = False  # always keep the most likely token
+    drop = drop_sorted.scatter(-1, order, drop_sorted)
+    return logits.masked_fill(drop, float("-inf"))
+
+
+def filter_logits(logits: torch.Tensor, context_ids, settings: SamplerSettings) -> torch.Tensor:
+    """All four stages in the documented order."""
+    logits = apply_repetition_penalty(logits, context_ids, settings.repetition_penalty)
+    logits = apply_temperature(logits, settings.temperature)
+    logits = apply_top_k(logits, settings.top_k)
+    return apply_top_p(logits, settings.top_p)
+
+
+def filter_stages(logits_1d: torch.Tensor, context_ids, settings: SamplerSettings) -> list[Stage]:
+    """The next-token distribution before any filter ("model") and after each stage."""
+    validate(settings, logits_1d.shape[-1])
+    steps: list[tuple[str, Callable[[torch.Tensor], torch.Tensor]]] = [
+        ("model", lambda x: x),
+        ("repetition penalty", lambda x: apply_repetition_penalty(x, context_ids, settings.repetition_penalty)),
+        ("temperature", lambda x: apply_temperature(x, settings.temperature)),
+        ("top-k", lambda x: apply_top_k(x, settings.top_k)),
+        ("top-p", lambda x: apply_top_p(x, settings.top_p)),
+    ]
+    stages, logits = [], logits_1d.detach()
+    for name, fn in steps:
+        logits = fn(logits)
+        probs = F.softmax(logits.float(), dim=-1)
+        stages.append(Stage(name, probs, int((probs > 0).sum().item())))
+    return stages
+
+
+def encode_prompt(tokenizer, prompt: str) -> list[int]:
+    """Encode before generating, so missing characters are reported up front (UnknownCharactersError)."""
+    if not prompt:
+        raise SamplerSettingsError(
+            "empty prompt: generation needs at least one character to condition on",
+            causes=["pass --prompt with text drawn from the training corpus, e.g. a newline"],
+        )
+    return tokenizer.encode(prompt)
+
+
+def _model_device(model) -> torch.device:
+    param = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
+    return param.device if param is not None else torch.device("cpu")
+
+
+@torch.no_grad()
+def generate(
+    model,
+    ids: Sequence[int],
+    settings: SamplerSettings,
+    *,
+    on_token: Callable[[int], bool | None] | None = None,
+    use_cache: bool = True,
+    generator: torch.Generator | None = None,
+) -> list[int]:
+    """Sample up to `settings.max_new_tokens` tokens after `ids`; returns the new tokens only.
+
+    The model sees at most its last `block_size` tokens and only the last position's logits are
+    used, so models returning `[B, 1, V]` work too. With a KV cache the prompt is prefilled and
+    each step feeds one token. Positions are absolute, so a full cache cannot slide: past
+    `block_size` we drop it and recompute over the last `block_size` tokens each step, which keeps
+    the output identical to full recomputation. `on_token(token_id)` is called per token;
+    returning False stops generation early (that token is still included).
+    """
+    validate(settings, config_value(model, "vocab_size"))
+    if len(ids) == 0:
+        raise SamplerSettingsError("empty prompt: generation needs at least one token to condition on")
+    block_size = config_value(model, "block_size")
+    device = _model_device(model)
+    if generator is None and settings.seed is not None:
+        generator = torch.Generator(device=device)
+        generator.manual_seed(settings.seed)
+    tokens, new = list(ids), []
+    cache = model.make_cache(1) if use_cache and getattr(model, "supports_kv_cache", False) else None
+    was_training = model.training
+    model.eval()
+    try:
+        for _ in range(settings.max_new_tokens):
+            if cache is not None and len(tokens) > block_size:
+                cache = None  # cache full: recompute over the window from now on
+            if cache is None:
+                x, kwargs = tokens[-block_size:], {}
+            else:
+                x, kwargs = tokens[cache.length :], {"cache": cache}  # prefill, then one token
+            out = model(torch.tensor([x], dtype=torch.long, device=device), **kwargs)
+            logits = unpack(out)[0][0, -1, :]  # (V,): tuple, bare logits, dict or .logits
+            logits = filter_logits(logits, tokens[-block_size:], settings)
+            if settings.temperature == 0:
+                token = int(logits.argmax().item())  # greedy: no randomness consumed
+            else:
+                probs = F.softmax(logits.float(), dim=-1)
+                token = int(torch.multinomial(probs, 1, generator=generator).item())
+            tokens.append(token)
+            new.append(token)
+            if on_token is not None and on_token(token) is False:
+                break
+    finally:
+        model.train(was_training)
+    return new

@@ -1,0 +1,641 @@
+"""Training loop: AdamW, warmup + cosine decay, clipping, eval, checkpoints, exact resume.
+
+The library never knows a UI exists: progress goes out through callbacks
+(`trainer.register_callback("on_step_end", fn)`, minGPT style).
+
+One workspace, one writer: `run` holds the workspace lock (`minigpt.io.lock`) from before it
+archives anything until it returns, and checks the data, vocabulary, config and memory
+estimate before a fresh run moves the previous one aside.
+
+Under `torchrun` (`minigpt.train.distributed`) every rank trains its own batches through
+DistributedDataParallel and rank 0 alone takes the lock, archives, logs and saves.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import signal
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from minigpt.data.batches import get_batch, load_ids
+from minigpt.data.tokenizer import CharTokenizer
+from minigpt.device import resolve_device
+from minigpt.errors import CheckpointError, ConfigError, DataError, MiniGPTError, TrainingDiverged
+from minigpt.io import lock
+from minigpt.io.files import atomic_write_text, open_log
+from minigpt.io.workspace import Workspace, archive_run
+from minigpt.logs.samples import SampleRecord, draw_sample, record_line
+from minigpt.logs.trim import trim_log
+from minigpt.model.checkpoint import (
+    load_checkpoint,
+    read_checkpoint,
+    require_finite,
+    require_minigpt,
+    save_checkpoint,
+    validate_resume_fields,
+)
+from minigpt.model.gpt import MiniGPT
+from minigpt.model.gradstats import grad_rows, tensor_norms
+from minigpt.model.memory import require_fits
+from minigpt.train import distributed
+from minigpt.train.config import DTYPES, EVAL_TOKENS, TrainConfig, lr_at, make_optimizer
+from minigpt.train.resume import check_optimizer_state, rank_rng_state, resumed_config, rng_state, set_rng_state
+from minigpt.train.time_budget import CALIBRATION_STEPS, TimePlan
+
+
+def load_split(path: Path, vocab_size: int, block_size: int) -> torch.Tensor:
+    """Token IDs checked before training: integer, long enough for one window, all in [0, vocab)."""
+    data = load_ids(path)  # 1-D integer tensor or DataError
+    if data.numel() < block_size + 1:
+        raise DataError(
+            f"{path} has {data.numel()} tokens but training needs at least block_size + 1 = {block_size + 1}",
+            path=path,
+            causes=["the split is empty or too small for this block_size", "the encoded file is truncated"],
+        )
+    lo, hi = (int(v) for v in torch.aminmax(data))  # one pass for both
+    if lo < 0 or hi >= vocab_size:
+        bad = ((data < 0) | (data >= vocab_size)).nonzero()
+        raise DataError(
+            f"{path} holds token IDs outside the vocabulary [0, {vocab_size}): min {lo}, max {hi}, "
+            f"{bad.numel()} bad, first at position {int(bad[0])}",
+            path=path,
+            causes=["the IDs were encoded with another tokenizer", "the tokenizer file was replaced after prepare"],
+        )
+    return data
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Hold back SIGINT until the block ends, so a save and its log line land together (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        if callable(previous):
+            previous(signal.SIGINT, None)  # the default handler raises KeyboardInterrupt here
+        elif previous == signal.SIG_DFL:
+            signal.raise_signal(signal.SIGINT)
+
+
+@dataclass
+class RunState:
+    """Everything a run carries from step to step (and what `--resume` restores)."""
+
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    batch_gen: torch.Generator
+    tokenizer: CharTokenizer
+    train_data: torch.Tensor
+    val_data: torch.Tensor
+    step: int = 0
+    best_val: float = float("inf")
+    last_good: str | None = None  # a checkpoint with finite weights, if one was written or resumed from
+    last_good_step: int | None = None
+    val_loss: float | None = None
+    run_start: float = 0.0
+    step_model: torch.nn.Module | None = None  # what the steps call: `model`, compiled and/or wrapped in DDP
+    scaler: torch.amp.GradScaler | None = None  # float16 only: loss scaling against gradient underflow
+    named_params: list[tuple[str, torch.nn.Parameter]] = field(default_factory=list)  # once, not per step
+
+
+class Trainer:
+    EVENTS = ("on_start", "on_step_end", "on_eval", "on_checkpoint", "on_log", "on_archive", "on_notice")
+
+    def __init__(
+        self,
+        workspace: Workspace | str,
+        cfg: TrainConfig,
+        *,
+        resume: bool = False,
+        overrides: dict | None = None,
+        allow_large: bool = False,
+        time_budget_s: float | None = None,
+    ):
+        self.ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
+        self.cfg = cfg
+        # flags the user gave explicitly: on --resume they override the saved run's settings
+        self.overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+        self.resume = resume
+        self.allow_large = allow_large  # skip the memory estimate check
+        self.time_budget_s = time_budget_s  # --time: max_steps planned from measured throughput (time_budget)
+        self.time_plan: TimePlan | None = None
+        self.callbacks: dict[str, list[Callable]] = defaultdict(list)
+        self.stop_requested = False
+        self.archived: Path | None = None  # where a fresh run moved the previous run's files
+        self.state: RunState | None = None  # the run in progress (read it after an interrupt)
+        self.world = distributed.current()  # a world of one unless torchrun started us and the group is up
+        self.device = distributed.device_for(resolve_device(cfg.device), self.world)
+        self._stop_agreed = False  # in a distributed run: some rank asked to stop (agreed at each step)
+
+    def register_callback(self, event: str, fn: Callable) -> None:
+        if event not in self.EVENTS:
+            raise ValueError(f"unknown event {event!r}; expected one of {self.EVENTS}")
+        self.callbacks[event].append(fn)
+
+    def _fire(self, event: str, *args) -> None:
+        for fn in self.callbacks[event]:
+            fn(*args)
+
+    def request_stop(self) -> None:
+        """Stop after the current step (saving `latest`); safe to call from another thread."""
+        self.stop_requested = True
+
+    @torch.no_grad()
+    def evaluate(self, model, splits: dict[str, torch.Tensor]) -> dict[str, float]:
+        """Mean loss over `eval_batches * batch_size` windows per split, a few large forward passes
+        instead of one per batch (the same windows at every evaluation)."""
+        model.eval()
+        out = {}
+        rows = self.cfg.batch_size * self.cfg.eval_batches
+        chunk = max(self.cfg.batch_size, EVAL_TOKENS // self.cfg.block_size)
+        for name, data in splits.items():
+            # a fixed generator: every evaluation sees the same windows, and the training RNG is untouched
+            gen = torch.Generator().manual_seed(self.cfg.seed + 1)
+            x, y = get_batch(data, rows, self.cfg.block_size, self.device, gen)
+            total = torch.zeros((), device=self.device)
+            for i in range(0, rows, chunk):
+                with self._autocast():
+                    loss = model(x[i : i + chunk], y[i : i + chunk])[1]
+                total += loss.float() * x[i : i + chunk].shape[0]
+            out[name] = (total / rows).item()  # a host sync per split
+        model.train()
+        return out
+
+    def run(self) -> dict:
+        """Train to `max_steps` (or a stop request) under the workspace lock; return a summary."""
+        tokenizer = CharTokenizer.from_file(self.ws.tokenizer)  # read-only, and names a missing workspace
+        with self._workspace_lock() as notices, _tf32(self.device):
+            for notice in notices:
+                self._fire("on_notice", notice)
+            if self.world.is_main:
+                self._remove_orphan_temp_files()
+            st = self._resume(tokenizer) if self.resume else self._start_fresh(tokenizer)
+            self.state = st
+            summary = {"steps": st.step, "best_val_loss": st.best_val, "val_loss": None, "stopped_early": False}
+            if self.resume and st.step >= self.cfg.max_steps:
+                return {**summary, "nothing_to_do": True, "seconds": 0.0}
+            if self.resume and self.world.is_main:
+                with interrupts_deferred():
+                    self._truncate_logs(st.step)
+            self._prepare_steps(st)
+            self._fire(
+                "on_start",
+                {
+                    "resumed": self.resume,
+                    "step": st.step,
+                    "max_steps": self.cfg.max_steps,
+                    "device": str(self.device),
+                    "world_size": self.world.size,
+                },
+            )
+            st.run_start = time.perf_counter()
+            if self.time_budget_s is not None:
+                if self.world.distributed:
+                    raise ConfigError("--time is not supported under torchrun yet (ranks must agree on a step count)")
+                self.time_plan = TimePlan(self.time_budget_s, st.step)
+            # only rank 0 writes the log; the other ranks' lines go nowhere
+            # never through a link, never a FIFO
+            log_ctx = open_log(self.ws.metrics) if self.world.is_main else open(os.devnull, "a", encoding="utf-8")
+            with log_ctx as log:
+                while st.step < self.cfg.max_steps and not self._stopping():
+                    record = self._train_step(st, log)
+                    if self.time_plan is not None:
+                        self._plan_time(st)
+                    if self._is_eval_step(st.step):
+                        self._evaluate_and_save(st, record, log)
+                    elif st.step % self.cfg.log_interval == 0:
+                        self._write_log(log, record)
+                    self._fire("on_step_end", record)
+        summary.update(
+            steps=st.step,
+            best_val_loss=st.best_val,
+            val_loss=st.val_loss,
+            stopped_early=st.step < self.cfg.max_steps,
+            seconds=time.perf_counter() - st.run_start,
+        )
+        return summary
+
+    @contextlib.contextmanager
+    def _workspace_lock(self) -> Iterator[list[str]]:
+        """Rank 0 holds the workspace lock for the whole run; the other ranks write nothing and never take it."""
+        if not self.world.is_main:
+            yield []
+            return
+        with lock.acquire(self.ws.root, "train") as held:
+            yield list(held.notices)
+
+    def _stopping(self) -> bool:
+        # every rank must stop at the same step: a distributed run uses the flag agreed in the last step
+        return self._stop_agreed if self.world.distributed else self.stop_requested
+
+    def _autocast(self) -> contextlib.AbstractContextManager:
+        if self.cfg.dtype == "float32":
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=DTYPES[self.cfg.dtype])
+
+    def _prepare_steps(self, st: RunState) -> None:
+        """The module the steps call: compiled and/or wrapped in DDP. `st.model` stays the plain
+        model, so checkpoints never carry `_orig_mod.` or `module.` prefixes."""
+        step_model: torch.nn.Module = st.model
+        if self.cfg.compile:
+            step_model = torch.compile(step_model)  # type: ignore[assignment]
+        if self.world.distributed:
+            from torch.nn.parallel import DistributedDataParallel
+
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            step_model = DistributedDataParallel(step_model, device_ids=ids)  # broadcasts rank 0's weights
+        st.step_model = step_model
+        st.named_params = list(st.model.named_parameters())
+
+    def _plan_time(self, st: RunState) -> None:
+        """--time: after the calibration steps (one evaluation timed on the side), set max_steps so
+        the run and its evaluations fit the budget; plan again at every evaluation (time_budget)."""
+        plan, cfg = self.time_plan, self.cfg
+        assert plan is not None
+        elapsed = time.perf_counter() - st.run_start
+        plan.measured_step(st.step, elapsed)
+        first = plan.planned_steps is None
+        if first and st.step - plan.start_step < CALIBRATION_STEPS and elapsed < 0.1 * plan.budget_s:
+            return
+        if first:
+            t0 = time.perf_counter()
+            self.evaluate(st.model, {"train": st.train_data, "val": st.val_data})  # timed, not logged
+            plan.measured_eval(2 * (time.perf_counter() - t0))  # with a checkpoint save or two
+            elapsed = time.perf_counter() - st.run_start
+        if first or self._is_eval_step(st.step):
+            cfg.max_steps = plan.plan(st.step, elapsed, cfg.eval_interval, cfg.warmup_steps)
+            cfg.warmup_steps = plan.warmup_steps or cfg.warmup_steps
+            if first:
+                self._fire("on_notice", plan.describe())
+        if elapsed >= plan.budget_s and st.step < cfg.max_steps:
+            cfg.max_steps = st.step  # out of time: this step's evaluation and save are the last
+
+    def _is_eval_step(self, step: int) -> bool:
+        return step % self.cfg.eval_interval == 0 or step == self.cfg.max_steps or self._stopping()
+
+    # --- starting: fresh or resumed, everything checked before anything moves ---
+
+    def _load_data(self, vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        train, val = (load_split(self.ws.ids(s), vocab_size, self.cfg.block_size) for s in ("train", "val"))
+        return train, val
+
+    def _require_fits(self, vocab_size: int, what: object) -> None:
+        if not self.allow_large:
+            model_cfg = self.cfg.model_config(vocab_size)
+            require_fits(model_cfg, self.device, batch_size=self.cfg.batch_size, training=True, what=what)
+
+    def _start_fresh(self, tokenizer: CharTokenizer) -> RunState:
+        cfg, ws = self.cfg, self.ws
+        train_data, val_data = self._load_data(tokenizer.vocab_size)
+        self._require_fits(tokenizer.vocab_size, "this training config")
+        batch_gen = torch.Generator().manual_seed(cfg.seed + self.world.rank)  # each rank draws its own batches
+        torch.manual_seed(cfg.seed)
+        model = MiniGPT(cfg.model_config(tokenizer.vocab_size)).to(self.device)
+        optimizer = make_optimizer(model, cfg)
+        if self.world.rank:  # same initial weights (DDP broadcasts rank 0's anyway), other dropout masks
+            torch.manual_seed(cfg.seed + self.world.rank)
+        if self.world.is_main:
+            with interrupts_deferred():  # a half-moved run would be split between two folders
+                self.archived = self._archive_previous_run()  # only now: every input above was good
+            ws.metrics.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text("", ws.metrics)
+            atomic_write_text("", ws.grads)
+            atomic_write_text("", ws.samples)
+        model.train()
+        st = RunState(model, optimizer, batch_gen, tokenizer, train_data, val_data, scaler=self._make_scaler())
+        if self.world.is_main:
+            self._write_sample(st, None)  # step 0: what the untrained model writes
+        return st
+
+    def _resume(self, tokenizer: CharTokenizer) -> RunState:
+        path = self.ws.latest_checkpoint
+        raw = read_checkpoint(path)
+        require_minigpt(raw, path)  # an imported nanoGPT run, say: our trainer trains MiniGPT only
+        missing = [k for k in ("optimizer_state_dict", "rng_state", "step") if raw.get(k) is None]
+        if missing:
+            raise CheckpointError(
+                f"cannot resume from {path}: it has no {', '.join(missing)} (not written by `minigpt train`)",
+                path=path,
+                causes=["the checkpoint comes from another training script"],
+            )
+        validate_resume_fields(raw, path)
+        require_finite(raw["model_state_dict"], path, use="resume from")
+        self.cfg, notice = resumed_config(self.cfg, raw, self.overrides, path)
+        if notice:  # say it: a resumed run that silently kept (or dropped) a setting misleads its curve
+            self._fire("on_notice", notice)
+        train_data, val_data = self._load_data(tokenizer.vocab_size)
+        self._require_fits(tokenizer.vocab_size, path)
+        batch_gen = torch.Generator().manual_seed(self.cfg.seed)
+        torch.manual_seed(self.cfg.seed)
+        ckpt = load_checkpoint(path, self.device, tokenizer=tokenizer, data=raw)
+        if ckpt.fingerprint_mismatch:
+            raise ConfigError(f"cannot resume: {ckpt.fingerprint_mismatch}")
+        model = ckpt.model
+        model.train()
+        optimizer = make_optimizer(model, self.cfg)
+        try:
+            optimizer.load_state_dict(raw["optimizer_state_dict"])
+            check_optimizer_state(optimizer)
+        except (ValueError, KeyError, TypeError, RuntimeError, IndexError) as exc:
+            raise CheckpointError(
+                f"cannot resume from {path}: optimizer_state_dict does not fit the model: {str(exc)[:200]}",
+                path=path,
+                causes=["the file was edited, or written by another optimizer setup"],
+            ) from None
+        try:
+            state, notice = rank_rng_state(raw, self.world, self.cfg.seed)
+            if notice:
+                self._fire("on_notice", notice)
+            set_rng_state(state, batch_gen)
+            scaler = self._make_scaler(raw.get("scaler_state_dict"))
+        except (RuntimeError, TypeError, ValueError, KeyError, AttributeError) as exc:
+            raise CheckpointError(
+                f"cannot resume from {path}: rng_state is not a saved generator state: {str(exc)[:200]}",
+                path=path,
+            ) from None
+        best = raw.get("best_val_loss")
+        best_val = float("inf") if best is None else float(best)
+        return RunState(
+            model,
+            optimizer,
+            batch_gen,
+            tokenizer,
+            train_data,
+            val_data,
+            step=raw["step"],
+            best_val=best_val,
+            last_good=str(path),
+            last_good_step=raw["step"],
+            scaler=scaler,
+        )
+
+    def _make_scaler(self, saved: dict | None = None) -> torch.amp.GradScaler | None:
+        if self.cfg.dtype != "float16":
+            return None
+        scaler = torch.amp.GradScaler(self.device.type)
+        if saved:
+            scaler.load_state_dict(saved)
+        return scaler
+
+    def _remove_orphan_temp_files(self) -> None:
+        """Temp files of an atomic save whose writer was killed (SIGKILL skips the cleanup);
+        safe to remove only because this process holds the workspace lock."""
+        for folder in (self.ws.checkpoints, self.ws.metrics.parent):
+            if not folder.is_dir():
+                continue
+            for tmp in sorted(folder.glob(".*.tmp")):
+                with contextlib.suppress(FileNotFoundError):
+                    tmp.unlink()
+                    self._fire("on_notice", f"removed {tmp}, left by an interrupted save")
+
+    # --- one optimizer step ---
+
+    def _train_step(self, st: RunState, log) -> dict:
+        """Forward/backward over `grad_accum` micro-batches, clip, update; the step's log record.
+        Raises TrainingDiverged (after logging the step) on a non-finite loss or gradient norm."""
+        model = st.step_model if st.step_model is not None else st.model
+        cfg, world = self.cfg, self.world
+        t0 = time.perf_counter()
+        lr = lr_at(st.step, cfg)
+        for group in st.optimizer.param_groups:
+            group["lr"] = lr
+        losses = []
+        for i in range(cfg.grad_accum):
+            x, y = get_batch(st.train_data, cfg.batch_size, cfg.block_size, self.device, st.batch_gen)
+            # DDP averages the gradients across ranks on the last micro-batch only
+            defer = world.distributed and i < cfg.grad_accum - 1
+            with model.no_sync() if defer else contextlib.nullcontext():  # type: ignore[operator]
+                with self._autocast():
+                    _, loss = model(x, y)
+                scaled = loss / cfg.grad_accum
+                (st.scaler.scale(scaled) if st.scaler is not None else scaled).backward()
+            losses.append(loss.detach())
+        if st.scaler is not None:
+            st.scaler.unscale_(st.optimizer)  # clip and log the true gradients
+        step = st.step + 1
+        log_grads = (
+            world.is_main
+            and (step % cfg.eval_interval == 0 or step == cfg.max_steps)
+            and self.ws.metrics.parent.is_dir()
+        )
+        named, host = self._clip_and_sync(st, losses, log_grads)
+        train_loss, norm = host[0], host[1]
+        if world.distributed:
+            self._stop_agreed = host[2] > 0
+        st.step = step
+        skipped = False
+        if not (math.isfinite(train_loss) and math.isfinite(norm)):
+            if st.scaler is not None and math.isfinite(train_loss):
+                skipped = True  # a float16 overflow: the scaler skips this update and lowers its scale
+            else:
+                record = {
+                    "step": step,
+                    "train_loss": _json_float(train_loss),
+                    "lr": lr,
+                    "grad_norm": _json_float(norm),
+                    "nonfinite": True,
+                    "time": time.time(),
+                }
+                log.write(json.dumps(record) + "\n")
+                log.flush()
+                where = f"last good checkpoint: {st.last_good}" if st.last_good else "no checkpoint was written yet"
+                raise TrainingDiverged(
+                    f"training diverged at step {step}: loss={train_loss}, gradient norm={norm} "
+                    f"(learning rate {lr:.3g}); nothing was saved from this step; {where}",
+                    step=step,
+                    last_good=st.last_good,
+                )
+        if log_grads:
+            offset = 3 if world.distributed else 2
+            by_param = {id(p): host[offset + i] for i, (_, p) in enumerate(named)}
+            weight_norms = host[offset + len(named) :]
+            rows = grad_rows(st.named_params, by_param, weight_norms)
+            self._log_grads(step, norm, rows)  # the gradients pane follows this file
+        if st.scaler is not None:
+            st.scaler.step(st.optimizer)
+            st.scaler.update()
+        else:
+            st.optimizer.step()
+        st.optimizer.zero_grad(set_to_none=True)
+        dt = time.perf_counter() - t0
+        record = {
+            "step": step,
+            "train_loss": train_loss,
+            "lr": lr,
+            "grad_norm": _json_float(norm) if skipped else norm,
+            "tokens_per_s": cfg.batch_size * cfg.block_size * cfg.grad_accum * world.size / dt,  # all ranks
+            "elapsed_s": time.perf_counter() - st.run_start,
+            "time": time.time(),
+            "world_size": world.size,
+        }
+        if skipped:
+            record["skipped"] = True
+        return record
+
+    @torch.no_grad()
+    def _clip_and_sync(self, st: RunState, losses: list[torch.Tensor], log_grads: bool) -> tuple[list, list[float]]:
+        """Clip by the global norm; return the parameters that have gradients and, from one host
+        transfer, [loss, norm before clipping, (stop flag when distributed), (per-parameter gradient
+        norms and all weight norms when `log_grads`)]."""
+        cfg, world = self.cfg, self.world
+        named = [(name, p) for name, p in st.named_params if p.grad is not None]
+        # per-parameter norms once: the clip needs them anyway, and the gradients log reuses them
+        grads = [p.grad for _, p in named if p.grad is not None]
+        grad_norms = torch.stack(tensor_norms(grads)) if grads else torch.zeros(0, device=self.device)
+        grad_norm = torch.linalg.vector_norm(grad_norms)  # as clip_grad_norm_ computes it
+        if cfg.grad_clip > 0 and named:
+            torch.nn.utils.clip_grads_with_norm_([p for _, p in named], cfg.grad_clip, grad_norm)
+        loss = losses[0] if len(losses) == 1 else torch.stack(losses).mean()
+        parts = [loss.float(), grad_norm.float()]
+        if world.distributed:
+            # one all-reduce: the loss over all ranks, and whether any rank was asked to stop
+            stop = torch.tensor(float(self.stop_requested), device=self.device)
+            shared = distributed.all_sum(torch.stack([parts[0], stop]), world)
+            parts = [shared[0] / world.size, parts[1], shared[1]]
+        host = torch.stack(parts)
+        if log_grads:
+            weight_norms = torch.stack(tensor_norms([p for _, p in st.named_params]))
+            host = torch.cat([host, grad_norms.float(), weight_norms.float()])
+        return named, host.tolist()  # one host sync per step for every number (a CPU-GPU sync point)
+
+    # --- evaluation, the log line and the checkpoints, which land together ---
+
+    def _evaluate_and_save(self, st: RunState, record: dict, log) -> None:
+        step, ws = st.step, self.ws
+        if not _weights_finite(st.model):
+            self._write_log(log, {**record, "nonfinite": True}, fire=False)
+            raise TrainingDiverged(
+                f"weights became non-finite after the update at step {step} (learning rate {record['lr']:.3g}); "
+                f"not saved; last good checkpoint: {st.last_good or 'none yet'}",
+                step=step,
+                last_good=st.last_good,
+            )
+        # every rank's generator states reach rank 0's checkpoint (exact resume at the same world size)
+        rng_states = distributed.gather(rng_state(st.batch_gen), self.world)
+        if not self.world.is_main:
+            return  # rank 0 evaluates and saves; the others wait for it at the next step's all-reduce
+        # the plain model: a compiled one would recompile for the larger evaluation batch
+        t_eval = time.perf_counter()
+        losses = self.evaluate(st.model, {"train": st.train_data, "val": st.val_data})
+        record["val_loss"] = losses["val"]
+        record["eval_train_loss"] = losses["train"]
+        improved = losses["val"] < st.best_val
+        st.best_val = min(st.best_val, losses["val"])
+        payload = self._payload(st, rng_states)
+        # the log line first (fsynced), then the checkpoint: a crash between them leaves a line
+        # after the checkpoint's step, which --resume drops and rewrites; SIGINT waits for both
+        with interrupts_deferred():
+            log.write(json.dumps(record) + "\n")
+            log.flush()
+            os.fsync(log.fileno())
+            save_checkpoint(ws.latest_checkpoint, payload)
+            if improved:
+                save_checkpoint(ws.best_checkpoint, payload)
+        st.last_good, st.last_good_step, st.val_loss = str(ws.latest_checkpoint), step, losses["val"]
+        self._write_sample(st, losses["val"])
+        if self.time_plan is not None:
+            self.time_plan.measured_eval(time.perf_counter() - t_eval)
+        self._fire("on_checkpoint", str(ws.latest_checkpoint))
+        if improved:
+            self._fire("on_checkpoint", str(ws.best_checkpoint))
+        self._fire("on_eval", record)
+        self._fire("on_log", record)
+
+    def _write_log(self, log, record: dict, *, fire: bool = True) -> None:
+        log.write(json.dumps(record) + "\n")
+        log.flush()
+        if fire:
+            self._fire("on_log", record)
+
+    def _payload(self, st: RunState, rng_states: list[dict]) -> dict:
+        payload = {
+            "model_state_dict": st.model.state_dict(),
+            "config": st.model.config.to_dict(),  # type: ignore[union-attr,operator]
+            "optimizer_state_dict": st.optimizer.state_dict(),
+            "step": st.step,
+            "best_val_loss": float(st.best_val),
+            "tokenizer_fingerprint": st.tokenizer.fingerprint,
+            "train_config": asdict(self.cfg),
+            "rng_state": rng_states[0],
+            "world_size": self.world.size,
+        }
+        if self.world.distributed:
+            payload["rng_states"] = rng_states  # one per rank, in rank order
+        if st.scaler is not None:
+            payload["scaler_state_dict"] = st.scaler.state_dict()
+        return payload
+
+    def _archive_previous_run(self) -> Path | None:
+        """A fresh run never overwrites an earlier one: its checkpoints and logs move to
+        `<workspace>/previous/<time>/` first (use --resume to continue it instead)."""
+        ws = self.ws
+        dest = archive_run(ws, ws.run_files())
+        if dest is not None:
+            self._fire("on_archive", str(dest))
+        return dest
+
+    def _write_sample(self, st: RunState, val_loss: float | None) -> None:
+        """A short sample at the fixed prompt and seed (`minigpt.logs.samples`), after the
+        checkpoint: a failure to write it is a notice, never the end of the run."""
+        try:
+            prompt, text = draw_sample(st.model, st.tokenizer)
+            with open_log(self.ws.samples, what="the samples log") as fh:
+                fh.write(record_line(SampleRecord(st.step, text, prompt, val_loss)))
+        except (OSError, MiniGPTError) as exc:
+            self._fire("on_notice", f"no sample written at step {st.step}: {exc}")
+
+    def _log_grads(self, step: int, norm_before_clip: float, rows: list[dict]) -> None:
+        record = {"step": step, "global_norm": norm_before_clip, "clip": self.cfg.grad_clip, "rows": rows}
+        with open_log(self.ws.grads) as fh:
+            fh.write(json.dumps(record) + "\n")
+
+    def _truncate_logs(self, step: int) -> None:
+        """Drop lines the interrupted run logged after the checkpoint we resume from. Lines that
+        cannot be read (bad UTF-8, not JSON, a `step` that is not a number) are kept aside in
+        `<log>.rejected`, never deleted. Streamed (`minigpt.logs.trim`): bounded memory at any size."""
+        for path in (self.ws.metrics, self.ws.grads, self.ws.samples):
+            if not os.path.lexists(path):
+                continue
+            moved, aside = trim_log(path, step)
+            if moved:
+                self._fire("on_notice", f"moved {moved} unreadable line(s) of {path} to {aside}")
+
+
+def _weights_finite(model: torch.nn.Module) -> bool:
+    return bool(torch.isfinite(torch.stack(tensor_norms([p.detach() for p in model.parameters()]))).all())
+
+
+@contextlib.contextmanager
+def _tf32(device: torch.device) -> Iterator[None]:
+    """TensorFloat-32 matmuls on CUDA for the run (Ampere and later: several times the float32 rate at
+    a precision training does not notice); the process's setting comes back afterwards."""
+    if device.type != "cuda":
+        yield
+        return
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(previous)
+
+
+def _json_float(x: float) -> float | str:
+    # JSON has no NaN/Infinity: write them as strings the curve reader understands
+    return x if math.isfinite(x) else str(x)
