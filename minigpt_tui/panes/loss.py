@@ -1,18 +1,15 @@
 """Pane 6: the training curve, followed live like `tail -f logs/metrics.jsonl`.
 
-One thread owns the metrics file: it polls `MetricsFollower` (4 Hz when caught up, as fast as it
-can while loading a long log), keeps every point in a `CurveStore`, and posts snapshots already
-shaped by the current `LossView` (width, log scale, EMA, zoom, earlier runs), with the
-`curve_rules.diagnose` verdict and who is writing the workspace. It never touches a widget: the UI
-thread hands it the view (plot width included) as an immutable value. It posts at least once a
-second; when it falls silent or dies, the pane says so, marks the plot as not updating and
-starts a new one. Training runs as a subprocess owned by `minigpt_tui.training`.
+One thread owns the metrics file (`curve_follow.follow_curve`) and posts snapshots already shaped
+by the pane's `LossView`; the `curve_rules.diagnose` verdict is computed on its own thread, and
+`loss_text` words both. The follower posts at least once a second; when it falls silent or dies,
+the pane says so, marks the plot as not updating and starts a new one. Training runs as a
+subprocess owned by `minigpt_tui.training`; the samples by step (`v`) sit beside the plot.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import threading
 import time
 from dataclasses import dataclass
@@ -28,65 +25,26 @@ from textual.message import Message
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from minigpt.logs.curve import SHAPE_SEVERITY, CurveDiagnosis, perplexity_text
+from minigpt.logs.curve import CurveDiagnosis, perplexity_text
 from minigpt.logs.curve_rules import diagnose
-from minigpt.logs.follow import MetricsFollower
-from minigpt.logs.metrics import downsample, read_metrics
 from minigpt_tui.host import NoWorkspace, host, workspace_of
 from minigpt_tui.messages import TrainingEnded, TrainingStarted
+from minigpt_tui.panes.curve_follow import CurveDiagnosed, CurveUpdated, DiagnosisDue, follow_curve
+from minigpt_tui.panes.loss_text import diagnosis_text, fmt, training_text
 from minigpt_tui.train_args import DEFAULT_PRESET, TrainPlan
-from minigpt_tui.training import OtherTrainer, TrainingRun, other_trainer
+from minigpt_tui.training import OtherTrainer, TrainingRun
 from minigpt_tui.widgets.deferred import RenderWhenShown
-from minigpt_tui.widgets.humanize import clip_at_clause, shorten_left
+from minigpt_tui.widgets.humanize import shorten_left
 from minigpt_tui.widgets.loss_plot import (
     EMA_CHOICES,
     ZOOM_CHOICES,
-    CurveColumns,
     CurveSnapshot,
-    CurveStore,
     LossPlot,
     LossView,
 )
 from minigpt_tui.widgets.samples_view import samples_text
 
-CHUNK_BYTES = 4 << 20  # per read while catching up: the UI gets a progress snapshot between chunks
-HEARTBEAT_S = 1.0  # the follower posts at least this often, new data or not
 STALL_S = 5.0  # silent longer than this: the plot is marked as not updating
-GROWING_S = 10.0  # the log grew this recently: a run is writing it
-PREVIOUS_RUNS = 3  # earlier runs overlaid by `p`, newest first
-VERDICT_LINES = 2  # the curve's verdict at most; its cause and what to try get one line each
-
-
-@dataclass
-class CurveUpdated(Message):
-    """The whole current state of the curve: a newer one supersedes any still queued."""
-
-    snapshot: CurveSnapshot
-    changed: bool  # the snapshot differs from the last one posted (else a heartbeat)
-    baseline: float | None
-    resets: int
-    loading: bool  # still reading a backlog
-    initial_load_s: float | None  # how long the first full read of the file took
-    writer: OtherTrainer | None  # who holds the workspace lock (not the UI's own run)
-    growing: bool  # the log grew within GROWING_S
-    missing: bool  # the metrics file is not there (yet, or moved aside by a fresh run)
-    generation: tuple[int, int]  # (follower, log reset): a diagnosis of another one is stale
-
-    def can_replace(self, message: Message) -> bool:
-        # a heartbeat must not swallow a queued change: it would carry no redraw
-        return isinstance(message, CurveUpdated) and (self.changed or not message.changed)
-
-
-@dataclass
-class DiagnosisDue(Message):
-    """New points since the last diagnosis: diagnose the curve so far (on its own thread)."""
-
-    columns: CurveColumns
-    baseline: float | None
-    generation: tuple[int, int]
-
-    def can_replace(self, message: Message) -> bool:
-        return isinstance(message, DiagnosisDue)
 
 
 @dataclass
@@ -94,45 +52,6 @@ class TrainingPlanned(Message):
     """The flags `s`/`t` would train with, read from the workspace (on a worker thread)."""
 
     plan: TrainPlan
-
-
-@dataclass
-class CurveDiagnosed(Message):
-    diagnosis: CurveDiagnosis | None
-    generation: tuple[int, int]
-    seconds: float
-
-
-def _vocab_baseline(tokenizer_path: Path) -> float | None:
-    """log(V), the loss of a uniform guess, from the workspace's tokenizer (None when unreadable)."""
-    from minigpt.data.tokenizer import CharTokenizer
-    from minigpt.errors import MiniGPTError
-
-    try:
-        vocab = CharTokenizer.from_file(tokenizer_path).vocab_size
-    except MiniGPTError:
-        return None
-    return math.log(vocab) if vocab else None
-
-
-def previous_runs(root: Path, width: int, limit: int = PREVIOUS_RUNS) -> list[tuple[str, list, list]]:
-    """(folder name, steps, train loss) of the newest earlier runs in previous/<time>/logs/."""
-    from minigpt.errors import MiniGPTError
-
-    found = sorted((root / "previous").glob("*/logs/metrics.jsonl"), reverse=True)[:limit]
-    out = []
-    for path in found:
-        try:
-            log = read_metrics(path)
-        except MiniGPTError:
-            continue  # an unreadable old log is simply not overlaid
-        xs, ys = log.points.series("train_loss")
-        out.append((path.parents[1].name, *downsample(xs, ys, max(1, width))))
-    return out
-
-
-def _fmt(x: float | None, spec: str = ".4f") -> str:
-    return "-" if x is None else (f"{x:{spec}}" if math.isfinite(x) else str(x))
 
 
 class LossPane(Vertical, RenderWhenShown):
@@ -185,7 +104,7 @@ class LossPane(Vertical, RenderWhenShown):
         self._diagnosing = False
         self._pending_diagnosis: DiagnosisDue | None = None
         self._heard_at = time.monotonic()
-        self._stop = threading.Event()
+        self.follow_stop = threading.Event()
         self._finished: list[threading.Event] = []  # one per thread worker, set when it returns
         self._plot = LossPlot(id="loss-plot")
         self._last_message: CurveUpdated | None = None
@@ -211,7 +130,7 @@ class LossPane(Vertical, RenderWhenShown):
             self._show_text("loss-status", "no workspace: nothing to follow")
 
     def on_unmount(self) -> None:
-        self._stop.set()
+        self.follow_stop.set()
         if self.training and self.run is not None:
             self.run.interrupt()  # the app asked "stop or leave it?" first; here nobody could answer
         for finished in self._finished:  # thread workers run on pooled threads: wait, do not join
@@ -225,7 +144,7 @@ class LossPane(Vertical, RenderWhenShown):
             self.view = dataclasses.replace(self.view, width=width)
         if self._last_message is not None:
             self._render_status(self._last_message)  # the path is cut to the new width
-        verdict = self._diagnosis_text(self.diagnosis, self.snapshot, self._diagnosis_width())
+        verdict = diagnosis_text(self.diagnosis, self.snapshot, self._diagnosis_width())
         self._show_text("loss-diagnosis", verdict)  # re-cut to the new width
 
     def _show_text(self, widget_id: str, text: Text | str) -> None:
@@ -256,72 +175,10 @@ class LossPane(Vertical, RenderWhenShown):
         finished = threading.Event()
         self._finished.append(finished)
         try:
-            self._follow_loop(get_current_worker(), path, tokenizer_path, root, follower_id)
+            worker = get_current_worker()
+            follow_curve(self, lambda: worker.is_cancelled, path, tokenizer_path, root, follower_id)
         finally:
             finished.set()
-
-    def _follow_loop(self, worker, path: Path, tokenizer_path: Path, root: Path, follower_id: int) -> None:
-        baseline = _vocab_baseline(tokenizer_path)
-        store, follower = CurveStore(), MetricsFollower(path)
-        started = time.perf_counter()
-        initial_load_s = None
-        diag_stale, diag_due = False, 0.0
-        last_post, post_cost, view_seen, dirty = 0.0, 0.0, None, True
-        writer, writer_due, grew_at = None, 0.0, -math.inf
-        prev_runs: list = []
-        prev_due, snap = 0.0, None
-        while not worker.is_cancelled and not self._stop.is_set():
-            points = follower.poll(max_bytes=CHUNK_BYTES)
-            now = time.monotonic()
-            missing = not path.exists()
-            if follower.reset or (missing and store.n_points):  # a fresh run moved the old log aside
-                store.clear()
-                dirty = True
-            if points:
-                store.extend(points)
-                dirty = diag_stale = True
-                grew_at = now
-            loading = follower.pending_bytes > 0
-            if not loading and initial_load_s is None:
-                initial_load_s = time.perf_counter() - started
-            view = self.view  # one read: the UI thread swaps whole values
-            if now >= writer_due:
-                writer, writer_due = other_trainer(root, self.own_pid), now + 1.0
-            if view.previous and now >= prev_due:
-                runs = previous_runs(root, view.width)
-                dirty = dirty or runs != prev_runs
-                prev_runs, prev_due = runs, now + 5.0
-            due_diag = diag_stale and not loading and now >= diag_due
-            changed = dirty or view != view_seen
-            min_gap = max(1.0 if loading else self.POLL_S, 4 * post_cost)  # a backlog: progress at 1 Hz
-            generation = (follower_id, follower.resets)
-            if (changed or now - last_post >= HEARTBEAT_S) and now - last_post >= min_gap:
-                if changed or snap is None:
-                    t0 = time.monotonic()
-                    snap = store.snapshot(view, follower.bad_lines)
-                    snap.previous = prev_runs if view.previous else []
-                    post_cost = time.monotonic() - t0
-                growing = now - grew_at < GROWING_S
-                self.post_message(
-                    CurveUpdated(
-                        snap,
-                        changed,
-                        baseline,
-                        follower.resets,
-                        loading,
-                        initial_load_s,
-                        writer,
-                        growing,
-                        missing,
-                        generation,
-                    )
-                )
-                last_post, view_seen, dirty = now, view, False
-            if due_diag:  # diagnosed on its own thread: a long log's verdict never stalls the plot
-                self.post_message(DiagnosisDue(store.columns(), baseline, generation))
-                diag_stale, diag_due = False, now + max(1.0, 5 * self.diagnosis_cost_s)  # big logs: less often
-            if not loading:
-                self._stop.wait(self.POLL_S)
 
     @on(CurveUpdated)
     def show_curve(self, message: CurveUpdated) -> None:
@@ -339,7 +196,7 @@ class LossPane(Vertical, RenderWhenShown):
         if message.changed or self._plot.stale:
             self._plot.show(snap, message.baseline, stale=False)
         self._render_status(message)
-        self._show_text("loss-diagnosis", self._diagnosis_text(self.diagnosis, snap, self._diagnosis_width()))
+        self._show_text("loss-diagnosis", diagnosis_text(self.diagnosis, snap, self._diagnosis_width()))
 
     @on(DiagnosisDue)
     def _queue_diagnosis(self, message: DiagnosisDue) -> None:
@@ -365,9 +222,7 @@ class LossPane(Vertical, RenderWhenShown):
         self.diagnosis_cost_s = message.seconds
         if message.generation == self._generation:
             self.diagnosis = message.diagnosis
-            self._show_text(
-                "loss-diagnosis", self._diagnosis_text(self.diagnosis, self.snapshot, self._diagnosis_width())
-            )
+            self._show_text("loss-diagnosis", diagnosis_text(self.diagnosis, self.snapshot, self._diagnosis_width()))
         self._next_diagnosis()
 
     def _state_words(self, message: CurveUpdated) -> str:
@@ -400,9 +255,9 @@ class LossPane(Vertical, RenderWhenShown):
         line1 = f"{head} {shorten_left(shown, max(12, width - len(head) - len(tail) - 1))}{tail}"
         view = snap.view.describe()
         fields = [
-            f"train last {_fmt(last.get('train_loss'))} (ppl {perplexity_text(last.get('train_loss'))})",
-            f"val {_fmt(last.get('val_loss'))}",
-            f"lr {_fmt(last.get('lr'), '.1e')}",
+            f"train last {fmt(last.get('train_loss'))} (ppl {perplexity_text(last.get('train_loss'))})",
+            f"val {fmt(last.get('val_loss'))}",
+            f"lr {fmt(last.get('lr'), '.1e')}",
         ]
         if message.baseline is not None:
             fields.append(f"log V {message.baseline:.2f}")
@@ -413,25 +268,6 @@ class LossPane(Vertical, RenderWhenShown):
         line2 = " · ".join(fields)
         stale = bool(self.follower_error) or head.startswith("NOT")
         self._show_text("loss-status", Text(f"{line1}\n{line2}", style="bold red" if stale else ""))
-
-    @staticmethod
-    def _diagnosis_text(d: CurveDiagnosis | None, snap: CurveSnapshot, width: int = 76) -> Text:
-        """The verdict in at most VERDICT_LINES lines (cut at a clause), then its likely cause and
-        what to try, one line each: at 80x24 all three stay on screen."""
-        if d is None:
-            return Text("curve: no data yet" if not snap.n_points else "curve: diagnosing...")
-        # the training_curve check's own severity: still_improving passes, unstable fails
-        severity = SHAPE_SEVERITY.get(d.shape, "warn")
-        ok = severity == "pass"
-        mark, style = {"pass": ("OK", ""), "warn": ("!!", "bold yellow"), "fail": ("FAIL", "bold red")}.get(
-            severity, ("--", "dim")
-        )
-        text = Text(clip_at_clause(f"curve {mark} {d.summary}", VERDICT_LINES * width), style=style)
-        if not ok and d.causes:  # the cause the CLI prints ("too little data for the model size")
-            text.append("\n" + clip_at_clause(f"  likely: {'; '.join(d.causes[:2])}", width), style="")
-        if not ok and d.fixes:
-            text.append("\n" + clip_at_clause(f"  try: {'; '.join(d.fixes[:2])}", width), style="bold")
-        return text
 
     def _diagnosis_width(self) -> int:
         return max(40, (self.size.width or 80) - 2)
@@ -645,23 +481,5 @@ class LossPane(Vertical, RenderWhenShown):
         self.refresh_bindings()
 
     def _render_training(self, note: str | None = None) -> None:
-        if self.training and self.run is not None:
-            pid = self.run.pid if self.run.pid is not None else "…"
-            text = Text(f"training: RUNNING PID {pid} {note or ''}· log {self.run.log_path.name} · x stop")
-        elif self.last_exit is not None:
-            e = self.last_exit
-            ok = e.returncode == 0
-            if e.stopped and not ok:
-                what, ok = f"stopped from here (exit code {e.returncode})", True
-            else:
-                what = "finished (exit 0)" if ok else f"FAILED (exit code {e.returncode})"
-            text = Text(
-                f"training: {what} · log {Path(e.log_path).name} · s start again", style="" if ok else "bold red"
-            )
-            tail = e.log_tail.splitlines()[-3:]
-            if tail and not ok:
-                text.append("\n" + "\n".join("  " + line for line in tail), style="dim")
-        else:
-            how = " ".join(self.train_args) if self.train_args else "the workspace's own settings"
-            text = Text(f"training: not started here · s start ({how}){' · ' + note if note else ''}")
-        self._show_text("train-status", text)
+        run = self.run if self.training else None
+        self._show_text("train-status", training_text(run, self.last_exit, self.train_args, note))

@@ -12,6 +12,7 @@ import threading
 import pytest
 from textual.widgets import Static
 
+import minigpt_tui.panes.curve_follow as curve_follow
 import minigpt_tui.panes.loss as loss_module
 from minigpt.io.lock import acquire
 from minigpt_tui.panes.loss import LossPane
@@ -133,7 +134,7 @@ async def test_a_follower_that_hangs_is_marked_stale_and_replaced(tmp_path, monk
     monkeypatch.setattr(loss_module, "STALL_S", 0.5)
     ws = _workspace_with_metrics(tmp_path, _lines(1, 101))
     release = threading.Event()
-    real_follower = loss_module.MetricsFollower
+    real_follower = curve_follow.MetricsFollower
     made = []
 
     class FirstOneHangs(real_follower):
@@ -147,7 +148,7 @@ async def test_a_follower_that_hangs_is_marked_stale_and_replaced(tmp_path, monk
                 release.wait(30)  # a reader stuck on a dead network mount, say
             return super().poll(max_bytes)
 
-    monkeypatch.setattr(loss_module, "MetricsFollower", FirstOneHangs)
+    monkeypatch.setattr(curve_follow, "MetricsFollower", FirstOneHangs)
     app = PaneHarness(LossPane, ws)
     try:
         async with app.run_test(size=(80, 24)) as pilot:

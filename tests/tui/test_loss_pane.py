@@ -11,6 +11,7 @@ from textual.widgets import Static
 
 from minigpt.io.workspace import Workspace
 from minigpt_tui.panes.loss import LossPane
+from minigpt_tui.panes.loss_text import diagnosis_text
 from minigpt_tui.widgets.loss_plot import LossPlot
 
 from ._pane_harness import PaneHarness
@@ -221,7 +222,7 @@ def test_the_verdict_line_uses_the_checks_severity_for_each_shape(fixture, mark)
 
     path = Path(__file__).resolve().parents[1] / "fixtures" / "curves" / f"{fixture}.jsonl"
     diagnosis = diagnose(list(read_metrics(path).points), baseline=math.log(103))
-    assert str(LossPane._diagnosis_text(diagnosis, None)).startswith(mark)
+    assert str(diagnosis_text(diagnosis, None)).startswith(mark)
 
 
 def test_the_verdict_its_cause_and_try_line_fit_80_columns():
@@ -235,7 +236,7 @@ def test_the_verdict_its_cause_and_try_line_fit_80_columns():
         causes=["too little data for the model size", "too many steps", "too little regularisation"],
         fixes=["more data or a smaller model", "stop at the best val loss (mini_gpt_best.pt)", "add dropout"],
     )
-    lines = str(LossPane._diagnosis_text(diagnosis, None, width=76)).splitlines()
+    lines = str(diagnosis_text(diagnosis, None, width=76)).splitlines()
     # THEN two verdict lines at most, then the cause the CLI gives and what to try, none past the width
     assert len(lines) == 3 and len(lines[0]) <= 2 * 76
     assert lines[0].startswith("curve !! warm-up bump 0") and lines[0].endswith("…")

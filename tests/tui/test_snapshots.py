@@ -14,7 +14,8 @@ from textual.widgets import Footer, Header
 from minigpt_tui.app import MiniGPTApp, header_subtitle
 from minigpt_tui.messages import CheckFinished, ChecksFinished, ChecksStarted
 from minigpt_tui.panes.checks import ChecksPane
-from minigpt_tui.panes.loss import CurveDiagnosed, CurveUpdated, LossPane
+from minigpt_tui.panes.curve_follow import CurveDiagnosed, CurveUpdated
+from minigpt_tui.panes.loss import LossPane
 from minigpt_tui.screens.faults import FaultMenuScreen
 from minigpt_tui.screens.help import HelpScreen
 from minigpt_tui.widgets.loss_plot import CurveStore, LossPlot, LossView
