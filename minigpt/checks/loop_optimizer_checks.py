@@ -99,7 +99,8 @@ def loop_clipping(ctx: CheckContext, run: CheckRun) -> CheckReturn:
 @check("loop_memory", "loop", "No step keeps earlier steps' graphs alive")
 def loop_memory(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     log = watched_loop(ctx, need_steps=8)
-    alive = [s.get("old_graphs_alive", 0) for s in log.steps]
+    # graphs are followed at full readings (the first three steps, then every `interval`-th)
+    alive = [s.get("old_graphs_alive", 0) for s in log.deep]
     mem = [(s["step"], s["memory"]) for s in log.deep if s.get("memory")]
     values = loop_values(log, old_graphs_alive=alive[-1], max_old_graphs_alive=max(alive))
     if len(mem) >= 2:
@@ -108,12 +109,12 @@ def loop_memory(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     if not growing:
         grew = f"; memory {mem[0][1] / 2**20:.0f} -> {mem[-1][1] / 2**20:.0f} MiB" if len(mem) >= 2 else ""
         return f"no earlier step's graph outlives it ({len(log.steps)} steps){grew}", values
-    first = next(s["step"] for s in log.steps if s.get("old_graphs_alive", 0) >= GRAPHS_LEAK)
+    first = next(s["step"] for s in log.deep if s.get("old_graphs_alive", 0) >= GRAPHS_LEAK)
     counts = Counter(alive)
     raise Outcome(
         Status.FAIL,
-        f"the autograd graphs of {alive[-1]} earlier steps are still alive at step {log.last_step} (from step "
-        f"{first}): memory grows every step",
+        f"the autograd graphs of {alive[-1]} earlier steps (of those followed) are still alive at step "
+        f"{log.deep[-1]['step']} (from step {first}): memory grows every step",
         values={**values, "first_step": first, "alive_counts": dict(counts.most_common(3))},
         causes=["a running total of the loss tensor (total += loss) instead of loss.item()", "losses kept in a list"],
         fixes=["accumulate loss.item() (or loss.detach()) for logging"],

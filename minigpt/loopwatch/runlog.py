@@ -5,7 +5,8 @@
   `tokens`, `memory_bytes`/`memory_source`;
 - `logs/grads.jsonl`: the gradients pane's records (per-parameter gradient, weight and update norms);
 - `logs/loop.jsonl`: a header (who writes: PID, script, optimizer, groups), one line per
-  optimizer step with what the loop checks read (see the README), a closing or error line;
+  optimizer step with what the loop checks read (more at full readings: see the README), a closing
+  or error line;
 - `logs/ranks/rank{N}.jsonl`: under DDP, each rank above 0 writes the batches it saw.
 
 Rank 0 takes the workspace lock for the whole run (the UI then names the writer) and moves an
@@ -138,7 +139,7 @@ def loop_record(r: dict) -> dict:
         "backwards": r["backwards"],
         "micro_batches": effective,
         "cleared_before": (before[0] == 0.0) if before and before[0] is not None else None,
-        "cleared_within": sum(1 for i in clears if i > 0) if len(known) == len(before) else None,
+        "cleared_within": sum(1 for i in clears if i > 0) if before and len(known) == len(before) else None,
         "train_forwards": r["train_forwards"],
         "train_in_eval_mode": r["train_in_eval_mode"],
         "eval_forwards": r["eval_forwards"],
@@ -149,7 +150,6 @@ def loop_record(r: dict) -> dict:
         "tokens": r.get("tokens", 0),
         "fingerprints": r.get("fingerprints", []),
         "targets": r.get("targets"),
-        "old_graphs_alive": r.get("old_graphs_alive", 0),
         "seconds": r.get("seconds"),
         "closure": r.get("closure", False),
     }
@@ -183,6 +183,7 @@ def loop_record(r: dict) -> dict:
                 out["grad_norm_before_clip"] = at_step / factor
         out["outside_optimizer"] = r.get("outside_optimizer", [])
         out["memory"], out["memory_source"] = r.get("memory"), r.get("memory_source")
+        out["old_graphs_alive"] = r.get("old_graphs_alive", 0)
     return out
 
 

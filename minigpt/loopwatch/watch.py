@@ -13,10 +13,13 @@ What it sees, and how (no monkey-patching, no private API):
   sizes, memory, and whether earlier steps' graphs are still alive.
 
 Numbers stay on the device until a flush (every `interval` steps, and at `log()`/`close()`),
-which moves them to the host in one transfer. The expensive readings (the loss weight, gradient
-norms, memory) are taken on the first three steps and every `interval`-th step; the cheap ones
-on every step. An exception inside the watch is reported once and turns the watch off: the
-training goes on.
+which moves them to the host in one transfer. The full readings (the loss weight, gradient norms,
+whether the gradients were cleared, batches and targets, memory, graphs kept alive) are taken on the
+first three steps and every `interval`-th step. On the other steps a hook only notes what it sees
+(modes, tokens, the loss tensor, learning rates, whether gradients reached the step) and the flush
+turns those notes into log lines: hook code runs cold, between the loop's kernels, and costs several
+times what the same lines cost in the flush's loop. An exception inside the watch is reported once
+and turns the watch off: the training goes on.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ class _Sentinel:
     """Hung on a step's graph (`grad_fn.metadata`): alive exactly as long as that graph is."""
 
 
-@dataclass
+@dataclass(slots=True)
 class _Forward:
     training: bool
     grad_enabled: bool
@@ -72,6 +75,18 @@ class _Window:
     weights: list[torch.Tensor] = field(default_factory=list)  # per backward through the logits
     probe_after: torch.Tensor | None = None  # probe gradient norm after the last backward
     closure: bool = False  # forward/backward run inside optimizer.step(closure)
+
+
+@dataclass(slots=True)
+class _Light:
+    """A step that is not a full reading, as its hooks saw it: the flush makes its record."""
+
+    step: int
+    time: float
+    seconds: float
+    window: _Window
+    lrs: list[float | None]
+    grads_present: int  # 1 when some parameter of the optimizer has a gradient at the step
 
 
 class Watch:
@@ -112,7 +127,8 @@ class Watch:
         self.active = True
         self.closed = False
         self._handles: list[Any] = []
-        self._pending: list[dict] = []  # records whose tensors are still on the device
+        self._pending: list[dict | _Light] = []  # records whose tensors are still on the device
+        self._clear_hook: Any = None  # the probe's before-accumulate hook, held during full readings only
         self._graphs: list[tuple[int, weakref.ref]] = []
         self._fingerprint = probes.Fingerprinter()
         self._started = time.time()
@@ -187,7 +203,7 @@ class Watch:
         try:
             pending, self._pending = self._pending, []
             assert self.log_writer is not None
-            self.log_writer.write(probes.to_host(pending), self._logged_loss)
+            self.log_writer.write(_host_records(pending), self._logged_loss)
         except Exception as exc:
             self._fail(exc, "writing the run folder")
 
@@ -232,8 +248,8 @@ class Watch:
         self._device_type = candidates[0].device.type if candidates else "cpu"
         self._opt_params = [p for g in opt.param_groups for p in g["params"]]
         if self._probe is not None:
-            self._handles.append(self._probe.register_hook(self._guard(self._before_accumulate)))
             self._handles.append(self._probe.register_post_accumulate_grad_hook(self._guard(self._after_accumulate)))
+        self._open_window(1)
 
     def _guard(self, fn):
         def hook(*args, **kwargs):
@@ -273,13 +289,16 @@ class Watch:
         if loss is not None:
             fwd.loss = loss.detach()
             self._model_loss_seen = True
+        window = self._window
+        if not window.deep and not self._count_on_logits:
+            return
         anchor = loss if loss is not None and loss.requires_grad else logits
-        if anchor is not None and anchor.requires_grad and anchor.grad_fn is not None:
+        if window.deep and anchor is not None and anchor.requires_grad and anchor.grad_fn is not None:
+            # graphs of full readings only: a loop that keeps graphs alive keeps these too
             sentinel = _Sentinel()
             anchor.grad_fn.metadata["minigpt.watch"] = sentinel  # type: ignore[index]  # a dict (Node.metadata)
             self._graphs.append((self.step + 1, weakref.ref(sentinel)))
-        window = self._window
-        if logits is not None and logits.requires_grad and (window.deep or self._count_on_logits):
+        if logits is not None and logits.requires_grad:
             if window.deep:
                 fwd.rows = probes.sampled_rows(logits)
 
@@ -296,15 +315,14 @@ class Watch:
             logits.register_hook(self._guard(on_logits_grad))
 
     def _before_accumulate(self, grad) -> None:
-        """Before the probe's gradient is added: were the gradients cleared since the last backward?"""
+        """Before the probe's gradient is added (full readings): were the gradients cleared since the
+        last backward?"""
         w, p = self._window, self._probe
         assert p is not None
         if p.grad is None:
             w.grad_before.append(0.0)
-        elif w.deep:
-            w.grad_before.append(torch.linalg.vector_norm(p.grad.detach()).float())
         else:
-            w.grad_before.append(None)  # there, but whether it is zero would need a device sync
+            w.grad_before.append(torch.linalg.vector_norm(p.grad.detach()).float())
 
     def _after_accumulate(self, p) -> None:
         w = self._window
@@ -325,15 +343,15 @@ class Watch:
         self._at_step(self._window)
 
     def _at_step(self, w: _Window) -> None:
-        """Read the gradients as the update will see them (after clipping and unscaling)."""
-        rec: dict[str, Any] = {"lrs": [as_float(g.get("lr")) for g in self.optimizer.param_groups]}
-        if sum(len(g["params"]) for g in self.optimizer.param_groups) != len(self._opt_params):
-            self._opt_params = [p for g in self.optimizer.param_groups for p in g["params"]]  # a group was added
-        opt_params = self._opt_params
-        grads = [p.grad for p in opt_params if p.grad is not None]
-        rec["grads_present"] = len(grads)
+        """Read the gradients as the update will see them (after clipping and unscaling): in full
+        at full readings, and the snapshot for the update sizes every `grads_every` steps."""
         step = self.step + 1
+        rec: dict[str, Any] = {}
         if w.deep:
+            if sum(len(g["params"]) for g in self.optimizer.param_groups) != len(self._opt_params):
+                self._opt_params = [p for g in self.optimizer.param_groups for p in g["params"]]  # a group was added
+            opt_params = self._opt_params
+            grads = [p.grad for p in opt_params if p.grad is not None]
             rec["grad_norm_at_step"] = torch.nn.utils.get_total_norm(grads).float() if grads else 0.0
             probe = self._probe
             rec["probe_at_step"] = (
@@ -370,49 +388,18 @@ class Watch:
         w = self._window
         if w.closure:
             self._at_step(w)
-        reading, self._step_reading = self._step_reading, {}
         self.step += 1
         step = self.step
         now = time.perf_counter()
-        record: dict[str, Any] = {
-            "step": step,
-            "deep": w.deep,
-            "closure": w.closure,
-            "backwards": w.backwards or w.logit_backwards,
-            "grad_before": w.grad_before,
-            "weights": w.weights,
-            "probe_after": w.probe_after,
-            "seconds": now - self._t_last,
-            "time": time.time(),
-            **reading,
-        }
-        self._t_last = now
-        train = [f for f in w.forwards if f.backwarded]
-        evals = [f for f in w.forwards if not f.backwarded]
-        record["train_forwards"] = len(train)
-        record["train_in_eval_mode"] = sum(not f.training for f in train)
-        record["eval_forwards"] = len(evals)
-        record["eval_in_train_mode"] = sum(f.training for f in evals)
-        record["eval_with_grad"] = sum(f.grad_enabled for f in evals)
-        record["autocast"] = next((f.autocast for f in train if f.autocast), None)
-        record["tokens"] = sum(f.tokens for f in train)
-        record["fingerprints"] = [f.fingerprint for f in train if f.fingerprint is not None]
-        rel = [f for f in train if f.relation is not None]
-        record["targets"] = rel[0].target_name if rel else None
-        record["relation"] = torch.stack([f.relation for f in rel]).mean(0) if rel else None  # type: ignore[misc]
-        losses = [f.loss for f in train if f.loss is not None]
-        # one loss is kept as it is (no stack and mean on every step); micro-batches' are averaged on the host
-        record["loss"] = losses[0] if len(losses) == 1 else (losses or None)
-        if w.deep:
-            self._count_on_logits = w.backwards == 0 and w.logit_backwards > 0
-            record["memory"], record["memory_source"] = memory_in_use(self._probe)
-        self._graphs = [(s, r) for s, r in self._graphs if r() is not None]
-        record["old_graphs_alive"] = sum(1 for s, _ in self._graphs if s <= step - 2)
-        if self._snapshot is not None:
-            record["grad_rows"] = self._grad_rows()
-        self._pending.append(record)
-        nxt = step + 1
-        self._window = _Window(deep=nxt <= DEEP_FIRST_STEPS or nxt % self.interval == 0)
+        seconds, self._t_last = now - self._t_last, now
+        # the learning rates the update used, and whether gradients reached it (the step leaves both as they were)
+        lrs = [lr if type(lr) is float else as_float(lr) for lr in [g.get("lr") for g in optimizer.param_groups]]
+        present = int(any(p.grad is not None for p in self._opt_params))
+        if w.deep or self._snapshot is not None:
+            self._pending.append(self._full_record(w, step, seconds, lrs, present))
+        else:  # the flush builds its record
+            self._pending.append(_Light(step, time.time(), seconds, w, lrs, present))
+        self._open_window(step + 1)
         if w.deep:
             self.flush()
         if self._tokenizer is not None and step % self.sample_every == 0:
@@ -458,6 +445,42 @@ class Watch:
         except Exception:  # noqa: BLE001  a closed stderr
             pass
 
+    def _full_record(self, w: _Window, step: int, seconds: float, lrs: list, present: int) -> dict:
+        """A full reading's record (or a step that carries the update sizes), tensors still on the device."""
+        reading, self._step_reading = self._step_reading, {}
+        record: dict[str, Any] = {
+            **_step_record(w, step, time.time(), seconds, lrs, present),
+            "grad_before": w.grad_before,
+            "weights": w.weights,
+            "probe_after": w.probe_after,
+            **reading,
+        }
+        train = [f for f in w.forwards if f.backwarded]
+        record["fingerprints"] = [f.fingerprint for f in train if f.fingerprint is not None]
+        rel = [f for f in train if f.relation is not None]
+        record["targets"] = rel[0].target_name if rel else None
+        record["relation"] = torch.stack([f.relation for f in rel]).mean(0) if rel else None  # type: ignore[misc]
+        losses = [f.loss for f in train if f.loss is not None]
+        record["loss"] = losses or None  # micro-batches' losses are averaged on the host
+        if w.deep:
+            self._count_on_logits = w.backwards == 0 and w.logit_backwards > 0
+            record["memory"], record["memory_source"] = memory_in_use(self._probe)
+            self._graphs = [(s, r) for s, r in self._graphs if r() is not None]
+            record["old_graphs_alive"] = sum(1 for s, _ in self._graphs if s <= step - 2)
+        if self._snapshot is not None:
+            record["grad_rows"] = self._grad_rows()
+        return record
+
+    def _open_window(self, step: int) -> None:
+        """The window before optimizer step `step`; a full reading holds the probe's before-accumulate hook."""
+        deep = step <= DEEP_FIRST_STEPS or step % self.interval == 0
+        self._window = _Window(deep=deep)
+        if deep and self._clear_hook is None and self._probe is not None:
+            self._clear_hook = self._probe.register_hook(self._guard(self._before_accumulate))
+        elif not deep and self._clear_hook is not None:
+            self._clear_hook.remove()
+            self._clear_hook = None
+
     def _grad_rows(self) -> dict:
         named = list(self.model.named_parameters())
         snapshot, self._snapshot = self._snapshot or [], None
@@ -502,9 +525,57 @@ class Watch:
         for handle in self._handles:
             handle.remove()
         self._handles = []
+        if self._clear_hook is not None:
+            self._clear_hook.remove()
+            self._clear_hook = None
 
     @staticmethod
     def _at_exit(ref: weakref.ref) -> None:
         watch = ref()
         if watch is not None:
             watch.close()
+
+
+def _step_record(w: _Window, step: int, at: float, seconds: float, lrs: list, present: int) -> dict[str, Any]:
+    """What every step's record holds: counts of its forwards and backwards, modes, tokens, learning rates."""
+    train = [f for f in w.forwards if f.backwarded]
+    evals = [f for f in w.forwards if not f.backwarded]
+    return {
+        "step": step,
+        "deep": w.deep,
+        "closure": w.closure,
+        "backwards": w.backwards or w.logit_backwards,
+        "seconds": seconds,
+        "time": at,
+        "lrs": lrs,
+        "grads_present": present,
+        "train_forwards": len(train),
+        "train_in_eval_mode": sum(not f.training for f in train),
+        "eval_forwards": len(evals),
+        "eval_in_train_mode": sum(f.training for f in evals),
+        "eval_with_grad": sum(f.grad_enabled for f in evals),
+        "autocast": next((f.autocast for f in train if f.autocast), None),
+        "tokens": sum(f.tokens for f in train),
+    }
+
+
+def _host_records(pending: list[dict | _Light]) -> list[dict]:
+    """The buffered records with every tensor moved to the host in one transfer per dtype; the light
+    steps' records are built here, where the loop over them runs warm."""
+    losses = [
+        [f.loss for f in s.window.forwards if f.backwarded and f.loss is not None]
+        for s in pending
+        if isinstance(s, _Light)
+    ]
+    full = [s for s in pending if not isinstance(s, _Light)]
+    host = probes.to_host([{"losses": losses}, *full])
+    host_losses, host_full = iter(host[0]["losses"]), iter(host[1:])
+    out = []
+    for s in pending:
+        if isinstance(s, _Light):
+            record = _step_record(s.window, s.step, s.time, s.seconds, s.lrs, s.grads_present)
+            record["loss"] = next(host_losses) or None
+            out.append(record)
+        else:
+            out.append(next(host_full))
+    return out
