@@ -164,6 +164,53 @@ def test_model_outputs_are_read_in_every_usual_form():
         assert got_logits is logits and got_loss is loss
     assert probes.model_outputs(logits) == (logits, None)
     assert probes.model_outputs("text") == (None, None)
+    assert probes.model_outputs((loss, logits)) == (logits, loss)  # the order does not matter
+    assert probes.model_outputs((logits, None)) == (logits, None)
+
+
+def test_steps_between_full_readings_are_written_from_what_their_hooks_noted(tmp_path):
+    # GIVEN a loop of 2 micro-batches a step, with an evaluation forward before step 6, read in full every 5 steps
+    torch.manual_seed(0)
+    data, vocab = loops.demo_ids()
+    model = loops.small_model(vocab, dropout=0.1)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: (s + 1) / 10)
+    watch = minigpt.watch(model, opt, workspace=tmp_path / "run", interval=5)
+    losses: dict[int, list[float]] = {}
+    for step in range(1, 11):
+        if step == 6:
+            model.eval()
+            with torch.no_grad():
+                model(data[None, :32], data[None, 1:33])
+            model.train()
+        for _ in range(2):
+            ix = torch.randint(len(data) - 33, (8,))
+            _, loss = model(
+                torch.stack([data[i : i + 32] for i in ix]), torch.stack([data[i + 1 : i + 33] for i in ix])
+            )
+            losses.setdefault(step, []).append(loss.item())
+            (loss / 2).backward()
+        opt.step()
+        sched.step()
+        opt.zero_grad(set_to_none=True)
+    watch.close()
+    # WHEN the loop log is read back
+    steps = {s["step"]: s for s in read_loop_log(Workspace(tmp_path / "run")).steps}
+    # THEN a step between full readings has its counts, modes, tokens, LR and mean loss, and no full reading
+    light = steps[6]
+    assert light["deep"] is False
+    assert (light["backwards"], light["train_forwards"], light["eval_forwards"]) == (2, 2, 1)
+    assert (light["eval_in_train_mode"], light["eval_with_grad"], light["train_in_eval_mode"]) == (0, 0, 0)
+    assert light["tokens"] == 2 * 8 * 32 and light["grads_at_step"] == "present"
+    assert light["lrs"] == [pytest.approx(1e-3 * 6 / 10)]
+    assert light["loss"] == pytest.approx(sum(losses[6]) / 2)
+    assert light["cleared_before"] is None and "old_graphs_alive" not in light and "loss_weight" not in light
+    # and the full readings around it keep theirs
+    for deep in (steps[5], steps[10]):
+        assert deep["deep"] is True and deep["cleared_before"] is True and deep["old_graphs_alive"] == 0
+        assert deep["loss"] == pytest.approx(sum(losses[deep["step"]]) / 2)
+        assert deep["loss_weight"] == pytest.approx(1.0, rel=0.05)
+    assert [s["step"] for s in steps.values() if s["deep"]] == [1, 2, 3, 5, 10]
 
 
 def test_loss_weight_reads_the_division_of_a_cross_entropy():

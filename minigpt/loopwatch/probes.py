@@ -55,6 +55,10 @@ def _is_ids(value: object) -> bool:
 def model_outputs(output: object) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """(logits, loss) of a forward's output: a tuple/list `(logits, loss)`, logits alone, a dict or
     an object with `.logits`/`.loss` (Hugging Face's ModelOutput). Either may be None."""
+    if type(output) is tuple and len(output) == 2:  # nanoGPT's (logits, loss): read on every forward
+        logits, loss = output
+        if _is_logits(logits) and (loss is None or _scalar(loss) is not None):
+            return logits, loss
     if isinstance(output, torch.Tensor):
         return (output, None) if output.dim() >= 2 and output.is_floating_point() else (None, _scalar(output))
     if isinstance(output, Mapping) or hasattr(output, "logits"):

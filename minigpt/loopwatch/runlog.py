@@ -26,6 +26,7 @@ from minigpt.io.lock import WorkspaceLock, acquire
 from minigpt.io.workspace import Workspace, archive_run
 from minigpt.model.gradstats import grad_flags
 
+_encode = json.JSONEncoder(separators=(",", ":")).encode  # one encoder for every line (json.dumps makes one a call)
 CLIP_EPS = 1e-3  # a step whose gradients shrank by more than this between backward and step was clipped
 
 
@@ -112,7 +113,7 @@ class RunLog:
         if fh is not None:
             # the metrics log takes non-finite numbers as strings (as the trainer writes them); the
             # loop log is ours and its reader takes JSON's NaN literals (and the records are large)
-            text = json.dumps(record if name == "loop" else _finite(record), separators=(",", ":")) + "\n"
+            text = _encode(record if name == "loop" else _finite(record)) + "\n"
             fh.write(text.encode("utf-8") if "b" in fh.mode else text)
 
     def _flush(self, sync: bool = False) -> None:
@@ -259,10 +260,11 @@ def grads_record(step: dict, g: dict) -> dict:
 
 def _finite(value: Any) -> Any:
     """JSON has no NaN/Infinity: non-finite numbers become the strings the readers understand."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, dict):
+    kind = type(value)  # the exact types the records hold (a check per value: these lines are many)
+    if kind is float:
+        return value if math.isfinite(value) else str(value)
+    if kind is dict:
         return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
+    if kind is list:
         return [_finite(v) for v in value]
     return value

@@ -2,7 +2,7 @@
 
 What it sees, and how (no monkey-patching, no private API):
 
-- each forward of `model` (`register_forward_pre_hook` / `register_forward_hook`): train or eval
+- each forward of `model` (`register_forward_hook`, which sees the call's arguments): train or eval
   mode, whether gradients are enabled, autocast, the batch's fingerprint, how targets relate to
   the inputs, the model's own loss;
 - each backward: a hook on the logits' gradient (how much of a mean cross-entropy it carries:
@@ -235,7 +235,7 @@ class Watch:
 
     def _install(self) -> None:
         m, opt = self.model, self.optimizer
-        self._handles.append(m.register_forward_pre_hook(self._guard(self._on_forward_pre), with_kwargs=True))
+        # one hook after the forward reads the call too (its inputs, modes and autocast are as they were before it)
         self._handles.append(m.register_forward_hook(self._guard(self._on_forward), with_kwargs=True))
         self._handles.append(opt.register_step_pre_hook(self._guard(self._on_step_pre)))
         self._handles.append(opt.register_step_post_hook(self._guard(self._on_step_post)))
@@ -265,31 +265,26 @@ class Watch:
 
     # --- hooks ---------------------------------------------------------------------------------
 
-    def _on_forward_pre(self, module, args, kwargs) -> None:
+    def _on_forward(self, module, args, kwargs, output) -> None:
+        window = self._window
         device_type = self._device_type
         autocast = None
         if torch.is_autocast_enabled(device_type):
             autocast = str(torch.get_autocast_dtype(device_type)).replace("torch.", "")
         fwd = _Forward(module.training, torch.is_grad_enabled(), autocast)
-        self._window.forwards.append(fwd)
+        window.forwards.append(fwd)
         inputs = probes.forward_inputs(args, kwargs)
         if inputs.ids is not None:
             fwd.tokens = inputs.ids.numel()
-            if self._window.deep:  # batches and targets are read at full readings (every `interval` steps)
+            if window.deep:  # batches and targets are read at full readings (every `interval` steps)
                 fwd.fingerprint = self._fingerprint(inputs.ids)
                 if inputs.targets is not None:
                     fwd.relation = probes.target_relation(inputs.ids, inputs.targets)
                     fwd.target_name = inputs.target_name
-
-    def _on_forward(self, module, args, kwargs, output) -> None:
-        if not self._window.forwards:
-            return
-        fwd = self._window.forwards[-1]
         logits, loss = probes.model_outputs(output)
         if loss is not None:
             fwd.loss = loss.detach()
             self._model_loss_seen = True
-        window = self._window
         if not window.deep and not self._count_on_logits:
             return
         anchor = loss if loss is not None and loss.requires_grad else logits
