@@ -160,6 +160,7 @@ def kv_cache_speedup(reps: int) -> dict:
         **_spread("kv_cache_speedup", ratios),
         "generate_tokens_per_s_cached": 250 / statistics.median(cached),
         "generate_tokens_per_s_recompute": 250 / statistics.median(full),
+        "kv_cache_speedup_load_average": os.getloadavg()[0],
     }
 
 
@@ -201,7 +202,11 @@ def grad_stats_overhead(data, vocab: int, reps: int) -> dict:
         step_s = median_time(step, 10)
         shares.append(median_time(stats, 10) / step_s)
         table_shares.append(median_time(lambda: grad_table(model), 10) / step_s)
-    return {**_spread("grad_stats_overhead", shares), "grad_table_share_of_step": statistics.median(table_shares)}
+    return {
+        **_spread("grad_stats_overhead", shares),
+        "grad_table_share_of_step": statistics.median(table_shares),
+        "grad_stats_overhead_load_average": os.getloadavg()[0],
+    }
 
 
 class RecipeGPT(torch.nn.Module):

@@ -127,7 +127,7 @@ def _model_device(model) -> torch.device:
     return param.device if param is not None else torch.device("cpu")
 
 
-@torch.no_grad()
+@torch.inference_mode()  # no_grad without the version counters and view tracking: per-token dispatch is the cost
 def generate(
     model,
     ids: Sequence[int],
