@@ -323,3 +323,33 @@ def test_sample_cli_streams_reproducible_text(tmp_path, capsys):
     assert first.out.startswith("he") and first.out.endswith("\n") and len(first.out) == 2 + 20 + 1
     assert "top_k 50" in first.err
     assert capsys.readouterr().out == first.out
+
+
+class LazyScaleLM(torch.nn.Module):
+    """A user's model that builds a buffer the first time it sees a longer input (as rotary caches
+    do), then uses it in the computation autograd saves."""
+
+    def __init__(self, vocab: int = 8, width: int = 4) -> None:
+        super().__init__()
+        self.config = {"block_size": 16, "vocab_size": vocab}
+        self.emb = torch.nn.Embedding(vocab, width)
+        self.head = torch.nn.Linear(width, vocab)
+        self.register_buffer("scale", None, persistent=False)
+
+    def forward(self, idx, targets=None):
+        T = idx.shape[1]
+        if self.scale is None or self.scale.shape[0] < T:
+            self.scale = torch.linspace(1.0, 2.0, 16)
+        logits = self.head(self.emb(idx) * self.scale[:T, None])
+        return logits, None
+
+
+def test_sampling_leaves_a_lazily_built_buffer_usable_by_the_next_training_step():
+    """The watch samples from the user's model mid-run: a buffer built during generation must not be
+    an inference tensor, or the next backward raises inside the user's loop."""
+    model = LazyScaleLM()
+    generate(model, [1, 2, 3], SamplerSettings(max_new_tokens=4, temperature=1.0), use_cache=False)
+    assert model.scale is not None
+    logits, _ = model(torch.tensor([[1, 2, 3, 4]]))
+    logits.sum().backward()  # raised "Inference tensors cannot be saved for backward" under inference_mode
+    assert model.emb.weight.grad is not None

@@ -260,9 +260,9 @@ def grads_record(step: dict, g: dict) -> dict:
 
 def _finite(value: Any) -> Any:
     """JSON has no NaN/Infinity: non-finite numbers become the strings the readers understand."""
-    kind = type(value)  # the exact types the records hold (a check per value: these lines are many)
-    if kind is float:
+    if isinstance(value, float):  # numpy's float64 too (a value given to watch.log)
         return value if math.isfinite(value) else str(value)
+    kind = type(value)  # the containers are the records' own dicts and lists
     if kind is dict:
         return {k: _finite(v) for k, v in value.items()}
     if kind is list:

@@ -95,7 +95,7 @@ class CausalSelfAttention(nn.Module):
         dropout = self.dropout if self.training else 0.0
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal)
         y = self.proj(y.transpose(1, 2).reshape(B, T, C))  # (B, T, C)
-        return self.resid_dropout(y) if self.training else y  # eval: skip a module call that returns y
+        return self.resid_dropout(y)  # called in eval too: a hook or a replaced module must see it
 
 
 class MLP(nn.Module):
@@ -108,8 +108,7 @@ class MLP(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.proj(self.act(self.fc(x)))
-        return self.dropout(y) if self.training else y  # eval: skip a module call that returns y
+        return self.dropout(self.proj(self.act(self.fc(x))))
 
 
 class Block(nn.Module):

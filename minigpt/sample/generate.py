@@ -127,7 +127,10 @@ def _model_device(model) -> torch.device:
     return param.device if param is not None else torch.device("cpu")
 
 
-@torch.inference_mode()  # no_grad without the version counters and view tracking: per-token dispatch is the cost
+# no_grad, not inference_mode: a model that builds a buffer lazily in its forward (a rotary cache)
+# would keep an inference tensor that its next training step cannot save for backward, and the
+# watch samples from the user's model in the middle of their run
+@torch.no_grad()
 def generate(
     model,
     ids: Sequence[int],
