@@ -18,7 +18,8 @@ from torch.utils.tensorboard import SummaryWriter  # noqa: E402
 
 from minigpt.checks import CheckContext, CheckOptions, Status, run_checks  # noqa: E402
 from minigpt.errors import DataError  # noqa: E402
-from minigpt.logs.curve_rules import RunSettings, diagnose
+from minigpt.logs.curve_advice import RunSettings
+from minigpt.logs.curve_rules import diagnose
 from minigpt.logs.tensorboard import is_tensorboard_path, read_tensorboard, tag_field  # noqa: E402
 
 CURVES = Path(__file__).parent / "fixtures" / "curves"

@@ -29,7 +29,7 @@ from minigpt.errors import CheckpointError, ConfigError, MiniGPTError
 from minigpt.io.files import stat_input
 from minigpt.io.jsonsafe import parse_json
 from minigpt.io.workspace import Workspace
-from minigpt.logs.curve_rules import RunSettings
+from minigpt.logs.curve_advice import RunSettings
 from minigpt.model.checkpoint import MODEL_CLASS_KEY, LoadedCheckpoint, load_checkpoint, read_checkpoint
 from minigpt.model.user import model_factory_for
 from minigpt.train.config import MODEL_FIELDS

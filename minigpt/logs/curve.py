@@ -199,7 +199,7 @@ class Curve:
     notes: list[str] = field(default_factory=list)  # appended to the summary
 
 
-def _median(seg: list[float]) -> float:
+def median(seg: list[float]) -> float:
     s = sorted(seg)
     k = len(s)
     return (s[(k - 1) // 2] + s[k // 2]) / 2
@@ -226,7 +226,7 @@ def perplexity_text(loss: float | None) -> str:
     return f"{mantissa}e{int(exponent)}"
 
 
-def _lr_at(points: list[MetricPoint], step: int) -> float | None:
+def lr_at(points: list[MetricPoint], step: int) -> float | None:
     """This step's lr, else the last one logged before it."""
     found = None
     for p in points:
@@ -237,11 +237,11 @@ def _lr_at(points: list[MetricPoint], step: int) -> float | None:
     return found
 
 
-def _f(x: float) -> str:
+def fmt_loss(x: float) -> str:
     return f"{x:.3f}" if abs(x) < 100 else f"{x:.4g}"
 
 
-def _fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
+def relative_fall(xs: list[float], ys: list[float]) -> tuple[float, float]:
     """Relative fall of the least-squares line across xs, and its standard error ((0, inf) if < 3 points)."""
     m = len(xs)
     if m < 3:
@@ -256,7 +256,7 @@ def _fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
     return -slope * span, math.sqrt(resid / sxx) * span
 
 
-def _bounds(n: int, size: int) -> list[tuple[int, int]]:
+def blocks(n: int, size: int) -> list[tuple[int, int]]:
     """Blocks of `size` consecutive indices; the last one takes the remainder."""
     nb = max(1, n // size)
     return [(b * size, (b + 1) * size if b < nb - 1 else n) for b in range(nb)]
@@ -322,13 +322,13 @@ def _trends(c: Curve) -> None:
     tail_from = steps[0] + (1 - TAIL) * (steps[-1] - steps[0])
     after = min(n - 1, c.cuts[-1][0] + max(3, n // 20)) if c.cuts else 0  # the drop settles first
     window = [i for i in range(n) if steps[i] >= tail_from and i >= after and i not in c.excused]
-    c.train_trend = c.trend = _fit([steps[i] for i in window], [ys[i] for i in window])
+    c.train_trend = c.trend = relative_fall([steps[i] for i in window], [ys[i] for i in window])
     if c.trend[1] > TREND_NOISY:
         cut_step = steps[after] if after else steps[0]
         vals = [sv for sv in c.vals if sv[0] >= cut_step]
         vals = vals[-max(4, round(TAIL * len(vals))) :]
         if len(vals) >= 4:
-            val_trend = _fit([float(s) for s, _ in vals], [v for _, v in vals])
+            val_trend = relative_fall([float(s) for s, _ in vals], [v for _, v in vals])
             if val_trend[1] < c.trend[1]:
                 c.trend, c.trend_series = val_trend, "val"
 
@@ -374,7 +374,7 @@ def derive(points: list[MetricPoint], baseline: float | None = None) -> Curve:
     middle = [sorted(t)[1] for t in zip(ys, ys[1:], ys[2:])]
     c.smooth = [(ys[0] + ys[1]) / 2, *middle, (ys[-2] + ys[-1]) / 2]  # running median of 3
     c.edge = max(3, n // 10)
-    c.start, c.end = _median(ys[: c.edge]), _median(ys[-c.edge :])
+    c.start, c.end = median(ys[: c.edge]), median(ys[-c.edge :])
     last_val = v["last_val_loss"]
     v.update(
         edge_points=c.edge,
@@ -405,7 +405,8 @@ def derive(points: list[MetricPoint], baseline: float | None = None) -> Curve:
     )
     for _rise, peak, end in c.bumps:
         c.notes.append(
-            f"a warmup bump to {_f(ys[peak])} at step {c.steps[peak]} came back by step {c.steps[end]} (not a fault)"
+            f"a warmup bump to {fmt_loss(ys[peak])} at step {c.steps[peak]} "
+            f"came back by step {c.steps[end]} (not a fault)"
         )
     for i, before, after in c.cuts:
         cut = c.steps[i]
@@ -414,14 +415,14 @@ def derive(points: list[MetricPoint], baseline: float | None = None) -> Curve:
         if val_before and val_after:
             which, lo, hi = "val", val_before[-1], val_after[0]
         else:
-            which, lo, hi = "train", _median(ys[max(0, i - 3) : i]), _median(ys[i : i + 3])
-        moved = f"{which} loss {_f(lo)} -> {_f(hi)}" + (", a healthy drop" if hi < lo else "")
+            which, lo, hi = "train", median(ys[max(0, i - 3) : i]), median(ys[i : i + 3])
+        moved = f"{which} loss {fmt_loss(lo)} -> {fmt_loss(hi)}" + (", a healthy drop" if hi < lo else "")
         c.notes.append(f"learning rate cut from {before:.3g} to {after:.3g} at step {cut} ({moved})")
     for i, before, after in c.raises:
-        lo, hi = _median(ys[max(0, i - 3) : i]), _median(ys[i : i + 3])
+        lo, hi = median(ys[max(0, i - 3) : i]), median(ys[i : i + 3])
         c.notes.append(
             f"learning rate raised {after / before:.3g}x, from {before:.3g} to {after:.3g}, at step {c.steps[i]} "
-            f"(a resume with a higher --lr?; train loss {_f(lo)} -> {_f(hi)})"
+            f"(a resume with a higher --lr?; train loss {fmt_loss(lo)} -> {fmt_loss(hi)})"
         )
     return c
 

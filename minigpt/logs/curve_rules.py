@@ -1,11 +1,10 @@
-"""The rules that name a loss curve's shape, in the order `diagnose` tries them, and the advice for
-each shape. Each rule reads the series `curve.derive` computed once and returns a diagnosis or
-None; the thresholds and their reasons are in `minigpt.logs.curve`'s docstring."""
+"""The rules that name a loss curve's shape, in the order `diagnose` tries them. Each rule reads the
+series `curve.derive` computed once and returns a diagnosis or None; the thresholds and their
+reasons are in `minigpt.logs.curve`'s docstring, what to say about each shape in `curve_advice`."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from minigpt.logs.curve import (  # noqa: F401  (the thresholds by the names the docstring gives them)
     CEILING_MARGIN,
@@ -37,102 +36,15 @@ from minigpt.logs.curve import (  # noqa: F401  (the thresholds by the names the
     Curve,
     CurveDiagnosis,
     Rule,
-    _bounds,
-    _f,
-    _fit,
-    _lr_at,
-    _median,
+    blocks,
     derive,
+    fmt_loss,
+    lr_at,
+    median,
+    relative_fall,
 )
+from minigpt.logs.curve_advice import RunSettings, advice, fit_to_settings
 from minigpt.logs.metrics import MetricPoint
-
-_ADVICE = {
-    "healthy": ([], []),
-    "still_improving": (
-        ["the run ended while the loss was still falling (too few steps for this learning rate)"],
-        [
-            "train longer: `minigpt train --resume --steps N` with a larger N",
-            "if the loss fell only once the learning rate decayed, the peak rate is too high: compare a 3x lower one",
-        ],
-    ),
-    "too_short": (
-        ["the run has just started", "the log interval is large compared with the run"],
-        ["wait for more steps", "log more often (smaller log_interval)"],
-    ),
-    "flat": (
-        [
-            "learning rate too low or zero",
-            "parameters frozen or missing from the optimizer",
-            "data or targets wrong (targets not the inputs shifted by one)",
-            "loss not connected to the parameters (a detached tensor)",
-        ],
-        [
-            "raise the learning rate (AdamW: try 3e-4 to 1e-3)",
-            "check every parameter requires grad and is in the optimizer",
-            "run the data checks (targets = inputs shifted by one)",
-            "overfit a single batch: the loss should fall towards 0 within a few hundred steps",
-        ],
-    ),
-    "unstable": (
-        [
-            "learning rate too high (the loss rose)",
-            "no warmup or too short a warmup",
-            "no gradient clipping",
-            "bad data (a corrupt batch) or a loss computed on the wrong targets",
-        ],
-        [
-            "lower the learning rate 3-10x",
-            "clip gradients at 1.0",
-            "add warmup (a few hundred steps)",
-            "resume from the last checkpoint saved before the rise",
-        ],
-    ),
-    "overfitting": (
-        ["too little data for the model size", "too many steps", "too little regularisation"],
-        [
-            "use the best checkpoint (lowest val loss), not the last",
-            "stop training earlier",
-            "add dropout (0.1-0.2) or more weight decay",
-            "more data or a smaller model",
-        ],
-    ),
-    "spikes": (
-        [
-            "learning rate too high",
-            "no warmup or too short a warmup",
-            "no gradient clipping",
-            "bad batches (unusual or corrupt data)",
-        ],
-        [
-            "lower the learning rate (by 2-3x)",
-            "add warmup (a few hundred steps)",
-            "clip gradients at 1.0",
-            "look at the batches at the spike steps",
-        ],
-    ),
-    "plateau": (
-        [
-            "learning rate decayed too early or too low",
-            "model too small for the data",
-            "data exhausted (many epochs over a small corpus)",
-        ],
-        [
-            "lengthen the schedule or raise the minimum learning rate",
-            "a bigger model (more layers or a wider embedding)",
-            "more data",
-            "train longer only while val loss still falls",
-        ],
-    ),
-    "diverged": (
-        ["learning rate too high", "fp16 overflow", "missing gradient clipping", "bad data (a corrupt batch)"],
-        [
-            "lower the learning rate and add warmup",
-            "clip gradients at 1.0",
-            "use bf16 or fp32 instead of fp16",
-            "resume from the last good checkpoint",
-        ],
-    ),
-}
 
 
 def _fmt_steps(steps: list[int], limit: int = 5) -> str:
@@ -141,16 +53,16 @@ def _fmt_steps(steps: list[int], limit: int = 5) -> str:
 
 
 def _result(shape: str, summary: str, c: Curve) -> CurveDiagnosis:
-    causes, fixes = _ADVICE[shape]
-    return CurveDiagnosis(shape, summary, c.values, list(causes), list(fixes))
+    causes, fixes = advice(shape)
+    return CurveDiagnosis(shape, summary, c.values, causes, fixes)
 
 
 def _first(c: Curve) -> str:
-    return f"first {_f(c.ys[0])} (median of the first {c.edge}: {_f(c.start)})"
+    return f"first {fmt_loss(c.ys[0])} (median of the first {c.edge}: {fmt_loss(c.start)})"
 
 
 def _last(c: Curve) -> str:
-    return f"last {_f(c.ys[-1])} (median of the last {c.edge}: {_f(c.end)})"
+    return f"last {fmt_loss(c.ys[-1])} (median of the last {c.edge}: {fmt_loss(c.end)})"
 
 
 # -- derived series -------------------------------------------------------------------------
@@ -171,11 +83,11 @@ def _rule_nonfinite(c: Curve) -> CurveDiagnosis | None:
         if not bad and i == len(c.points) - 1 and p.grad_norm is not None and not math.isfinite(p.grad_norm):
             bad = ["grad_norm"]
         if bad:
-            lr = _lr_at(c.points, p.step)
+            lr = lr_at(c.points, p.step)
             c.values.update(first_nonfinite_step=p.step, nonfinite_what=bad[0], lr_at_instability=lr)
             value = getattr(p, bad[0])
             lr_text = f" (learning rate {lr:.3g})" if lr is not None else ""
-            loss = f"; train loss {_f(p.train_loss)} there" if bad[0] == "grad_norm" and p.train_loss else ""
+            loss = f"; train loss {fmt_loss(p.train_loss)} there" if bad[0] == "grad_norm" and p.train_loss else ""
             d = _result(
                 "diverged", f"diverged: {bad[0].replace('_', ' ')} became {value} at step {p.step}{lr_text}{loss}", c
             )
@@ -211,7 +123,8 @@ def _unstable_reason(c: Curve) -> tuple[str, str, int] | None:
         first_up = next(i for i in range(n) if ys[i] > c.ceiling)  # the end is above: some point is
         return (
             "above_ceiling",
-            f"ended above {guess}; first above it at step {steps[first_up]}, peak {_f(ys[peak])} at step {steps[peak]}",
+            f"ended above {guess}; first above it at step {steps[first_up]}, "
+            f"peak {fmt_loss(ys[peak])} at step {steps[peak]}",
             first_up,
         )
     far = max(FAR_RATIO * c.baseline, c.ceiling) if c.baseline is not None else NO_BASELINE_CEILING
@@ -220,8 +133,8 @@ def _unstable_reason(c: Curve) -> tuple[str, str, int] | None:
         first_far = _first_raw_above(c, first_far, far)
         return (
             "far_above_guess",
-            f"went above {_f(far)} (far worse than a uniform guess) at step {steps[first_far]}; "
-            f"peak {_f(ys[peak])} at step {steps[peak]}",
+            f"went above {fmt_loss(far)} (far worse than a uniform guess) at step {steps[first_far]}; "
+            f"peak {fmt_loss(ys[peak])} at step {steps[peak]}",
             first_far,
         )
     low = sm[0]
@@ -232,7 +145,8 @@ def _unstable_reason(c: Curve) -> tuple[str, str, int] | None:
             top = max(range(i, n), key=ys.__getitem__)
             return (
                 "rose_above_ceiling",
-                f"rose from {_f(low)} above {guess} at step {steps[i]} (peak {_f(ys[top])} at step {steps[top]})",
+                f"rose from {fmt_loss(low)} above {guess} at step {steps[i]} "
+                f"(peak {fmt_loss(ys[top])} at step {steps[top]})",
                 i,
             )
     if c.end > c.start + max(RISE_ABS, RISE_REL * abs(c.start)):
@@ -252,7 +166,7 @@ def _unstable_reason(c: Curve) -> tuple[str, str, int] | None:
         top = max(range(*best), key=ys.__getitem__)
         return (
             "surge",
-            f"rose to {_f(ys[top])} at step {steps[top]} and stayed above {_f(limit)} "
+            f"rose to {fmt_loss(ys[top])} at step {steps[top]} and stayed above {fmt_loss(limit)} "
             f"from step {steps[best[0]]} to {steps[best[1] - 1]}",
             best[0],
         )
@@ -264,7 +178,7 @@ def _rule_unstable(c: Curve) -> CurveDiagnosis | None:
     if found is None:
         return None
     reason, words, index = found
-    lr = _lr_at(c.points, c.steps[index])
+    lr = lr_at(c.points, c.steps[index])
     c.values.update(unstable_reason=reason, lr_at_instability=lr)
     d = _result("unstable", f"unstable: train loss {words}; {_first(c)}, {_last(c)}", c)
     peak_lr = c.values["peak_lr"]
@@ -309,7 +223,7 @@ def _rule_flat(c: Curve) -> CurveDiagnosis | None:
 def _train_level_at(c: Curve, step: int) -> float:
     i = min(range(len(c.steps)), key=lambda k: abs(c.steps[k] - step))
     half = max(1, c.edge // 2)
-    return _median(c.ys[max(0, i - half) : i + half + 1])
+    return median(c.ys[max(0, i - half) : i + half + 1])
 
 
 def _rule_overfitting(c: Curve) -> CurveDiagnosis | None:
@@ -329,7 +243,7 @@ def _rule_overfitting(c: Curve) -> CurveDiagnosis | None:
         return None
     return _result(
         "overfitting",
-        f"overfitting: val loss rose from {_f(best_val)} (best, step {best_step}) to {_f(last_val)} (last) "
+        f"overfitting: val loss rose from {fmt_loss(best_val)} (best, step {best_step}) to {fmt_loss(last_val)} (last) "
         f"while train kept falling, to {_last(c)}; gap val - train {last_val - c.end:.3f}",
         c,
     )
@@ -338,14 +252,14 @@ def _rule_overfitting(c: Curve) -> CurveDiagnosis | None:
 def _spike_indices(ys: list[float]) -> list[int]:
     """Indices more than max(SPIKE_MIN_JUMP, SPIKE_MADS * scale) above the previous block's median,
     scale = the median of the MADs of the blocks before (one 50-point MAD is too noisy alone)."""
-    bounds = _bounds(len(ys), max(SPIKE_MIN_BLOCK, min(50, len(ys) // 10)))
-    meds = [_median(ys[a:z]) for a, z in bounds]
+    bounds = blocks(len(ys), max(SPIKE_MIN_BLOCK, min(50, len(ys) // 10)))
+    meds = [median(ys[a:z]) for a, z in bounds]
     mads: dict[int, float] = {}
 
     def mad(b: int) -> float:
         if b not in mads:
             a, z = bounds[b]
-            mads[b] = _median([abs(y - meds[b]) for y in ys[a:z]])
+            mads[b] = median([abs(y - meds[b]) for y in ys[a:z]])
         return mads[b]
 
     out: list[int] = []
@@ -353,7 +267,7 @@ def _spike_indices(ys: list[float]) -> list[int]:
         a, z = bounds[b]
         if max(ys[a:z]) <= meds[b - 1] + SPIKE_MIN_JUMP:
             continue  # the common case: no MAD needed
-        scale = _median([mad(k) for k in range(max(0, b - SPIKE_SCALE_BLOCKS), b)])
+        scale = median([mad(k) for k in range(max(0, b - SPIKE_SCALE_BLOCKS), b)])
         limit = meds[b - 1] + max(SPIKE_MIN_JUMP, SPIKE_MADS * scale)
         out.extend(i for i in range(a, z) if ys[i] > limit)
     return out
@@ -368,14 +282,14 @@ def _rule_spikes(c: Curve) -> CurveDiagnosis | None:
     for i in spike_idx[1:]:
         (clusters[-1].append(i) if i == clusters[-1][-1] + 1 else clusters.append([i]))
     spike_steps = [c.steps[max(cl, key=c.ys.__getitem__)] for cl in clusters]
-    lr = _lr_at(c.points, spike_steps[0])
+    lr = lr_at(c.points, spike_steps[0])
     c.values.update(spike_steps=spike_steps, lr_at_instability=lr)
     lr_text = f"; learning rate {lr:.3g} at the first" if lr is not None else ""
     top = max(spike_idx, key=c.ys.__getitem__)
     d = _result(
         "spikes",
         f"spikes: {len(spike_steps)} loss spike(s) at step(s) {_fmt_steps(spike_steps)} "
-        f"(highest {_f(c.ys[top])}){lr_text}; {_last(c)}",
+        f"(highest {fmt_loss(c.ys[top])}){lr_text}; {_last(c)}",
         c,
     )
     return _blame_raise(d, c, spike_steps[0])
@@ -387,8 +301,8 @@ def _plateau_start(c: Curve) -> int:
         xs, ys = [s for s, _ in c.vals], [v for _, v in c.vals]
         level = ys[-1]
     else:
-        bounds = _bounds(len(c.ys), max(1, min(50, len(c.ys) // 20)))
-        xs, ys = [c.steps[a] for a, _ in bounds], [_median(c.ys[a:z]) for a, z in bounds]
+        bounds = blocks(len(c.ys), max(1, min(50, len(c.ys) // 20)))
+        xs, ys = [c.steps[a] for a, _ in bounds], [median(c.ys[a:z]) for a, z in bounds]
         level = c.end
     return next(x for x, y in zip(xs, ys) if y <= level + PLATEAU_REL * abs(level))
 
@@ -407,7 +321,7 @@ def _rule_plateau(c: Curve) -> CurveDiagnosis | None:
         early_lr_too_high = since - c.steps[0] <= 0.2 * (c.steps[-1] - c.steps[0])
     else:
         return None
-    lr = _lr_at(c.points, since)
+    lr = lr_at(c.points, since)
     c.values.update(plateau_start_step=since, lr_at_plateau_start=lr)
     d = _result("plateau", f"plateau: train loss {words}; {_last(c)}", c)
     if early_lr_too_high:
@@ -430,7 +344,7 @@ def _rule_still_improving(c: Curve) -> CurveDiagnosis | None:
 
 def _rule_healthy(c: Curve) -> CurveDiagnosis:
     fall, se = c.trend
-    gap = "" if c.values["last_val_loss"] is None else f", last val {_f(c.values['last_val_loss'])}"
+    gap = "" if c.values["last_val_loss"] is None else f", last val {fmt_loss(c.values['last_val_loss'])}"
     if se <= TREND_NOISY or fall > 2 * se:
         trend = f"converged ({100 * fall:+.1f}% over the last {TAIL:.0%}, {c.trend_series})"
     elif not math.isfinite(se):
@@ -453,43 +367,6 @@ RULES: tuple[tuple[str, Rule], ...] = (
 )
 
 
-@dataclass(frozen=True)
-class RunSettings:
-    """What the run's own files say about how it trained (its checkpoint's training settings)."""
-
-    source: str  # in words, e.g. "the checkpoint's train_config"
-    learning_rate: float | None = None
-    grad_clip: float | None = None  # max gradient norm; 0 or None: not clipped
-    batch_size: int | None = None  # sequences per micro-batch
-    weight_decay: float | None = None
-    beta2: float | None = None
-
-
-# advice that a run which clipped its gradients already follows
-_CLIP_WORDS = ("gradient clipping", "clip gradients")
-
-
-def _apply_settings(d: CurveDiagnosis, settings: RunSettings) -> None:
-    """Never suggest what the run already does; name the LR its settings give when the log has none."""
-    if settings.grad_clip:
-        before = len(d.causes) + len(d.fixes)
-        d.causes = [x for x in d.causes if not any(w in x for w in _CLIP_WORDS)]
-        d.fixes = [x for x in d.fixes if not any(w in x for w in _CLIP_WORDS)]
-        if len(d.causes) + len(d.fixes) < before:
-            d.causes.append(
-                f"the run clipped gradients at {settings.grad_clip:g} ({settings.source}): "
-                "clipping alone did not hold it"
-            )
-    if settings.learning_rate and not d.values.get("peak_lr") and d.shape in ("unstable", "spikes", "diverged"):
-        lr = settings.learning_rate
-        d.fixes = [
-            f"lower the learning rate 3-10x (lr {lr:.3g} in {settings.source}: try {lr / 10:.2g} to {lr / 3:.2g})"
-            if f.startswith("lower the learning rate")
-            else f
-            for f in d.fixes
-        ]
-
-
 def diagnose(
     points: list[MetricPoint], *, baseline: float | None = None, settings: RunSettings | None = None
 ) -> CurveDiagnosis:
@@ -507,6 +384,6 @@ def diagnose(
             if d.shape not in ("diverged", "too_short") and c.notes:
                 d.summary += "; " + "; ".join(c.notes)
             if settings is not None:
-                _apply_settings(d, settings)
+                fit_to_settings(d, settings)
             return d
     raise AssertionError("the healthy rule always matches")

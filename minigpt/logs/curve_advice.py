@@ -1,0 +1,140 @@
+"""What to say about each shape of a loss curve: its likely causes and what to try (`advice`), and
+that advice kept to what the run does not already do, read from its own settings (`RunSettings`,
+`fit_to_settings`). The rules that name the shape are in `curve_rules`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from minigpt.logs.curve import CurveDiagnosis
+
+ADVICE: dict[str, tuple[list[str], list[str]]] = {
+    "healthy": ([], []),
+    "still_improving": (
+        ["the run ended while the loss was still falling (too few steps for this learning rate)"],
+        [
+            "train longer: `minigpt train --resume --steps N` with a larger N",
+            "if the loss fell only once the learning rate decayed, the peak rate is too high: compare a 3x lower one",
+        ],
+    ),
+    "too_short": (
+        ["the run has just started", "the log interval is large compared with the run"],
+        ["wait for more steps", "log more often (smaller log_interval)"],
+    ),
+    "flat": (
+        [
+            "learning rate too low or zero",
+            "parameters frozen or missing from the optimizer",
+            "data or targets wrong (targets not the inputs shifted by one)",
+            "loss not connected to the parameters (a detached tensor)",
+        ],
+        [
+            "raise the learning rate (AdamW: try 3e-4 to 1e-3)",
+            "check every parameter requires grad and is in the optimizer",
+            "run the data checks (targets = inputs shifted by one)",
+            "overfit a single batch: the loss should fall towards 0 within a few hundred steps",
+        ],
+    ),
+    "unstable": (
+        [
+            "learning rate too high (the loss rose)",
+            "no warmup or too short a warmup",
+            "no gradient clipping",
+            "bad data (a corrupt batch) or a loss computed on the wrong targets",
+        ],
+        [
+            "lower the learning rate 3-10x",
+            "clip gradients at 1.0",
+            "add warmup (a few hundred steps)",
+            "resume from the last checkpoint saved before the rise",
+        ],
+    ),
+    "overfitting": (
+        ["too little data for the model size", "too many steps", "too little regularisation"],
+        [
+            "use the best checkpoint (lowest val loss), not the last",
+            "stop training earlier",
+            "add dropout (0.1-0.2) or more weight decay",
+            "more data or a smaller model",
+        ],
+    ),
+    "spikes": (
+        [
+            "learning rate too high",
+            "no warmup or too short a warmup",
+            "no gradient clipping",
+            "bad batches (unusual or corrupt data)",
+        ],
+        [
+            "lower the learning rate (by 2-3x)",
+            "add warmup (a few hundred steps)",
+            "clip gradients at 1.0",
+            "look at the batches at the spike steps",
+        ],
+    ),
+    "plateau": (
+        [
+            "learning rate decayed too early or too low",
+            "model too small for the data",
+            "data exhausted (many epochs over a small corpus)",
+        ],
+        [
+            "lengthen the schedule or raise the minimum learning rate",
+            "a bigger model (more layers or a wider embedding)",
+            "more data",
+            "train longer only while val loss still falls",
+        ],
+    ),
+    "diverged": (
+        ["learning rate too high", "fp16 overflow", "missing gradient clipping", "bad data (a corrupt batch)"],
+        [
+            "lower the learning rate and add warmup",
+            "clip gradients at 1.0",
+            "use bf16 or fp32 instead of fp16",
+            "resume from the last good checkpoint",
+        ],
+    ),
+}
+
+
+def advice(shape: str) -> tuple[list[str], list[str]]:
+    """Fresh copies of the shape's (causes, fixes): a diagnosis may edit its own."""
+    causes, fixes = ADVICE[shape]
+    return list(causes), list(fixes)
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What the run's own files say about how it trained (its checkpoint's training settings)."""
+
+    source: str  # in words, e.g. "the checkpoint's train_config"
+    learning_rate: float | None = None
+    grad_clip: float | None = None  # max gradient norm; 0 or None: not clipped
+    batch_size: int | None = None  # sequences per micro-batch
+    weight_decay: float | None = None
+    beta2: float | None = None
+
+
+# advice that a run which clipped its gradients already follows
+_CLIP_WORDS = ("gradient clipping", "clip gradients")
+
+
+def fit_to_settings(d: CurveDiagnosis, settings: RunSettings) -> None:
+    """Never suggest what the run already does; name the LR its settings give when the log has none."""
+    if settings.grad_clip:
+        before = len(d.causes) + len(d.fixes)
+        d.causes = [x for x in d.causes if not any(w in x for w in _CLIP_WORDS)]
+        d.fixes = [x for x in d.fixes if not any(w in x for w in _CLIP_WORDS)]
+        if len(d.causes) + len(d.fixes) < before:
+            d.causes.append(
+                f"the run clipped gradients at {settings.grad_clip:g} ({settings.source}): "
+                "clipping alone did not hold it"
+            )
+    if settings.learning_rate and not d.values.get("peak_lr") and d.shape in ("unstable", "spikes", "diverged"):
+        lr = settings.learning_rate
+        d.fixes = [
+            f"lower the learning rate 3-10x (lr {lr:.3g} in {settings.source}: try {lr / 10:.2g} to {lr / 3:.2g})"
+            if f.startswith("lower the learning rate")
+            else f
+            for f in d.fixes
+        ]
