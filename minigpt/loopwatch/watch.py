@@ -30,7 +30,6 @@ import sys
 import time
 import traceback
 import weakref
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,52 +40,10 @@ from minigpt.io.workspace import Workspace
 from minigpt.loopwatch import probes
 from minigpt.loopwatch.describe import as_float, describe_run, memory_in_use, param_names, rank_and_world
 from minigpt.loopwatch.runlog import RunLog
+from minigpt.loopwatch.samples import WatchSamples
+from minigpt.loopwatch.steps import Forward, LightStep, Sentinel, Window, host_records, step_record
 
 DEEP_FIRST_STEPS = 3  # steps always read in full at the start
-
-
-class _Sentinel:
-    """Hung on a step's graph (`grad_fn.metadata`): alive exactly as long as that graph is."""
-
-
-@dataclass(slots=True)
-class _Forward:
-    training: bool
-    grad_enabled: bool
-    autocast: str | None
-    tokens: int = 0
-    fingerprint: torch.Tensor | None = None
-    relation: torch.Tensor | None = None  # [share equal, share shifted]
-    target_name: str | None = None
-    loss: torch.Tensor | None = None  # the model's own loss
-    rows: torch.Tensor | None = None  # sampled logits rows (deep windows)
-    backwarded: bool = False
-
-
-@dataclass
-class _Window:
-    """What happened between two optimizer steps."""
-
-    deep: bool
-    forwards: list[_Forward] = field(default_factory=list)
-    backwards: int = 0  # counted on probe 0's gradient
-    logit_backwards: int = 0  # counted on the logits' gradient
-    grad_before: list[Any] = field(default_factory=list)  # per backward: 0.0, None (not read) or a tensor
-    weights: list[torch.Tensor] = field(default_factory=list)  # per backward through the logits
-    probe_after: torch.Tensor | None = None  # probe gradient norm after the last backward
-    closure: bool = False  # forward/backward run inside optimizer.step(closure)
-
-
-@dataclass(slots=True)
-class _Light:
-    """A step that is not a full reading, as its hooks saw it: the flush makes its record."""
-
-    step: int
-    time: float
-    seconds: float
-    window: _Window
-    lrs: list[float | None]
-    grads_present: int  # 1 when some parameter of the optimizer has a gradient at the step
 
 
 class Watch:
@@ -117,9 +74,7 @@ class Watch:
         self.scheduler, self.scaler = scheduler, scaler
         self.interval, self.grads_every = int(interval), int(grads_every)
         self.sample_every = int(sample_every)
-        self._tokenizer: Any = None  # a CharTokenizer once `tokenizer=` has loaded: samples are written
-        self._sampling = False  # True while the watch draws a sample: its forwards are not the loop's
-        self._sampled_step: int | None = None
+        self.samples: WatchSamples | None = None  # with `tokenizer=`: samples by step (rank 0)
         self._val_loss: tuple[int, float] | None = None  # the last logged validation loss, with its step
         self.ws = Workspace(Path(workspace))
         self.stderr = stderr if stderr is not None else sys.stderr
@@ -127,7 +82,7 @@ class Watch:
         self.active = True
         self.closed = False
         self._handles: list[Any] = []
-        self._pending: list[dict | _Light] = []  # records whose tensors are still on the device
+        self._pending: list[dict | LightStep] = []  # records whose tensors are still on the device
         self._clear_hook: Any = None  # the probe's before-accumulate hook, held during full readings only
         self._graphs: list[tuple[int, weakref.ref]] = []
         self._fingerprint = probes.Fingerprinter()
@@ -143,7 +98,7 @@ class Watch:
         self._opt_params: list[torch.Tensor] = []
         self.rank, self.world_size = rank_and_world()
         self.names = param_names(model)
-        self._window = _Window(deep=True)
+        self._window = Window(deep=True)
         self.log_writer: RunLog | None = None
         try:
             self.log_writer = RunLog(self.ws, rank=self.rank, lock=lock)
@@ -163,8 +118,9 @@ class Watch:
             self._install()
         except Exception as exc:  # never break the user's run: say so once and stay off
             self._fail(exc, "starting")
-        if tokenizer is not None and self.active and self.rank == 0:
-            self._start_samples(tokenizer)
+        if tokenizer is not None and self.active and self.rank == 0 and self.log_writer is not None:
+            self.samples = WatchSamples(self.log_writer, self.sample_every, self.stderr)
+            self.samples.start(tokenizer, self.model, self.step, None)
         atexit.register(self._at_exit, weakref.ref(self))
 
     # --- public API ----------------------------------------------------------------------------
@@ -203,7 +159,7 @@ class Watch:
         try:
             pending, self._pending = self._pending, []
             assert self.log_writer is not None
-            self.log_writer.write(_host_records(pending), self._logged_loss)
+            self.log_writer.write(host_records(pending), self._logged_loss)
         except Exception as exc:
             self._fail(exc, "writing the run folder")
 
@@ -214,8 +170,8 @@ class Watch:
         self.closed = True
         if self.active:
             self.flush()
-            if self._tokenizer is not None and self._sampled_step != self.step:
-                self._sample()  # the model as training left it
+            if self.samples is not None:
+                self.samples.at_close(self.model, self.step, self._val_at(self.step))  # as training left it
             if self.active and self.log_writer is not None:
                 try:
                     self.log_writer.close(self.step)
@@ -253,7 +209,7 @@ class Watch:
 
     def _guard(self, fn):
         def hook(*args, **kwargs):
-            if not self.active or self._sampling:
+            if not self.active or (self.samples is not None and self.samples.drawing):
                 return None
             try:
                 fn(*args, **kwargs)
@@ -271,7 +227,7 @@ class Watch:
         autocast = None
         if torch.is_autocast_enabled(device_type):
             autocast = str(torch.get_autocast_dtype(device_type)).replace("torch.", "")
-        fwd = _Forward(module.training, torch.is_grad_enabled(), autocast)
+        fwd = Forward(module.training, torch.is_grad_enabled(), autocast)
         window.forwards.append(fwd)
         inputs = probes.forward_inputs(args, kwargs)
         if inputs.ids is not None:
@@ -290,7 +246,7 @@ class Watch:
         anchor = loss if loss is not None and loss.requires_grad else logits
         if window.deep and anchor is not None and anchor.requires_grad and anchor.grad_fn is not None:
             # graphs of full readings only: a loop that keeps graphs alive keeps these too
-            sentinel = _Sentinel()
+            sentinel = Sentinel()
             anchor.grad_fn.metadata["minigpt.watch"] = sentinel  # type: ignore[index]  # a dict (Node.metadata)
             self._graphs.append((self.step + 1, weakref.ref(sentinel)))
         if logits is not None and logits.requires_grad:
@@ -337,7 +293,7 @@ class Watch:
             return
         self._at_step(self._window)
 
-    def _at_step(self, w: _Window) -> None:
+    def _at_step(self, w: Window) -> None:
         """Read the gradients as the update will see them (after clipping and unscaling): in full
         at full readings, and the snapshot for the update sizes every `grads_every` steps."""
         step = self.step + 1
@@ -393,58 +349,22 @@ class Watch:
         if w.deep or self._snapshot is not None:
             self._pending.append(self._full_record(w, step, seconds, lrs, present))
         else:  # the flush builds its record
-            self._pending.append(_Light(step, time.time(), seconds, w, lrs, present))
+            self._pending.append(LightStep(step, time.time(), seconds, w, lrs, present))
         self._open_window(step + 1)
         if w.deep:
             self.flush()
-        if self._tokenizer is not None and step % self.sample_every == 0:
-            self._sample()
+        if self.samples is not None and self.samples.due(step):
+            self.samples.draw(self.model, step, self._val_at(step))
 
-    # --- samples -------------------------------------------------------------------------------
+    def _val_at(self, step: int) -> float | None:
+        """The validation loss `log()` gave for `step`, if it gave one."""
+        return self._val_loss[1] if self._val_loss is not None and self._val_loss[0] == step else None
 
-    def _start_samples(self, path: str | os.PathLike) -> None:
-        """Load the tokenizer and write step 0's sample; any problem turns sampling off, once,
-        saying why, and the rest of the watch goes on."""
-        from minigpt.data.tokenizer import CharTokenizer
-
-        try:
-            self._tokenizer = CharTokenizer.from_file(path)
-        except Exception as exc:  # noqa: BLE001  a bad tokenizer file must not stop the user's run
-            self._samples_off(f"{type(exc).__name__}: {exc}")
-            return
-        self._sample()
-
-    def _sample(self) -> None:
-        from minigpt.logs.samples import SampleRecord, draw_sample, record_line
-
-        model = self.model.module if isinstance(self.model, nn.parallel.DistributedDataParallel) else self.model
-        if type(model).__name__ == "OptimizedModule":
-            self._samples_off("the model is torch.compile'd, and generating would recompile it")
-            return
-        self._sampling = True
-        try:
-            prompt, text = draw_sample(model, self._tokenizer)
-            val = self._val_loss[1] if self._val_loss is not None and self._val_loss[0] == self.step else None
-            assert self.log_writer is not None
-            self.log_writer.sample(record_line(SampleRecord(self.step, text, prompt, val)))
-            self._sampled_step = self.step
-        except Exception as exc:  # noqa: BLE001  a model that cannot generate: no samples, training goes on
-            self._samples_off(f"{type(exc).__name__}: {exc}")
-        finally:
-            self._sampling = False
-
-    def _samples_off(self, why: str) -> None:
-        self._tokenizer = None
-        try:
-            print(f"minigpt.watch: no samples ({why}); the rest of the watch goes on", file=self.stderr)
-        except Exception:  # noqa: BLE001  a closed stderr
-            pass
-
-    def _full_record(self, w: _Window, step: int, seconds: float, lrs: list, present: int) -> dict:
+    def _full_record(self, w: Window, step: int, seconds: float, lrs: list, present: int) -> dict:
         """A full reading's record (or a step that carries the update sizes), tensors still on the device."""
         reading, self._step_reading = self._step_reading, {}
         record: dict[str, Any] = {
-            **_step_record(w, step, time.time(), seconds, lrs, present),
+            **step_record(w, step, time.time(), seconds, lrs, present),
             "grad_before": w.grad_before,
             "weights": w.weights,
             "probe_after": w.probe_after,
@@ -469,7 +389,7 @@ class Watch:
     def _open_window(self, step: int) -> None:
         """The window before optimizer step `step`; a full reading holds the probe's before-accumulate hook."""
         deep = step <= DEEP_FIRST_STEPS or step % self.interval == 0
-        self._window = _Window(deep=deep)
+        self._window = Window(deep=deep)
         if deep and self._clear_hook is None and self._probe is not None:
             self._clear_hook = self._probe.register_hook(self._guard(self._before_accumulate))
         elif not deep and self._clear_hook is not None:
@@ -529,48 +449,3 @@ class Watch:
         watch = ref()
         if watch is not None:
             watch.close()
-
-
-def _step_record(w: _Window, step: int, at: float, seconds: float, lrs: list, present: int) -> dict[str, Any]:
-    """What every step's record holds: counts of its forwards and backwards, modes, tokens, learning rates."""
-    train = [f for f in w.forwards if f.backwarded]
-    evals = [f for f in w.forwards if not f.backwarded]
-    return {
-        "step": step,
-        "deep": w.deep,
-        "closure": w.closure,
-        "backwards": w.backwards or w.logit_backwards,
-        "seconds": seconds,
-        "time": at,
-        "lrs": lrs,
-        "grads_present": present,
-        "train_forwards": len(train),
-        "train_in_eval_mode": sum(not f.training for f in train),
-        "eval_forwards": len(evals),
-        "eval_in_train_mode": sum(f.training for f in evals),
-        "eval_with_grad": sum(f.grad_enabled for f in evals),
-        "autocast": next((f.autocast for f in train if f.autocast), None),
-        "tokens": sum(f.tokens for f in train),
-    }
-
-
-def _host_records(pending: list[dict | _Light]) -> list[dict]:
-    """The buffered records with every tensor moved to the host in one transfer per dtype; the light
-    steps' records are built here, where the loop over them runs warm."""
-    losses = [
-        [f.loss for f in s.window.forwards if f.backwarded and f.loss is not None]
-        for s in pending
-        if isinstance(s, _Light)
-    ]
-    full = [s for s in pending if not isinstance(s, _Light)]
-    host = probes.to_host([{"losses": losses}, *full])
-    host_losses, host_full = iter(host[0]["losses"]), iter(host[1:])
-    out = []
-    for s in pending:
-        if isinstance(s, _Light):
-            record = _step_record(s.window, s.step, s.time, s.seconds, s.lrs, s.grads_present)
-            record["loss"] = next(host_losses) or None
-            out.append(record)
-        else:
-            out.append(next(host_full))
-    return out
