@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from minigpt.errors import ConfigError
@@ -34,3 +36,20 @@ def resolve_device(name: str = "auto") -> torch.device:
     if kind not in DEVICE_CHOICES:
         raise ConfigError(f"--device {name}: expected one of {', '.join(DEVICE_CHOICES)}")
     return torch.device(name)
+
+
+@contextlib.contextmanager
+def tf32_matmuls(device: torch.device) -> Iterator[None]:
+    """TensorFloat-32 matmuls on CUDA for the run (Ampere and later: several times the float32 rate at
+    a precision training does not notice); the process's setting comes back afterwards."""
+    import torch
+
+    if device.type != "cuda":
+        yield
+        return
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(previous)

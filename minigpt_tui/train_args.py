@@ -65,7 +65,7 @@ def train_args(train_config: dict | None, defaults: dict[str, dict]) -> tuple[li
 
 
 def archived_files(root: str | os.PathLike) -> list[str]:
-    """What a fresh run moves aside (as `Trainer._archive_previous_run` does: the non-empty
+    """What a fresh run moves aside (as `RunFiles.archive_previous_run` does: the non-empty
     checkpoints and logs it writes), workspace-relative."""
     ws = Workspace(Path(root))
     found = [p for p in ws.run_files() if p.is_file() and p.stat().st_size > 0]

@@ -96,6 +96,27 @@ def unsafe_globals(path: Path) -> list[str]:
         return ["<unreadable pickle>"]
 
 
+def load_split(path: Path, vocab_size: int, block_size: int) -> torch.Tensor:
+    """Token IDs checked before training: integer, long enough for one window, all in [0, vocab)."""
+    data = load_ids(path)  # 1-D integer tensor or DataError
+    if data.numel() < block_size + 1:
+        raise DataError(
+            f"{path} has {data.numel()} tokens but training needs at least block_size + 1 = {block_size + 1}",
+            path=path,
+            causes=["the split is empty or too small for this block_size", "the encoded file is truncated"],
+        )
+    lo, hi = (int(v) for v in torch.aminmax(data))  # one pass for both
+    if lo < 0 or hi >= vocab_size:
+        bad = ((data < 0) | (data >= vocab_size)).nonzero()
+        raise DataError(
+            f"{path} holds token IDs outside the vocabulary [0, {vocab_size}): min {lo}, max {hi}, "
+            f"{bad.numel()} bad, first at position {int(bad[0])}",
+            path=path,
+            causes=["the IDs were encoded with another tokenizer", "the tokenizer file was replaced after prepare"],
+        )
+    return data
+
+
 def get_batch(
     data: torch.Tensor,
     batch_size: int,

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from minigpt.errors import CheckpointError, ConfigError
+from minigpt.model.checkpoint import require_finite, require_minigpt, validate_resume_fields
 from minigpt.train.config import MODEL_FIELDS, TRAIN_FIELDS, TrainConfig
 from minigpt.train.distributed import World
 
@@ -87,3 +88,42 @@ def check_optimizer_state(optimizer: torch.optim.Optimizer) -> None:
                 ):
                     shape = list(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
                     raise ValueError(f"state {name} is {shape} for a parameter of shape {list(p.shape)}")
+
+
+def require_resumable(raw: dict, path: Path) -> None:
+    """A checkpoint `minigpt train` wrote, with everything an exact resume needs, its weights finite."""
+    require_minigpt(raw, path)  # an imported nanoGPT run, say: our trainer trains MiniGPT only
+    missing = [k for k in ("optimizer_state_dict", "rng_state", "step") if raw.get(k) is None]
+    if missing:
+        raise CheckpointError(
+            f"cannot resume from {path}: it has no {', '.join(missing)} (not written by `minigpt train`)",
+            path=path,
+            causes=["the checkpoint comes from another training script"],
+        )
+    validate_resume_fields(raw, path)
+    require_finite(raw["model_state_dict"], path, use="resume from")
+
+
+def load_optimizer_state(optimizer: torch.optim.Optimizer, raw: dict, path: Path) -> None:
+    try:
+        optimizer.load_state_dict(raw["optimizer_state_dict"])
+        check_optimizer_state(optimizer)
+    except (ValueError, KeyError, TypeError, RuntimeError, IndexError) as exc:
+        raise CheckpointError(
+            f"cannot resume from {path}: optimizer_state_dict does not fit the model: {str(exc)[:200]}",
+            path=path,
+            causes=["the file was edited, or written by another optimizer setup"],
+        ) from None
+
+
+def restore_rng_state(raw: dict, world: World, seed: int, batch_gen: torch.Generator, path: Path) -> str | None:
+    """Set this rank's generators from the checkpoint; the notice `rank_rng_state` gives, if any."""
+    try:
+        state, notice = rank_rng_state(raw, world, seed)
+        set_rng_state(state, batch_gen)
+    except (RuntimeError, TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise CheckpointError(
+            f"cannot resume from {path}: rng_state is not a saved generator state: {str(exc)[:200]}",
+            path=path,
+        ) from None
+    return notice

@@ -17,8 +17,6 @@ import contextlib
 import json
 import math
 import os
-import signal
-import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -27,70 +25,32 @@ from pathlib import Path
 
 import torch
 
-from minigpt.data.batches import get_batch, load_ids
+from minigpt.data.batches import get_batch, load_split
 from minigpt.data.tokenizer import CharTokenizer
-from minigpt.device import resolve_device
-from minigpt.errors import CheckpointError, ConfigError, DataError, MiniGPTError, TrainingDiverged
+from minigpt.device import resolve_device, tf32_matmuls
+from minigpt.errors import CheckpointError, ConfigError, TrainingDiverged
 from minigpt.io import lock
-from minigpt.io.files import atomic_write_text, open_log
-from minigpt.io.workspace import Workspace, archive_run
-from minigpt.logs.samples import SampleRecord, draw_sample, record_line
-from minigpt.logs.trim import trim_log
+from minigpt.io.files import open_log
+from minigpt.io.workspace import Workspace
 from minigpt.model.checkpoint import (
     load_checkpoint,
     read_checkpoint,
-    require_finite,
-    require_minigpt,
     save_checkpoint,
-    validate_resume_fields,
 )
 from minigpt.model.gpt import MiniGPT
 from minigpt.model.gradstats import grad_rows, tensor_norms
 from minigpt.model.memory import require_fits
 from minigpt.train import distributed
 from minigpt.train.config import DTYPES, EVAL_TOKENS, TrainConfig, lr_at, make_optimizer
-from minigpt.train.resume import check_optimizer_state, rank_rng_state, resumed_config, rng_state, set_rng_state
+from minigpt.train.resume import (
+    load_optimizer_state,
+    require_resumable,
+    restore_rng_state,
+    resumed_config,
+    rng_state,
+)
+from minigpt.train.run_files import RunFiles, interrupts_deferred, json_float, write_line
 from minigpt.train.time_budget import CALIBRATION_STEPS, TimePlan
-
-
-def load_split(path: Path, vocab_size: int, block_size: int) -> torch.Tensor:
-    """Token IDs checked before training: integer, long enough for one window, all in [0, vocab)."""
-    data = load_ids(path)  # 1-D integer tensor or DataError
-    if data.numel() < block_size + 1:
-        raise DataError(
-            f"{path} has {data.numel()} tokens but training needs at least block_size + 1 = {block_size + 1}",
-            path=path,
-            causes=["the split is empty or too small for this block_size", "the encoded file is truncated"],
-        )
-    lo, hi = (int(v) for v in torch.aminmax(data))  # one pass for both
-    if lo < 0 or hi >= vocab_size:
-        bad = ((data < 0) | (data >= vocab_size)).nonzero()
-        raise DataError(
-            f"{path} holds token IDs outside the vocabulary [0, {vocab_size}): min {lo}, max {hi}, "
-            f"{bad.numel()} bad, first at position {int(bad[0])}",
-            path=path,
-            causes=["the IDs were encoded with another tokenizer", "the tokenizer file was replaced after prepare"],
-        )
-    return data
-
-
-@contextlib.contextmanager
-def interrupts_deferred() -> Iterator[None]:
-    """Hold back SIGINT until the block ends, so a save and its log line land together (main thread only)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if caught:
-        if callable(previous):
-            previous(signal.SIGINT, None)  # the default handler raises KeyboardInterrupt here
-        elif previous == signal.SIG_DFL:
-            signal.raise_signal(signal.SIGINT)
 
 
 @dataclass
@@ -142,6 +102,7 @@ class Trainer:
         self.world = distributed.current()  # a world of one unless torchrun started us and the group is up
         self.device = distributed.device_for(resolve_device(cfg.device), self.world)
         self._stop_agreed = False  # in a distributed run: some rank asked to stop (agreed at each step)
+        self.files = RunFiles(self.ws, lambda notice: self._fire("on_notice", notice))
 
     def register_callback(self, event: str, fn: Callable) -> None:
         if event not in self.EVENTS:
@@ -180,11 +141,11 @@ class Trainer:
     def run(self) -> dict:
         """Train to `max_steps` (or a stop request) under the workspace lock; return a summary."""
         tokenizer = CharTokenizer.from_file(self.ws.tokenizer)  # read-only, and names a missing workspace
-        with self._workspace_lock() as notices, _tf32(self.device):
+        with self._workspace_lock() as notices, tf32_matmuls(self.device):
             for notice in notices:
                 self._fire("on_notice", notice)
             if self.world.is_main:
-                self._remove_orphan_temp_files()
+                self.files.remove_orphan_temp_files()
             st = self._resume(tokenizer) if self.resume else self._start_fresh(tokenizer)
             self.state = st
             summary = {"steps": st.step, "best_val_loss": st.best_val, "val_loss": None, "stopped_early": False}
@@ -192,7 +153,7 @@ class Trainer:
                 return {**summary, "nothing_to_do": True, "seconds": 0.0}
             if self.resume and self.world.is_main:
                 with interrupts_deferred():
-                    self._truncate_logs(st.step)
+                    self.files.truncate_logs(st.step)
             self._prepare_steps(st)
             self._fire(
                 "on_start",
@@ -301,7 +262,7 @@ class Trainer:
             require_fits(model_cfg, self.device, batch_size=self.cfg.batch_size, training=True, what=what)
 
     def _start_fresh(self, tokenizer: CharTokenizer) -> RunState:
-        cfg, ws = self.cfg, self.ws
+        cfg = self.cfg
         train_data, val_data = self._load_data(tokenizer.vocab_size)
         self._require_fits(tokenizer.vocab_size, "this training config")
         batch_gen = torch.Generator().manual_seed(cfg.seed + self.world.rank)  # each rank draws its own batches
@@ -312,30 +273,20 @@ class Trainer:
             torch.manual_seed(cfg.seed + self.world.rank)
         if self.world.is_main:
             with interrupts_deferred():  # a half-moved run would be split between two folders
-                self.archived = self._archive_previous_run()  # only now: every input above was good
-            ws.metrics.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text("", ws.metrics)
-            atomic_write_text("", ws.grads)
-            atomic_write_text("", ws.samples)
+                self.archived = self.files.archive_previous_run()  # only now: every input above was good
+            if self.archived is not None:
+                self._fire("on_archive", str(self.archived))
+            self.files.start_fresh_logs()
         model.train()
         st = RunState(model, optimizer, batch_gen, tokenizer, train_data, val_data, scaler=self._make_scaler())
         if self.world.is_main:
-            self._write_sample(st, None)  # step 0: what the untrained model writes
+            self.files.write_sample(st.model, st.tokenizer, 0, None)  # step 0: what the untrained model writes
         return st
 
     def _resume(self, tokenizer: CharTokenizer) -> RunState:
         path = self.ws.latest_checkpoint
         raw = read_checkpoint(path)
-        require_minigpt(raw, path)  # an imported nanoGPT run, say: our trainer trains MiniGPT only
-        missing = [k for k in ("optimizer_state_dict", "rng_state", "step") if raw.get(k) is None]
-        if missing:
-            raise CheckpointError(
-                f"cannot resume from {path}: it has no {', '.join(missing)} (not written by `minigpt train`)",
-                path=path,
-                causes=["the checkpoint comes from another training script"],
-            )
-        validate_resume_fields(raw, path)
-        require_finite(raw["model_state_dict"], path, use="resume from")
+        require_resumable(raw, path)
         self.cfg, notice = resumed_config(self.cfg, raw, self.overrides, path)
         if notice:  # say it: a resumed run that silently kept (or dropped) a setting misleads its curve
             self._fire("on_notice", notice)
@@ -349,24 +300,15 @@ class Trainer:
         model = ckpt.model
         model.train()
         optimizer = make_optimizer(model, self.cfg)
+        load_optimizer_state(optimizer, raw, path)
+        notice = restore_rng_state(raw, self.world, self.cfg.seed, batch_gen, path)
+        if notice:
+            self._fire("on_notice", notice)
         try:
-            optimizer.load_state_dict(raw["optimizer_state_dict"])
-            check_optimizer_state(optimizer)
-        except (ValueError, KeyError, TypeError, RuntimeError, IndexError) as exc:
-            raise CheckpointError(
-                f"cannot resume from {path}: optimizer_state_dict does not fit the model: {str(exc)[:200]}",
-                path=path,
-                causes=["the file was edited, or written by another optimizer setup"],
-            ) from None
-        try:
-            state, notice = rank_rng_state(raw, self.world, self.cfg.seed)
-            if notice:
-                self._fire("on_notice", notice)
-            set_rng_state(state, batch_gen)
             scaler = self._make_scaler(raw.get("scaler_state_dict"))
         except (RuntimeError, TypeError, ValueError, KeyError, AttributeError) as exc:
             raise CheckpointError(
-                f"cannot resume from {path}: rng_state is not a saved generator state: {str(exc)[:200]}",
+                f"cannot resume from {path}: scaler_state_dict is not a saved GradScaler state: {str(exc)[:200]}",
                 path=path,
             ) from None
         best = raw.get("best_val_loss")
@@ -392,17 +334,6 @@ class Trainer:
         if saved:
             scaler.load_state_dict(saved)
         return scaler
-
-    def _remove_orphan_temp_files(self) -> None:
-        """Temp files of an atomic save whose writer was killed (SIGKILL skips the cleanup);
-        safe to remove only because this process holds the workspace lock."""
-        for folder in (self.ws.checkpoints, self.ws.metrics.parent):
-            if not folder.is_dir():
-                continue
-            for tmp in sorted(folder.glob(".*.tmp")):
-                with contextlib.suppress(FileNotFoundError):
-                    tmp.unlink()
-                    self._fire("on_notice", f"removed {tmp}, left by an interrupted save")
 
     # --- one optimizer step ---
 
@@ -446,14 +377,13 @@ class Trainer:
             else:
                 record = {
                     "step": step,
-                    "train_loss": _json_float(train_loss),
+                    "train_loss": json_float(train_loss),
                     "lr": lr,
-                    "grad_norm": _json_float(norm),
+                    "grad_norm": json_float(norm),
                     "nonfinite": True,
                     "time": time.time(),
                 }
-                log.write(json.dumps(record) + "\n")
-                log.flush()
+                write_line(log, record)
                 where = f"last good checkpoint: {st.last_good}" if st.last_good else "no checkpoint was written yet"
                 raise TrainingDiverged(
                     f"training diverged at step {step}: loss={train_loss}, gradient norm={norm} "
@@ -466,7 +396,7 @@ class Trainer:
             by_param = {id(p): host[offset + i] for i, (_, p) in enumerate(named)}
             weight_norms = host[offset + len(named) :]
             rows = grad_rows(st.named_params, by_param, weight_norms)
-            self._log_grads(step, norm, rows)  # the gradients pane follows this file
+            self.files.log_grads(step, norm, cfg.grad_clip, rows)  # the gradients pane follows this file
         if st.scaler is not None:
             st.scaler.step(st.optimizer)
             st.scaler.update()
@@ -478,7 +408,7 @@ class Trainer:
             "step": step,
             "train_loss": train_loss,
             "lr": lr,
-            "grad_norm": _json_float(norm) if skipped else norm,
+            "grad_norm": json_float(norm) if skipped else norm,
             "tokens_per_s": cfg.batch_size * cfg.block_size * cfg.grad_accum * world.size / dt,  # all ranks
             "elapsed_s": time.perf_counter() - st.run_start,
             "time": time.time(),
@@ -548,7 +478,7 @@ class Trainer:
             if improved:
                 save_checkpoint(ws.best_checkpoint, payload)
         st.last_good, st.last_good_step, st.val_loss = str(ws.latest_checkpoint), step, losses["val"]
-        self._write_sample(st, losses["val"])
+        self.files.write_sample(st.model, st.tokenizer, step, losses["val"])
         if self.time_plan is not None:
             self.time_plan.measured_eval(time.perf_counter() - t_eval)
         self._fire("on_checkpoint", str(ws.latest_checkpoint))
@@ -558,8 +488,7 @@ class Trainer:
         self._fire("on_log", record)
 
     def _write_log(self, log, record: dict, *, fire: bool = True) -> None:
-        log.write(json.dumps(record) + "\n")
-        log.flush()
+        write_line(log, record)
         if fire:
             self._fire("on_log", record)
 
@@ -581,61 +510,6 @@ class Trainer:
             payload["scaler_state_dict"] = st.scaler.state_dict()
         return payload
 
-    def _archive_previous_run(self) -> Path | None:
-        """A fresh run never overwrites an earlier one: its checkpoints and logs move to
-        `<workspace>/previous/<time>/` first (use --resume to continue it instead)."""
-        ws = self.ws
-        dest = archive_run(ws, ws.run_files())
-        if dest is not None:
-            self._fire("on_archive", str(dest))
-        return dest
-
-    def _write_sample(self, st: RunState, val_loss: float | None) -> None:
-        """A short sample at the fixed prompt and seed (`minigpt.logs.samples`), after the
-        checkpoint: a failure to write it is a notice, never the end of the run."""
-        try:
-            prompt, text = draw_sample(st.model, st.tokenizer)
-            with open_log(self.ws.samples, what="the samples log") as fh:
-                fh.write(record_line(SampleRecord(st.step, text, prompt, val_loss)))
-        except (OSError, MiniGPTError) as exc:
-            self._fire("on_notice", f"no sample written at step {st.step}: {exc}")
-
-    def _log_grads(self, step: int, norm_before_clip: float, rows: list[dict]) -> None:
-        record = {"step": step, "global_norm": norm_before_clip, "clip": self.cfg.grad_clip, "rows": rows}
-        with open_log(self.ws.grads) as fh:
-            fh.write(json.dumps(record) + "\n")
-
-    def _truncate_logs(self, step: int) -> None:
-        """Drop lines the interrupted run logged after the checkpoint we resume from. Lines that
-        cannot be read (bad UTF-8, not JSON, a `step` that is not a number) are kept aside in
-        `<log>.rejected`, never deleted. Streamed (`minigpt.logs.trim`): bounded memory at any size."""
-        for path in (self.ws.metrics, self.ws.grads, self.ws.samples):
-            if not os.path.lexists(path):
-                continue
-            moved, aside = trim_log(path, step)
-            if moved:
-                self._fire("on_notice", f"moved {moved} unreadable line(s) of {path} to {aside}")
-
 
 def _weights_finite(model: torch.nn.Module) -> bool:
     return bool(torch.isfinite(torch.stack(tensor_norms([p.detach() for p in model.parameters()]))).all())
-
-
-@contextlib.contextmanager
-def _tf32(device: torch.device) -> Iterator[None]:
-    """TensorFloat-32 matmuls on CUDA for the run (Ampere and later: several times the float32 rate at
-    a precision training does not notice); the process's setting comes back afterwards."""
-    if device.type != "cuda":
-        yield
-        return
-    previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("high")
-    try:
-        yield
-    finally:
-        torch.set_float32_matmul_precision(previous)
-
-
-def _json_float(x: float) -> float | str:
-    # JSON has no NaN/Infinity: write them as strings the curve reader understands
-    return x if math.isfinite(x) else str(x)
