@@ -15,7 +15,7 @@ from minigpt.cli import main
 from minigpt.errors import CheckpointError, ResourceError
 from minigpt.logs.follow import MetricsFollower
 from minigpt.logs.metrics import MAX_LINE_BYTES, read_metrics
-from minigpt.model.checkpoint import default_model_factory, require_buildable
+from minigpt.model.factory import default_model_factory, require_buildable
 from minigpt.model.memory import large_allowed
 
 HUGE = {"num_layers": 100_000, "embedding_dim": 4096}  # about 75,000 GiB of float32

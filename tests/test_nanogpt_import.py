@@ -24,8 +24,10 @@ from minigpt.errors import CheckpointError, ConfigError, DataError
 from minigpt.importers.nanogpt import import_nanogpt
 from minigpt.importers.nanogpt_pickles import UnsafePickleError
 from minigpt.io.workspace import Workspace
-from minigpt.model.checkpoint import default_model_factory, load_checkpoint, read_checkpoint, validate_resume_fields
+from minigpt.model.checkpoint import load_checkpoint, read_checkpoint
+from minigpt.model.factory import default_model_factory
 from minigpt.model.nanogpt import GPT, MODEL_CLASS
+from minigpt.train.resume import require_resumable
 
 sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 import nanogpt_writer  # noqa: E402  (a fixture module, imported from its folder like nanoGPT's scripts)
@@ -198,7 +200,7 @@ def test_train_resume_refuses_the_imported_run(tiny_run, tmp_path, capsys):
     assert main(["train", "--resume", "--workspace", str(ws.root)]) == 2
     assert "cannot resume from" in capsys.readouterr().err
     with pytest.raises(CheckpointError, match="trains MiniGPT only"):
-        validate_resume_fields(read_checkpoint(ws.latest_checkpoint), ws.latest_checkpoint)
+        require_resumable(read_checkpoint(ws.latest_checkpoint), ws.latest_checkpoint)
 
 
 # -- nothing in the files runs code ----------------------------------------------------------------

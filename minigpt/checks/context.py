@@ -30,7 +30,8 @@ from minigpt.io.files import stat_input
 from minigpt.io.jsonsafe import parse_json
 from minigpt.io.workspace import Workspace
 from minigpt.logs.curve_advice import RunSettings
-from minigpt.model.checkpoint import MODEL_CLASS_KEY, LoadedCheckpoint, load_checkpoint, read_checkpoint
+from minigpt.model.checkpoint import LoadedCheckpoint, load_checkpoint, read_checkpoint
+from minigpt.model.factory import MODEL_CLASS_KEY
 from minigpt.model.user import model_factory_for
 from minigpt.train.config import MODEL_FIELDS
 from minigpt.train.presets import PRESETS

@@ -77,7 +77,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.config_path:
         config = ctx.base_config()
         if not args.model_spec:  # sized now (exit 2 with the figure), not when a check builds it
-            from minigpt.model.checkpoint import require_buildable
+            from minigpt.model.factory import require_buildable
 
             require_buildable(config, f"--config {args.config_path}")
     refusal = FAULTS[args.inject].refuse_for_user_model() if args.inject else None

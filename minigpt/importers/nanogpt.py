@@ -235,7 +235,7 @@ def import_nanogpt(
     from minigpt.data.batches import id_dtype
     from minigpt.data.tokenizer import CharTokenizer
     from minigpt.io.lock import acquire
-    from minigpt.model.checkpoint import MODEL_CLASS_KEY, require_buildable
+    from minigpt.model.factory import MODEL_CLASS_KEY, require_buildable
 
     started = time.perf_counter()
     ws, out_dir, data_dir = Workspace(Path(workspace)), Path(out_dir).expanduser(), Path(data_dir).expanduser()

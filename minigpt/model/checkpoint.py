@@ -4,11 +4,9 @@ A checkpoint is a dict of plain types and tensors (so `torch.load(weights_only=T
 `model_state_dict`, `config`, `optimizer_state_dict`, `step`, `best_val_loss`,
 `tokenizer_fingerprint`, plus `train_config` and `rng_state` for exact resume.
 
-The model is MiniGPT unless the config names another built-in class under `model_class`
-(`minigpt.model.nanogpt.GPT` for an imported nanoGPT run); only the classes in `builtin_model_classes()`
-can be named, so a file never chooses what code is imported. Checkpoints written before the
-modules moved into folders name the classes by their former paths (`FORMER_CLASS_NAMES`); they
-load as before.
+The model is built from the checkpoint's config by `minigpt.model.factory` (MiniGPT, or the
+built-in class the config names, sized before a byte is allocated) or by the caller's factory.
+What `--resume` needs of a checkpoint beyond this is checked in `minigpt.train.resume`.
 """
 
 from __future__ import annotations
@@ -17,90 +15,18 @@ import errno
 import os
 import pickle
 import zipfile
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import torch
 import torch.nn as nn
 
 from minigpt.data.batches import unsafe_globals
 from minigpt.errors import CheckpointError, ConfigError, ModelSpecError
-from minigpt.io.files import atomic_torch_save, describe_size, lfs_pointer_message, os_error, read_head, stat_input
-from minigpt.model.gpt import MiniGPT, MiniGPTConfig
-from minigpt.model.memory import FLOAT_BYTES, minigpt_numel, require_fits
-from minigpt.model.nanogpt import GPT, MODEL_CLASS, GPTConfig
+from minigpt.io.files import atomic_torch_save, lfs_pointer_message, os_error, read_head, stat_input
+from minigpt.model.factory import ModelFactory, default_model_factory, require_buildable
 
 KEY_PREFIXES = ("_orig_mod.", "module.")  # written by torch.compile and DistributedDataParallel
-ModelFactory = Callable[[dict], nn.Module]
-MODEL_CLASS_KEY = "model_class"  # config entry naming a built-in model class other than MiniGPT
-MINIGPT_CLASS = "minigpt.model.gpt.MiniGPT"
-# the names checkpoints of minigpt 0.1.0 wrote, before the modules moved into folders
-FORMER_CLASS_NAMES = {"minigpt.model.MiniGPT": MINIGPT_CLASS, "minigpt.nanogpt.GPT": MODEL_CLASS}
-
-
-def builtin_model_classes() -> dict[str, tuple[type[nn.Module], Any]]:
-    """Name -> (model class, config class with `from_dict`) of the classes a config may name."""
-    return {MINIGPT_CLASS: (MiniGPT, MiniGPTConfig), MODEL_CLASS: (GPT, GPTConfig)}
-
-
-def model_class_name(config: object) -> object:
-    """The class a checkpoint's config names (MiniGPT when it names none), former names read as today's."""
-    name = config.get(MODEL_CLASS_KEY, MINIGPT_CLASS) if isinstance(config, dict) else MINIGPT_CLASS
-    return FORMER_CLASS_NAMES.get(name, name) if isinstance(name, str) else name
-
-
-def _split_class(config: dict) -> tuple[str, type[nn.Module], Any, dict]:
-    """The config's model class (name, class, config class) and the config without the entry."""
-    name = model_class_name(config)
-    config = dict(config)
-    config.pop(MODEL_CLASS_KEY, None)
-    classes = builtin_model_classes()
-    if not isinstance(name, str) or name not in classes:
-        raise ConfigError(
-            f"{MODEL_CLASS_KEY} {str(name)[:100]!r} is not a model class of minigpt (known: {', '.join(classes)})",
-            causes=["the checkpoint was written by another tool or edited", "pass your model with --model"],
-        )
-    model_cls, config_cls = classes[name]
-    return name, model_cls, config_cls, config
-
-
-def default_model_factory(config: dict) -> nn.Module:
-    """MiniGPT, or the built-in class the config names under `model_class`, sized before it is
-    built (`require_buildable`): a config someone else wrote never allocates past the machine."""
-    require_buildable(config, "the model config")
-    _, model_cls, config_cls, config = _split_class(config)
-    return model_cls(config_cls.from_dict(config))
-
-
-BIG_BYTES = 256 * 2**20  # below this, building a model to compare it with its file costs nothing
-
-
-def require_buildable(config: dict, what: object, *, stored: int | None = None, device: str = "cpu") -> int:
-    """The one sizing rule for every model built from a config someone else wrote (a checkpoint's,
-    `--config`, nanoGPT's `model_args`): the config's parameter count against `stored` (the values
-    its file holds, when there is a file) and the peak estimate against the device's memory, both
-    before a byte is allocated. Raises CheckpointError / ConfigError / ResourceError (the figure,
-    and --allow-large); returns the parameter count."""
-    cfg = sizing_config(config)
-    expected = minigpt_numel(cfg)
-    if stored is not None and expected * FLOAT_BYTES > BIG_BYTES and expected > 2 * stored:
-        raise CheckpointError(
-            f"Checkpoint {what} does not fit its config: the config describes {expected:,} parameters "
-            f"({describe_size(expected * FLOAT_BYTES)}) but the file holds {stored:,} values; refused before building",
-            path=what,
-            causes=["the config saved with the weights was edited or belongs to another model"],
-        )
-    require_fits(cfg, device, batch_size=1, training=False, what=what)
-    return expected
-
-
-def sizing_config(config: dict) -> MiniGPTConfig:
-    """The MiniGPT shape the memory estimate uses for the config's model class."""
-    name, _, config_cls, config = _split_class(config)
-    cfg = config_cls.from_dict(config)
-    return cfg if name == MINIGPT_CLASS else cfg.sizing()
 
 
 def save_checkpoint(path: str | os.PathLike, payload: dict) -> None:
@@ -399,60 +325,3 @@ def load_checkpoint(
                 f"tokenizer has {tokenizer.vocab_size} characters but the model's vocab_size is {vocab}"
             )
     return result
-
-
-def require_minigpt(data: dict, path: object) -> None:
-    """`minigpt train` trains MiniGPT: a checkpoint of another class (an imported nanoGPT run) cannot be resumed."""
-    config = data.get("config")
-    name = model_class_name(config)
-    if name != MINIGPT_CLASS:
-        imported = data.get("imported_from")
-        origin = f" (imported from {imported.get('format')})" if isinstance(imported, dict) else ""
-        raise CheckpointError(
-            f"cannot resume from {path}: it holds a {str(name)[:100]}{origin}, and `minigpt train` trains MiniGPT only",
-            path=path,
-            causes=[
-                "continue training it with the tool that wrote it (nanoGPT's train.py)",
-                "or start a fresh MiniGPT run on the same data: minigpt train (the imported checkpoint moves to "
-                "previous/)",
-            ],
-        )
-
-
-def validate_resume_fields(data: dict, path: object) -> None:
-    """Types of what `--resume` restores, checked before any of it is used (a hand-edited or
-    foreign file must give a typed error naming the field, not a TypeError mid-setup)."""
-
-    def bad(field_name: str, expected: str, value: object) -> CheckpointError:
-        found = f"{type(value).__name__} {value!r}"[:120]
-        return CheckpointError(
-            f"cannot resume from {path}: '{field_name}' should be {expected}; found {found}",
-            path=path,
-            causes=["the file was edited or written by another training script"],
-        )
-
-    require_minigpt(data, path)
-    step = data.get("step")
-    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-        raise bad("step", "a non-negative integer", step)
-    best = data.get("best_val_loss")
-    if best is not None and (isinstance(best, bool) or not isinstance(best, (int, float)) or best != best):
-        raise bad("best_val_loss", "a number (or absent)", best)
-    train_config = data.get("train_config")
-    if train_config is not None and not isinstance(train_config, dict):
-        raise bad("train_config", "a dict", train_config)
-    rng = data.get("rng_state")
-    if not isinstance(rng, dict):
-        raise bad("rng_state", "a dict with 'batch' and 'torch' generator states", rng)
-    for key in ("batch", "torch"):
-        value = rng.get(key)
-        if not isinstance(value, torch.Tensor) or value.dtype != torch.uint8:
-            raise bad(f"rng_state.{key}", "a uint8 generator-state tensor", value)
-    opt = data.get("optimizer_state_dict")
-    if not isinstance(opt, dict) or not isinstance(opt.get("state"), dict):
-        raise bad("optimizer_state_dict", "a dict with 'state' and 'param_groups'", opt)
-    groups = opt.get("param_groups")
-    if not isinstance(groups, list) or not all(
-        isinstance(g, dict) and isinstance(g.get("params"), list) for g in groups
-    ):
-        raise bad("optimizer_state_dict.param_groups", "a list of dicts with a 'params' list", groups)

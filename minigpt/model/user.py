@@ -213,7 +213,7 @@ def _load_hf_folder(spec: str, folder: str) -> ModelSpec:
 
 def model_factory_for(spec: str | None) -> tuple[Callable[[dict], Any], ModelSpec | None]:
     if not spec:
-        from minigpt.model.checkpoint import default_model_factory
+        from minigpt.model.factory import default_model_factory
 
         return default_model_factory, None
     loaded = load_model_spec(spec)

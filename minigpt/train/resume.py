@@ -10,7 +10,8 @@ from typing import Any
 import torch
 
 from minigpt.errors import CheckpointError, ConfigError
-from minigpt.model.checkpoint import require_finite, require_minigpt, validate_resume_fields
+from minigpt.model.checkpoint import require_finite
+from minigpt.model.factory import MINIGPT_CLASS, model_class_name
 from minigpt.train.config import MODEL_FIELDS, TRAIN_FIELDS, TrainConfig
 from minigpt.train.distributed import World
 
@@ -127,3 +128,60 @@ def restore_rng_state(raw: dict, world: World, seed: int, batch_gen: torch.Gener
             path=path,
         ) from None
     return notice
+
+
+def require_minigpt(data: dict, path: object) -> None:
+    """`minigpt train` trains MiniGPT: a checkpoint of another class (an imported nanoGPT run) cannot be resumed."""
+    config = data.get("config")
+    name = model_class_name(config)
+    if name != MINIGPT_CLASS:
+        imported = data.get("imported_from")
+        origin = f" (imported from {imported.get('format')})" if isinstance(imported, dict) else ""
+        raise CheckpointError(
+            f"cannot resume from {path}: it holds a {str(name)[:100]}{origin}, and `minigpt train` trains MiniGPT only",
+            path=path,
+            causes=[
+                "continue training it with the tool that wrote it (nanoGPT's train.py)",
+                "or start a fresh MiniGPT run on the same data: minigpt train (the imported checkpoint moves to "
+                "previous/)",
+            ],
+        )
+
+
+def validate_resume_fields(data: dict, path: object) -> None:
+    """Types of what `--resume` restores from a MiniGPT checkpoint (`require_minigpt` first), checked
+    before any of it is used: a hand-edited or foreign file must give a typed error naming the field,
+    not a TypeError mid-setup."""
+
+    def bad(field_name: str, expected: str, value: object) -> CheckpointError:
+        found = f"{type(value).__name__} {value!r}"[:120]
+        return CheckpointError(
+            f"cannot resume from {path}: '{field_name}' should be {expected}; found {found}",
+            path=path,
+            causes=["the file was edited or written by another training script"],
+        )
+
+    step = data.get("step")
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise bad("step", "a non-negative integer", step)
+    best = data.get("best_val_loss")
+    if best is not None and (isinstance(best, bool) or not isinstance(best, (int, float)) or best != best):
+        raise bad("best_val_loss", "a number (or absent)", best)
+    train_config = data.get("train_config")
+    if train_config is not None and not isinstance(train_config, dict):
+        raise bad("train_config", "a dict", train_config)
+    rng = data.get("rng_state")
+    if not isinstance(rng, dict):
+        raise bad("rng_state", "a dict with 'batch' and 'torch' generator states", rng)
+    for key in ("batch", "torch"):
+        value = rng.get(key)
+        if not isinstance(value, torch.Tensor) or value.dtype != torch.uint8:
+            raise bad(f"rng_state.{key}", "a uint8 generator-state tensor", value)
+    opt = data.get("optimizer_state_dict")
+    if not isinstance(opt, dict) or not isinstance(opt.get("state"), dict):
+        raise bad("optimizer_state_dict", "a dict with 'state' and 'param_groups'", opt)
+    groups = opt.get("param_groups")
+    if not isinstance(groups, list) or not all(
+        isinstance(g, dict) and isinstance(g.get("params"), list) for g in groups
+    ):
+        raise bad("optimizer_state_dict.param_groups", "a list of dicts with a 'params' list", groups)
