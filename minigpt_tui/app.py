@@ -26,6 +26,7 @@ from textual.worker import Worker, WorkerState
 
 from minigpt.io.workspace import Workspace
 from minigpt_tui import demo
+from minigpt_tui.check_runs import CheckRunner, merged_report
 from minigpt_tui.commands import MiniGPTCommands
 from minigpt_tui.header import header_subtitle, judged_change
 from minigpt_tui.messages import (
@@ -34,8 +35,6 @@ from minigpt_tui.messages import (
     ChecksFinished,
     ChecksStarted,
     CheckStarted,
-    DemoProgressed,
-    DemoReady,
     FaultChanged,
     TrainingEnded,
 )
@@ -43,7 +42,7 @@ from minigpt_tui.screens.confirm import ConfirmScreen
 from minigpt_tui.screens.faults import CLEAR, FaultMenuScreen
 from minigpt_tui.screens.help import HelpScreen
 from minigpt_tui.screens.quit import QuitTrainingScreen
-from minigpt_tui.screens.setup import DemoSetupScreen
+from minigpt_tui.screens.setup import DemoOutcome, DemoSetupScreen
 from minigpt_tui.session import Session
 from minigpt_tui.workbench import PANES, Workbench, build_panes
 
@@ -120,8 +119,7 @@ class MiniGPTApp(App):
         self.metrics_path = Path(metrics).expanduser() if metrics else None
         self.session = self._new_session()
         self.panes: dict = {}
-        self._cancel: threading.Event | None = None
-        self._checks_lock = threading.Lock()  # one run at a time on the shared context
+        self.checks = CheckRunner(self, lambda: self.session)
         self._demo_cancel = threading.Event()
         self.checkpoint_label = "checking…"  # until the checks say which checkpoint they judged
         self._judged_change: str | None = None  # how the judged checkpoint changed on disk since
@@ -219,98 +217,31 @@ class MiniGPTApp(App):
             await self._open_workbench()  # the files check says what is missing
 
     def _start_demo(self) -> None:
-        rebuilding = demo.is_incomplete(self.workspace.root)
-        if rebuilding:
+        if demo.is_incomplete(self.workspace.root):
             self.notify(
                 "the demo workspace was left incomplete (a build cancelled or killed half-way): rebuilding it",
                 severity="warning",
                 timeout=8,
             )
-        self.push_screen(DemoSetupScreen(str(self.workspace.root), rebuilding))
-        self._build_demo(self.workspace.root)
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="demo", name="build demo")
-    def _build_demo(self, root: Path) -> None:
-        result = demo.build_demo(
-            root,
-            self._post_demo_progress,
-            self._demo_cancel.is_set,
-            steps=self.demo_steps,
+        self.push_screen(
+            DemoSetupScreen(self.workspace.root, self._demo_cancel, steps=self.demo_steps), self._demo_done
         )
-        if not result["cancelled"]:
-            self.post_message(DemoReady(str(root), result["seconds"]))
 
-    def cancel_demo(self) -> None:
-        """q / Ctrl+C / Escape while the demo builds: stop at the next step, then quit (nothing marked ready)."""
-        self._demo_cancel.set()
-        worker = next((w for w in self.workers if w.group == "demo" and not w.is_finished), None)
-        if worker is None:
+    async def _demo_done(self, outcome: DemoOutcome) -> None:
+        if outcome is None:  # cancelled: quit, nothing marked ready
             self.exit()
-            return
-        self.set_timer(10, self.exit)  # a step never takes this long; do not hang on a stuck one
-
-    @on(Worker.StateChanged)
-    def _quit_after_cancelled_demo(self, event: Worker.StateChanged) -> None:
-        if event.worker.group == "demo" and event.worker.is_finished and self._demo_cancel.is_set():
-            self.exit()
-
-    @on(DemoProgressed)
-    def show_demo_progress(self, message: DemoProgressed) -> None:
-        if isinstance(self.screen, DemoSetupScreen):
-            self.screen.show_progress(message.stage, message.fraction)
-
-    @on(DemoReady)
-    async def open_demo(self, message: DemoReady) -> None:
-        self.timings["demo_s"] = message.seconds
-        if isinstance(self.screen, DemoSetupScreen):
-            self.pop_screen()
-        self.session = self._new_session()
-        self.notify(f"demo workspace ready in {message.seconds:.0f}s", markup=False)
-        await self._open_workbench()
+        elif isinstance(outcome, BaseException):
+            self._demo_failed(outcome)
+        else:
+            self.timings["demo_s"] = outcome
+            self.session = self._new_session()
+            self.notify(f"demo workspace ready in {outcome:.0f}s", markup=False)
+            await self._open_workbench()
 
     # -- checks -----------------------------------------------------------------------------
     def run_checks(self, only: list[str] | None = None) -> None:
         """Cancel a run in progress and start a new one (all checks, or `only` and their dependencies)."""
-        if self._cancel is not None:
-            self._cancel.set()
-        self._cancel = threading.Event()
-        self._checks_started = time.perf_counter()
-        self._check_worker(only, self._cancel)
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="checks", name="checks")
-    def _check_worker(self, only: list[str] | None, cancel: threading.Event) -> None:
-        with self._checks_lock:  # a cancelled run still finishing its current check goes first
-            if cancel.is_set():
-                return
-            from minigpt.checks import resolve_selection, run_checks
-            from minigpt.checks.control import CheckEvent, Finished, Progress, Started
-            from minigpt.threads import apply as apply_thread_policy
-
-            apply_thread_policy("checks")
-            options = self.session.options
-            ids, _ = resolve_selection(only, None)
-            self.post_message(ChecksStarted(ids, only))
-
-            def listener(event: CheckEvent) -> None:
-                if cancel.is_set():
-                    return
-                if isinstance(event, Started):
-                    self.post_message(CheckStarted(event.check_id, event.index, event.total))
-                elif isinstance(event, Progress):
-                    self.post_message(CheckProgressed(event.check_id, event.fraction))
-                elif isinstance(event, Finished):
-                    self.post_message(CheckFinished(event.result, event.index, event.total))
-
-            if options.model_spec:
-                # code nobody here wrote: in a child process with a time budget per check, so a
-                # hang or os._exit in it is an error row, never a frozen or vanished UI
-                from minigpt.checks.sandbox import run_checks_isolated
-
-                report = run_checks_isolated(options, only=only, listener=listener, cancel=cancel)
-            else:
-                report = run_checks(self.session.context, only=only, listener=listener, cancel=cancel)
-            if not cancel.is_set():
-                self.post_message(ChecksFinished(report))
+        self.checks.start(only)
 
     def _forward(self, message: Message) -> None:
         """Give every pane its own copy; copies do not bubble back up to the app."""
@@ -354,21 +285,9 @@ class MiniGPTApp(App):
 
     @on(ChecksFinished)
     def merge_report(self, message: ChecksFinished) -> None:
-        report = message.report
-        only = report.only
-        previous = self.session.last_report
-        if only and previous is not None and not previous.cancelled:
-            fresh = report.by_id()
-            merged = [fresh.pop(r.id, r) for r in previous.results] + list(fresh.values())
-            report = dataclasses.replace(
-                previous,
-                results=merged,
-                fault=report.fault,
-                fault_notes=report.fault_notes,
-                judged=report.judged,
-            )
-        else:
-            self.timings["all_checks_s"] = time.perf_counter() - self._checks_started
+        report = merged_report(self.session.last_report, message.report)
+        if report is message.report:
+            self.timings["all_checks_s"] = time.perf_counter() - self.checks.started_at
             self.timings.setdefault("first_checks_done_s", time.perf_counter() - self.started_at)
             self.log.info(f"all checks done in {self.timings['all_checks_s']:.2f}s")
         self.session.last_report = report
@@ -393,7 +312,7 @@ class MiniGPTApp(App):
         what changed and that `r` re-runs the checks (not automatically: a run writing a
         checkpoint every few steps would keep the checks running)."""
         report = self.session.last_report
-        if report is None or self._checks_running():
+        if report is None or self.checks.running:
             return
         judged = report.judged_file("checkpoint")
         change = judged_change(judged)
@@ -411,7 +330,7 @@ class MiniGPTApp(App):
     def _recheck_watched_loop(self) -> None:
         """A loop that `minigpt.watch` records is re-judged as it goes: the loop checks and the curve,
         when its log grew since the last look."""
-        if not self.panes or self.session.last_report is None or self._checks_running():
+        if not self.panes or self.session.last_report is None or self.checks.running:
             return
         try:
             size = self.workspace.loop_log.stat().st_size
@@ -426,9 +345,6 @@ class MiniGPTApp(App):
         from minigpt.checks import catalog
 
         self.run_checks(only=[cid for cid, info in catalog().items() if info.stage == "loop"] + ["training_curve"])
-
-    def _checks_running(self) -> bool:
-        return any(w.group == "checks" and not w.is_finished for w in self.workers)
 
     # -- actions ----------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple) -> bool | None:
@@ -558,20 +474,12 @@ class MiniGPTApp(App):
         text = f"{event.worker.name or event.worker.group} failed: {type(error).__name__}: {error}"
         self.log.error(text)
         self.notify(text, title="error", severity="error", timeout=10, markup=False)
-        if event.worker.group == "demo" and error is not None:
-            self._demo_failed(error)
-            return
         if event.worker.group == "checks" and "checks" in self.panes:
             self.panes["checks"].query_one("#checks-status").update(f"check run failed: {type(error).__name__}")
-
-    def _post_demo_progress(self, stage: str, fraction: float) -> None:
-        self.post_message(DemoProgressed(stage, fraction))
 
     def _demo_failed(self, error: BaseException) -> None:
         """The demo could not be built (an unusable cache folder, a full disk): say where and why in a
         dialog that stays until answered, never a toast over a blank "checking…" screen."""
-        if isinstance(self.screen, DemoSetupScreen):
-            self.pop_screen()
         message = getattr(error, "message", None)
         if message is None and isinstance(error, OSError):
             from minigpt.io.files import os_error
@@ -593,8 +501,7 @@ class MiniGPTApp(App):
 
     def stop_threads(self) -> None:
         """Tell every thread to stop at its next check: a thread that ignores cancel keeps the process alive."""
-        if self._cancel is not None:
-            self._cancel.set()
+        self.checks.cancel()
         self._demo_cancel.set()
 
     async def action_quit(self) -> None:

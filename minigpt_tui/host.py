@@ -25,8 +25,6 @@ class Host(Protocol):
 
     def run_checks(self, only: list[str] | None = None) -> None: ...
 
-    def cancel_demo(self) -> None: ...
-
 
 def host(node: DOMNode) -> Host:
     """The app `node` runs in, as the panes see it."""

@@ -74,12 +74,6 @@ class DemoProgressed(Message):
 
 
 @dataclass
-class DemoReady(Message):
-    workspace: str
-    seconds: float
-
-
-@dataclass
 class TrainingStarted(Message):
     """The UI started a `minigpt train` subprocess."""
 
