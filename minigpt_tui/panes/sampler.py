@@ -9,7 +9,6 @@ filter stage comes from `filter_stages` (one table per column), and the output's
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from dataclasses import dataclass
 
@@ -23,9 +22,16 @@ from textual.message import Message
 from textual.widgets import Button, Input, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from minigpt.errors import SamplerSettingsError
-from minigpt.sample.settings import SamplerSettings, unusual_settings, validate
 from minigpt_tui.host import host, session_of
+from minigpt_tui.panes.sampler_form import (
+    COLUMNS,
+    FIELDS,
+    Column,
+    column_title,
+    default_settings,
+    read_settings,
+    report_line,
+)
 from minigpt_tui.panes.sampler_run import (
     SampleFinished,
     SamplerFailed,
@@ -35,20 +41,7 @@ from minigpt_tui.panes.sampler_run import (
     stream_samples,
 )
 from minigpt_tui.widgets.prob_bars import StageBars
-from minigpt_tui.widgets.status import VISIBLE, visible_char
-
-# field, label, parser kind ("float" | "int" | "int?" where blank means None)
-FIELDS = [
-    ("temperature", "temperature", "float"),
-    ("top_k", "top-k", "int?"),
-    ("top_p", "top-p", "float"),
-    ("repetition_penalty", "rep. penalty", "float"),
-    ("max_new_tokens", "max new", "int"),
-    ("seed", "seed (A=B)", "int?"),
-]
-COLUMNS = ("A", "B")
-B_CHANGES = {"temperature": 0.7, "top_k": 10}  # what B tries out against A, unless the session says otherwise
-AB_SEED = 0  # A and B share one seed so the comparison is fair: an unseeded default gets this one
+from minigpt_tui.widgets.status import visible_char, visible_output
 
 
 @dataclass
@@ -56,48 +49,6 @@ class VocabLoaded(Message):
     chars: list[str] | None
     error: str | None
     defaults: dict | None  # the session's sampler settings and prompt (options may import torch)
-
-
-def parse_field(kind: str, text: str):
-    """Parse one settings field; raises ValueError with a message for the inline error."""
-    text = text.strip()
-    if kind == "int?" and text in ("", "none", "None", "off"):
-        return None
-    try:
-        return float(text) if kind == "float" else int(text)
-    except ValueError:
-        what = "a number" if kind == "float" else "a whole number"
-        raise ValueError(f"{text!r} is not {what}") from None
-
-
-def visible_output(text: str) -> Text:
-    """Generated text as it reads, with whitespace that would look like nothing made visible:
-    runs of two or more spaces as ␣, tabs as →, empty lines as ⏎ (200 greedy spaces are not blank)."""
-    out = Text()
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        j = i
-        while j < len(text) and text[j] == ch:
-            j += 1
-        run = j - i
-        if ch == " " and (run > 1 or j == len(text)):
-            out.append(VISIBLE[" "] * run, style="dim")
-        elif ch == "\t":
-            out.append(VISIBLE["\t"] * run, style="dim")
-        elif ch == "\n":
-            out.append((VISIBLE["\n"] + "\n") * (run - 1) + "\n" if run > 1 else "\n", style="dim")
-        elif ch in ("\r",) or not ch.isprintable() and ch not in (" ",):
-            out.append("¿" * run, style="dim")
-        else:
-            out.append(ch * run)
-        i = j
-    return out
-
-
-def _field_of(message: str) -> str:
-    """validate() names the field first: 'temperature must be ...'."""
-    return next((f for f, _, _ in FIELDS if message.startswith(f)), "temperature")
 
 
 PROMPT_REFUSED = "the prompt has characters the model has never seen (marked ^): remove them"
@@ -132,13 +83,7 @@ class SamplerPane(VerticalScroll):
         super().__init__(**kwargs)
         self.chars: list[str] | None = None
         self.unknown: dict[str, list[int]] = {}
-        self.values: dict[str, dict] = {c: {} for c in COLUMNS}
-        self.errors: dict[str, dict[str, str]] = {c: {} for c in COLUMNS}
-        self.outputs: dict[str, str] = {c: "" for c in COLUMNS}
-        self.reports: dict[str, dict | None] = {c: None for c in COLUMNS}
-        self.notes: dict[str, list[str]] = {c: [] for c in COLUMNS}  # validate's notices and warnings
-        self.stages: list[dict] = []  # column A's filter stages
-        self.stages_by_column: dict[str, list[dict]] = {}
+        self.columns = {c: Column() for c in COLUMNS}
         self.model_note = ""
         self._stopped = False  # the user pressed Stop during the current run
         self._run_id = 0
@@ -148,16 +93,8 @@ class SamplerPane(VerticalScroll):
         self._model_lock = threading.Lock()
 
     # -- layout ---------------------------------------------------------------------------
-    @staticmethod
-    def _defaults(sampler: SamplerSettings | None = None) -> dict[str, dict]:
-        a = dataclasses.asdict(sampler or SamplerSettings())
-        if a["seed"] is None:
-            a["seed"] = AB_SEED
-        b = dict(a, temperature=B_CHANGES["temperature"], top_k=a["top_k"] or B_CHANGES["top_k"])
-        return {"A": a, "B": b}
-
     def compose(self) -> ComposeResult:
-        prompt, defaults = "The ", self._defaults()  # the session's own arrive with the vocabulary
+        prompt, defaults = "The ", default_settings()  # the session's own arrive with the vocabulary
         with Horizontal(id="prompt-row"):
             # no select-all on focus: a key typed on a button is appended (focus moves there first)
             yield Input(
@@ -217,7 +154,7 @@ class SamplerPane(VerticalScroll):
         options = session.options if session is not None else None
         defaults = None
         if options is not None:
-            defaults = {**self._defaults(options.sampler), "prompt": options.prompt}
+            defaults = {**default_settings(options.sampler), "prompt": options.prompt}
         from minigpt.data.tokenizer import CharTokenizer  # torch-free
         from minigpt.errors import MiniGPTError
 
@@ -244,7 +181,7 @@ class SamplerPane(VerticalScroll):
         if message.error:
             self._status(message.error, problem=True)
         if message.defaults:  # only fields still at the built-in default: never overwrite typing
-            built_in = self._defaults()
+            built_in = default_settings()
             for col in COLUMNS:
                 for field, _, _ in FIELDS:
                     if field == "seed" and col == "B":
@@ -300,27 +237,15 @@ class SamplerPane(VerticalScroll):
             self._parse_column(event.input.id[0])
 
     def _parse_column(self, col: str) -> None:
-        values, errors = {}, {}
-        for field, label, kind in FIELDS:
-            source = "A" if field == "seed" else col
-            try:
-                values[field] = parse_field(kind, self.query_one(f"#{source}-{field}", Input).value)
-            except ValueError as exc:
-                errors[field] = f"{label}: {exc}"
-        notes: list[str] = []
-        if not errors:  # ranges: torch-free, cheap enough for every keystroke
-            settings = SamplerSettings(**values)
-            try:
-                notes = validate(settings, len(self.chars) if self.chars else 1 << 30) + unusual_settings(settings)
-            except SamplerSettingsError as exc:
-                errors[_field_of(exc.message)] = exc.message
-        self.values[col], self.errors[col], self.notes[col] = values, errors, notes
+        texts = {f: self.query_one(f"#{'A' if f == 'seed' else col}-{f}", Input).value for f, _, _ in FIELDS}
+        column = self.columns[col]
+        column.values, column.errors, column.notes = read_settings(texts, len(self.chars) if self.chars else 1 << 30)
         self._show_errors(col)
         self._show_notes()
 
     def _show_notes(self) -> None:
         """Warnings for the settings as they are now: a fixed value takes its warning with it."""
-        lines = [f"{col}: {note}" for col in COLUMNS for note in self.notes[col]]
+        lines = [f"{col}: {note}" for col in COLUMNS for note in self.columns[col].notes]
         notes = self.query_one("#settings-notes", Static)
         notes.update(Text("\n".join(f"! {line}" for line in lines), style="yellow") if lines else "")
         notes.display = bool(lines)  # no blank line when all is well
@@ -329,7 +254,7 @@ class SamplerPane(VerticalScroll):
         for field, _, _ in FIELDS:
             if field == "seed" and col == "B":
                 continue
-            msg = self.errors[col].get(field)
+            msg = self.columns[col].errors.get(field)
             self.query_one(f"#{col}-{field}", Input).set_class(msg is not None, "-invalid")
             error = self.query_one(f"#{col}-{field}-error", Static)
             error.update(Text(f"x {msg}") if msg else "")
@@ -348,7 +273,7 @@ class SamplerPane(VerticalScroll):
 
     @on(Button.Pressed, "#stop")
     def stop(self) -> None:
-        running = any(self.reports[c] is None for c in self._run_columns)
+        running = any(self.columns[c].report is None for c in self._run_columns)
         self._cancel.set()
         self.workers.cancel_group(self, "sampler-generate")
         if running:
@@ -360,7 +285,7 @@ class SamplerPane(VerticalScroll):
     def generate(self, columns: tuple[str, ...] = ("A",)) -> bool:
         """Start generating for `columns`; False (with the reason shown) when the input is invalid."""
         prompt = self.query_one("#prompt", Input).value
-        bad = [f"{col}: {m}" for col in columns for m in self.errors[col].values()]
+        bad = [f"{col}: {m}" for col in columns for m in self.columns[col].errors.values()]
         if bad:
             self._status("fix the marked settings first: " + "; ".join(bad), problem=True)
             return False
@@ -375,15 +300,15 @@ class SamplerPane(VerticalScroll):
         self._run_columns = tuple(columns)
         self._stopped = False
         for col in columns:
-            self.outputs[col], self.reports[col] = "", None
+            self.columns[col].output, self.columns[col].report = "", None
             self.query_one(f"#{col}-report", Static).update("")  # the last run's metrics describe the last text
             self._show_output(col, running=True)
         for col in COLUMNS:
             if col not in columns:  # bars of an earlier A/B run would pass for this run's
-                self.stages_by_column.pop(col, None)
+                self.columns[col].stages = None
                 self.query_one(f"#stages-{col}", StageBars).clear()
         self._status("generating...")
-        self._run(self._run_id, prompt, [(col, dict(self.values[col])) for col in columns], self._cancel)
+        self._run(self._run_id, prompt, [(col, dict(self.columns[col].values)) for col in columns], self._cancel)
         return True
 
     def _load_model(self):
@@ -438,41 +363,28 @@ class SamplerPane(VerticalScroll):
     @on(StagesComputed)
     def _stages_computed(self, message: StagesComputed) -> None:
         if message.run_id == self._run_id:
-            self.stages_by_column[message.column] = message.stages
-            if message.column == "A":
-                self.stages = message.stages
+            self.columns[message.column].stages = message.stages
             self.model_note = message.model_note
             self.query_one(f"#stages-{message.column}", StageBars).show(message.stages, message.title)
 
     @on(TextGenerated)
     def _text_generated(self, message: TextGenerated) -> None:
         if message.run_id == self._run_id:
-            self.outputs[message.column] += message.text
+            self.columns[message.column].output += message.text
             self._show_output(message.column, running=True)
 
     @on(SampleFinished)
     def _sample_finished(self, message: SampleFinished) -> None:
         if message.run_id != self._run_id:
             return
-        self.reports[message.column] = r = message.report
+        column = self.columns[message.column]
+        column.report = message.report
         self._show_output(message.column, running=False)
-        loop = (
-            f"loops with period {r['tail_period']} over its last {r['tail_length']} chars"
-            if r["tail_period"]
-            else "no loop at the end"
-        )
-        self.query_one(f"#{message.column}-report", Static).update(
-            Text(
-                f"repetition {r['repetition_rate']:.2f}  distinct-1 {r['distinct_1']:.2f}"
-                f"  distinct-2 {r['distinct_2']:.2f}"
-                f"  {loop}",
-                style="bold yellow" if r["repetition_rate"] > 0.5 else "",
-            )
-        )
+        self.query_one(f"#{message.column}-report", Static).update(report_line(message.report))
         # done only when every column of this run has reported (B may still be streaming)
         if self._stopped:
-            self._status(f"stopped after {len(self.outputs[message.column])} characters ({self.model_note})")
-        elif all(self.reports[c] is not None for c in self._run_columns):
+            self._status(f"stopped after {len(column.output)} characters ({self.model_note})")
+        elif all(self.columns[c].report is not None for c in self._run_columns):
             self._status(f"done ({self.model_note})")
 
     @on(SamplerFailed)
@@ -488,15 +400,11 @@ class SamplerPane(VerticalScroll):
             self._status(f"{event.worker.group} failed: {event.worker.error!r}", problem=True)
 
     def _show_output(self, col: str, running: bool) -> None:
-        v = self.values[col]
-        self.query_one(f"#{col}-title", Static).update(
-            Text(
-                f"{col}: T={v.get('temperature')} k={v.get('top_k') or 'off'} p={v.get('top_p')} "
-                f"rep={v.get('repetition_penalty')} seed={self.values['A'].get('seed')}" + (" ..." if running else "")
-            )
-        )
+        seed = self.columns["A"].values.get("seed")
+        self.query_one(f"#{col}-title", Static).update(column_title(col, self.columns[col].values, seed, running))
         prompt = self.query_one("#prompt", Input).value
-        self.query_one(f"#{col}-output", Static).update(Text(prompt, style="dim") + visible_output(self.outputs[col]))
+        output = visible_output(self.columns[col].output)
+        self.query_one(f"#{col}-output", Static).update(Text(prompt, style="dim") + output)
 
     def _status(self, text: str, problem: bool = False) -> None:
         self.query_one("#sampler-status", Static).update(

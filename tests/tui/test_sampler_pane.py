@@ -42,7 +42,7 @@ async def test_invalid_temperature_shows_an_inline_message_and_does_not_generate
         assert pane.generate(("A",)) is False
 
         await _set(pilot, pane, "#A-temperature", "0.8")
-        assert await _until(pilot, lambda: not pane.errors["A"])
+        assert await _until(pilot, lambda: not pane.columns["A"].errors)
         assert not pane.query_one("#A-temperature", Input).has_class("-invalid")
 
 
@@ -70,15 +70,15 @@ async def test_generates_text_and_shows_filter_stages_with_fewer_survivors_after
         assert await _until(pilot, lambda: pane.chars is not None)
         await _set(pilot, pane, "#A-top_k", "5")
         await _set(pilot, pane, "#A-max_new_tokens", "40")
-        assert await _until(pilot, lambda: not pane.errors["A"])
+        assert await _until(pilot, lambda: not pane.columns["A"].errors)
         pane.query_one("#A-max_new_tokens", Input).focus()
         await pilot.press("enter")  # enter in any field generates A
         assert pane._run_id == 1
-        assert await _until(pilot, lambda: pane.reports["A"] is not None, 60)
-        assert len(pane.outputs["A"]) == 40
-        assert pane.outputs["A"] in _text(pane, "#A-output")
+        assert await _until(pilot, lambda: pane.columns["A"].report is not None, 60)
+        assert len(pane.columns["A"].output) == 40
+        assert pane.columns["A"].output in _text(pane, "#A-output")
         assert "repetition" in _text(pane, "#A-report") and "distinct-1" in _text(pane, "#A-report")
-        survivors = {s["name"]: s["survivors"] for s in pane.stages}
+        survivors = {s["name"]: s["survivors"] for s in pane.columns["A"].stages or []}
         assert survivors["model"] == len(pane.chars) and survivors["top-k"] == 5
         assert "5 left" in pane.query_one(StageBars).plain()
         assert "FRESH MODEL" in pane.model_note
@@ -91,15 +91,15 @@ async def test_compare_generates_a_and_b_on_the_same_seed(demo_ws):
         for col, temp in (("A", "1.0"), ("B", "0")):
             await _set(pilot, pane, f"#{col}-temperature", temp)
             await _set(pilot, pane, f"#{col}-max_new_tokens", "30")
-        assert await _until(pilot, lambda: not pane.errors["A"] and not pane.errors["B"] and pane.chars is not None)
+        assert await _until(pilot, lambda: not pane.columns["A"].errors and not pane.columns["B"].errors and pane.chars is not None)
         await pilot.click("#compare")
-        assert await _until(pilot, lambda: all(pane.reports[c] is not None for c in "AB"), 60)
-        assert len(pane.outputs["A"]) == len(pane.outputs["B"]) == 30
-        assert pane.values["B"]["seed"] == pane.values["A"]["seed"]
-        first_a = pane.outputs["A"]
+        assert await _until(pilot, lambda: all(pane.columns[c].report is not None for c in "AB"), 60)
+        assert len(pane.columns["A"].output) == len(pane.columns["B"].output) == 30
+        assert pane.columns["B"].values["seed"] == pane.columns["A"].values["seed"]
+        first_a = pane.columns["A"].output
         assert pane.compare()  # same seed again: the same text
-        assert await _until(pilot, lambda: pane.reports["A"] is not None and pane.reports["B"] is not None, 60)
-        assert pane.outputs["A"] == first_a
+        assert await _until(pilot, lambda: pane.columns["A"].report is not None and pane.columns["B"].report is not None, 60)
+        assert pane.columns["A"].output == first_a
 
 
 async def test_settings_are_validated_at_once_and_a_warning_goes_when_the_value_is_fixed(demo_ws):
@@ -119,7 +119,7 @@ async def test_settings_are_validated_at_once_and_a_warning_goes_when_the_value_
 async def test_defaults_come_from_sampler_settings(demo_ws, monkeypatch):
     from dataclasses import dataclass
 
-    import minigpt_tui.panes.sampler as sampler_module
+    import minigpt_tui.panes.sampler_form as sampler_form
     from minigpt.sample.settings import SamplerSettings
 
     @dataclass
@@ -127,7 +127,7 @@ async def test_defaults_come_from_sampler_settings(demo_ws, monkeypatch):
         max_new_tokens: int = 123
         top_p: float = 0.9
 
-    monkeypatch.setattr(sampler_module, "SamplerSettings", Changed)
+    monkeypatch.setattr(sampler_form, "SamplerSettings", Changed)
     app = PaneHarness(SamplerPane, demo_ws)  # no session: the library's defaults alone
     async with app.run_test(size=(80, 24)) as pilot:
         pane = app.query_one(SamplerPane)
@@ -155,7 +155,7 @@ async def test_carets_stay_under_unknown_characters_after_wide_ones(demo_ws):
 
 
 def test_runs_of_spaces_and_empty_lines_are_visible_in_the_output():
-    from minigpt_tui.panes.sampler import visible_output
+    from minigpt_tui.widgets.status import visible_output
 
     assert visible_output(" " * 200).plain == "␣" * 200
     assert visible_output("a b").plain == "a b"  # single spaces between words stay spaces
@@ -170,11 +170,11 @@ async def test_stop_says_stopped_and_a_new_run_clears_the_old_metrics_and_b_bars
         pane = app.query_one(SamplerPane)
         for col in "AB":
             await _set(pilot, pane, f"#{col}-max_new_tokens", "20")
-        assert await _until(pilot, lambda: pane.chars is not None and not pane.errors["A"])
+        assert await _until(pilot, lambda: pane.chars is not None and not pane.columns["A"].errors)
         assert pane.compare()
-        assert await _until(pilot, lambda: all(pane.reports[c] is not None for c in "AB"), 60)
+        assert await _until(pilot, lambda: all(pane.columns[c].report is not None for c in "AB"), 60)
         # A/B: each column's filter stages, B's with its own top-k
-        assert set(pane.stages_by_column) == {"A", "B"}
+        assert all(pane.columns[c].stages for c in "AB")
         assert "settings B" in pane.query_one("#stages-B", StageBars).plain()
         assert "10 left" in pane.query_one("#stages-B", StageBars).plain()
         assert "repetition" in _text(pane, "#A-report")
@@ -182,9 +182,9 @@ async def test_stop_says_stopped_and_a_new_run_clears_the_old_metrics_and_b_bars
         assert pane.generate(("A",))
         assert _text(pane, "#A-report") == ""  # not the last text's metrics under the new one
         assert pane.query_one("#stages-B", StageBars).plain() == ""
-        assert await _until(pilot, lambda: len(pane.outputs["A"]) > 0, 60)
+        assert await _until(pilot, lambda: len(pane.columns["A"].output) > 0, 60)
         await pilot.click("#stop")
-        assert await _until(pilot, lambda: pane.reports["A"] is not None, 30)
+        assert await _until(pilot, lambda: pane.columns["A"].report is not None, 30)
         status = _text(pane, "#sampler-status")
         assert "stopped after" in status and "done" not in status
 
@@ -209,8 +209,8 @@ async def test_generation_applies_the_thread_policy_in_its_worker_thread(demo_ws
         pane = app.query_one(SamplerPane)
         assert await _until(pilot, lambda: pane.chars is not None)
         await _set(pilot, pane, "#A-max_new_tokens", "5")
-        assert await _until(pilot, lambda: not pane.errors["A"])
+        assert await _until(pilot, lambda: not pane.columns["A"].errors)
         assert pane.generate(("A",))
-        assert await _until(pilot, lambda: pane.reports["A"] is not None, 60)
+        assert await _until(pilot, lambda: pane.columns["A"].report is not None, 60)
     # OpenMP keeps the count per thread: set in the worker that generates, not on the UI thread
     assert ("sample", False) in calls
