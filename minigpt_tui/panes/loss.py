@@ -19,7 +19,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Horizontal, Vertical
 from textual.events import Resize
 from textual.message import Message
 from textual.widgets import Static
@@ -42,7 +42,7 @@ from minigpt_tui.widgets.loss_plot import (
     LossPlot,
     LossView,
 )
-from minigpt_tui.widgets.samples_view import samples_text
+from minigpt_tui.widgets.samples_view import SamplesView
 
 STALL_S = 5.0  # silent longer than this: the plot is marked as not updating
 
@@ -114,15 +114,13 @@ class LossPane(Vertical, RenderWhenShown):
         yield Static("waiting for the metrics log...", id="loss-status", markup=False)
         with Horizontal(id="loss-row"):
             yield self._plot
-            with VerticalScroll(id="loss-samples"):
-                yield Static("", id="loss-samples-body", markup=False)
+            yield SamplesView(id="loss-samples")
         yield Static("", id="loss-diagnosis", markup=False)
         yield Static("", id="train-status", markup=False)
 
     def on_mount(self) -> None:
         self._render_training()
         self.set_interval(1.0, self._watch_follower)
-        self.set_interval(2.0, self._poll_samples)
         if host(self).workspace is not None:
             given = host(self).metrics_path  # --metrics; a TensorBoard log is for the checks only
             self.load_initial(given if given is not None and given.is_file() and "tfevents" not in given.name else None)
@@ -341,40 +339,10 @@ class LossPane(Vertical, RenderWhenShown):
         self._set_view(previous=not self.view.previous)
 
     # -- samples by step --------------------------------------------------------------------
-    samples_shown = False
-    _samples_seen: tuple | None = None  # (size, mtime) of the samples log last read
-
     def action_toggle_samples(self) -> None:
         """`v`: the run's samples by step beside the plot (logs/samples.jsonl)."""
-        self.samples_shown = not self.samples_shown
-        self.query_one("#loss-samples").set_class(self.samples_shown, "shown")
-        if self.samples_shown:
-            self._samples_seen = None
-            self._poll_samples()
-
-    def _poll_samples(self) -> None:
-        if self.samples_shown and host(self).workspace is not None:
-            self._read_samples(Path(workspace_of(self).samples))
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="loss-samples", name="samples reader")
-    def _read_samples(self, path: Path) -> None:
-        from minigpt.logs.samples import read_samples
-
-        try:
-            st = path.stat()
-            seen = (st.st_size, st.st_mtime_ns)
-        except OSError:
-            seen = None
-        if seen is not None and seen == self._samples_seen:
-            return
-        samples = read_samples(path) if seen is not None else []
-        self._samples_seen = seen
-        text = samples_text(samples, str(path))
-        self.app.call_from_thread(self._show_samples, text)
-
-    def _show_samples(self, text: Text) -> None:
-        self.query_one("#loss-samples-body", Static).update(text)
-        self.query_one("#loss-samples", VerticalScroll).scroll_end(animate=False)
+        if host(self).workspace is not None:
+            self.query_one(SamplesView).toggle(Path(workspace_of(self).samples))
 
     # -- training subprocess ----------------------------------------------------------------
     @property
