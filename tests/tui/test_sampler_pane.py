@@ -91,14 +91,18 @@ async def test_compare_generates_a_and_b_on_the_same_seed(demo_ws):
         for col, temp in (("A", "1.0"), ("B", "0")):
             await _set(pilot, pane, f"#{col}-temperature", temp)
             await _set(pilot, pane, f"#{col}-max_new_tokens", "30")
-        assert await _until(pilot, lambda: not pane.columns["A"].errors and not pane.columns["B"].errors and pane.chars is not None)
+        assert await _until(
+            pilot, lambda: not pane.columns["A"].errors and not pane.columns["B"].errors and pane.chars is not None
+        )
         await pilot.click("#compare")
         assert await _until(pilot, lambda: all(pane.columns[c].report is not None for c in "AB"), 60)
         assert len(pane.columns["A"].output) == len(pane.columns["B"].output) == 30
         assert pane.columns["B"].values["seed"] == pane.columns["A"].values["seed"]
         first_a = pane.columns["A"].output
         assert pane.compare()  # same seed again: the same text
-        assert await _until(pilot, lambda: pane.columns["A"].report is not None and pane.columns["B"].report is not None, 60)
+        assert await _until(
+            pilot, lambda: pane.columns["A"].report is not None and pane.columns["B"].report is not None, 60
+        )
         assert pane.columns["A"].output == first_a
 
 
