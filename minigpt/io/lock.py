@@ -6,7 +6,7 @@ it. The kernel drops a flock when its process dies, so a crashed run never leave
 locked; a file whose flock is free is only a record of the last holder.
 
 The lock file is never followed or opened when it is a symbolic link, a FIFO, a device or a folder
-(`fileio.open_regular`): a link could truncate a file outside the workspace, a FIFO would block.
+(`files.open_regular`): a link could truncate a file outside the workspace, a FIFO would block.
 A workspace's lock also covers the folders it writes into: one whose `checkpoints/`, `logs/`,
 `data/`, `tokenizer/` or `previous/` resolve into another workspace is refused, naming both.
 """

@@ -175,11 +175,6 @@ def _line_values(line: str | bytes) -> Values | None:
     return _values(record)
 
 
-def parse_lines(lines: list[bytes], block: int = 4096) -> list[MetricPoint | None]:
-    """Parse many lines, aligned with `lines` (see `parse_values`)."""
-    return [None if v is None else MetricPoint(*v) for v in parse_values(lines, block)]
-
-
 def parse_values(lines: list[bytes], block: int = 4096, *, raw: bool = False) -> list[Values | None]:
     """Parse many lines into value tuples, aligned with `lines`: one `json.loads` per block of
     lines when each non-blank line in it is one JSON value (about 2.5x faster than a loads per

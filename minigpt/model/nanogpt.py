@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from minigpt.errors import ConfigError
 from minigpt.model.gpt import MiniGPT, MiniGPTConfig
 
-MODEL_CLASS = "minigpt.model.nanogpt.GPT"  # what an imported checkpoint's config names (see checkpoint.py)
+MODEL_CLASS = "minigpt.model.nanogpt.GPT"  # what an imported checkpoint's config names (see model/factory.py)
 
 
 # --- nanoGPT's model, parameter for parameter --------------------------------------------------

@@ -3,7 +3,7 @@
 
 The model is built as `CLASS(CONFIG(**config))`; CONFIG defaults to `CLASS + "Config"` in the
 same module. Its forward is `forward(idx, targets=None) -> (logits, loss)`, `forward(idx)`, or a
-Hugging Face causal LM's (see `modelio.forward_plan`); a forward the checks cannot call is
+Hugging Face causal LM's (see `contract.forward_plan`); a forward the checks cannot call is
 refused here. The config exposes the context length and vocabulary size under a common name.
 """
 
