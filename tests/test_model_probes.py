@@ -12,7 +12,7 @@ import pytest
 from minigpt.checks import CheckContext, CheckOptions, Status, run_checks
 from minigpt.data.tokenizer import CharTokenizer
 
-FILE = Path(__file__).parent / "fixtures" / "unseen_bugs.py"
+FILE = Path(__file__).parent / "fixtures" / "probe_bugs.py"
 CHECKS = [
     "forward_shapes",
     "loss_matches_logits",
