@@ -1,15 +1,18 @@
-"""The metrics reader in bounded memory: `read_metrics` reads a log in blocks into compact columns,
-with what each line parses to on its own. (Peak memory and time are measured in benchmarks/run.py.)"""
+"""The metrics log (`minigpt.logs.metrics`): one line parsed (other programs' key names, non-finite
+strings), a whole file read in bounded blocks into compact columns with what each line parses to on
+its own, and the plot's downsampling. (Peak memory and time of reading are in benchmarks/run.py.)"""
 
 from __future__ import annotations
 
 import json
 import math
+import random
 
 import pytest
 
+from minigpt.errors import DataError
 from minigpt.logs import metrics as metrics_log
-from minigpt.logs.metrics import MetricPoint, MetricPoints, parse_line, read_metrics, series
+from minigpt.logs.metrics import MetricPoint, MetricPoints, downsample, parse_line, read_metrics, series
 
 MESSY = (
     '{"step": 1, "train_loss": 3.0, "lr": 0.001}\n'
@@ -87,3 +90,64 @@ def test_a_large_log_reads_in_bounded_blocks(tmp_path, monkeypatch):
     assert len(log.points) == 20_000 and log.bad_lines == 0 and not log.partial_tail
     steps, vals = series(log.points, "val_loss")
     assert steps == list(range(100, 20_001, 100)) and vals[0] == 0.05
+
+
+# -- reading one line, a whole file ---------------------------------------------------------
+
+
+def test_parse_line_normalises_aliases_and_nonfinite_strings():
+    p = parse_line('{"iter": 12, "loss": 2.5, "valid_loss": "inf", "learning_rate": 3e-4}')
+    assert (p.step, p.train_loss, p.val_loss, p.lr) == (12, 2.5, math.inf, 3e-4)
+    p = parse_line('{"iteration": 3, "train_loss": "-inf", "eval_loss": NaN}')
+    assert p.step == 3 and p.train_loss == -math.inf and math.isnan(p.val_loss)
+    assert parse_line('{"step": 1, "val": 1.25}').val_loss == 1.25
+    assert parse_line("   ") is None
+    assert parse_line('{"train_loss": 2.0}') is None  # no step
+    assert parse_line("[1, 2]") is None
+    assert parse_line('{"step": 1, "loss": true}').train_loss is None
+
+
+def test_read_metrics_counts_bad_lines_and_tolerates_a_partial_tail(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 1, "train_loss": 3.0}\n\nnot json\n{"step": 2, "train_loss": 2.9}\n{"step": 3, "tr')
+    log = read_metrics(path)
+    assert [p.step for p in log.points] == [1, 2]
+    assert log.bad_lines == 1 and log.bad_line_numbers == [3]
+    assert log.partial_tail
+
+
+def test_read_metrics_missing_file_is_a_data_error(tmp_path):
+    with pytest.raises(DataError) as e:
+        read_metrics(tmp_path / "nope.jsonl")
+    assert "nope.jsonl" in str(e.value)
+
+
+# -- plotting -------------------------------------------------------------------------------
+
+
+def test_downsample_a_million_points_keeps_the_spike():
+    rng = random.Random(5)
+    n, width = 1_000_000, 200
+    xs = list(range(n))
+    ys = [2.0 + rng.random() * 0.1 for _ in range(n)]
+    ys[654_321] = 9.5
+    ys[123_456] = -1.0
+    dx, dy = downsample(xs, ys, width)
+    assert len(dx) == len(dy) <= 2 * width
+    assert max(dy) == 9.5 and dx[dy.index(9.5)] == 654_321
+    assert min(dy) == -1.0
+    assert dx == sorted(dx)
+
+
+def test_downsample_drops_nonfinite_and_keeps_short_series():
+    dx, dy = downsample([1, 2, 3], [1.0, math.nan, math.inf], 10)
+    assert (dx, dy) == ([1], [1.0])
+    assert downsample([1, 2], [3.0, 4.0], 1) == ([1, 2], [3.0, 4.0])
+    with pytest.raises(ValueError):
+        downsample([1], [1.0], 0)
+
+
+def test_series_skips_absent_values():
+    pts = [MetricPoint(1, train_loss=3.0), MetricPoint(2, val_loss=2.0), MetricPoint(3, train_loss=2.5)]
+    assert series(pts) == ([1, 3], [3.0, 2.5])
+    assert series(pts, "val_loss") == ([2], [2.0])

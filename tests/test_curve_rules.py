@@ -1,23 +1,20 @@
-"""Curve reading, following, downsampling, and diagnosis on real (tests/fixtures/curves) and synthetic logs."""
+"""The curve rules (`minigpt.logs.curve_rules`): diagnosis of real (tests/fixtures/curves) and synthetic loss
+curves, each rule seen firing on one curve and silent on another."""
 
 from __future__ import annotations
 
 import json
 import math
-import os
 import random
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from minigpt.errors import DataError
 from minigpt.logs.curve import SHAPE_SEVERITY, VALUE_KEYS, derive
 from minigpt.logs.curve_rules import RULES, diagnose
-from minigpt.logs.follow import MetricsFollower
-from minigpt.logs.metrics import MetricPoint, downsample, parse_line, read_metrics, series
+from minigpt.logs.metrics import MetricPoint, read_metrics
 
 LOG_V = math.log(65)
 
@@ -392,149 +389,6 @@ def test_tail_too_noisy_to_resolve_one_percent_is_not_called_plateau():
     d = diagnose(points_from(losses, every=5))
     assert d.shape == "healthy", d.summary
     assert "too noisy" in d.summary and d.values["recent_improvement_se"] > 0.01
-
-
-# -- reading --------------------------------------------------------------------------------
-
-
-def test_parse_line_normalises_aliases_and_nonfinite_strings():
-    p = parse_line('{"iter": 12, "loss": 2.5, "valid_loss": "inf", "learning_rate": 3e-4}')
-    assert (p.step, p.train_loss, p.val_loss, p.lr) == (12, 2.5, math.inf, 3e-4)
-    p = parse_line('{"iteration": 3, "train_loss": "-inf", "eval_loss": NaN}')
-    assert p.step == 3 and p.train_loss == -math.inf and math.isnan(p.val_loss)
-    assert parse_line('{"step": 1, "val": 1.25}').val_loss == 1.25
-    assert parse_line("   ") is None
-    assert parse_line('{"train_loss": 2.0}') is None  # no step
-    assert parse_line("[1, 2]") is None
-    assert parse_line('{"step": 1, "loss": true}').train_loss is None
-
-
-def test_read_metrics_counts_bad_lines_and_tolerates_a_partial_tail(tmp_path):
-    path = tmp_path / "metrics.jsonl"
-    path.write_text('{"step": 1, "train_loss": 3.0}\n\nnot json\n{"step": 2, "train_loss": 2.9}\n{"step": 3, "tr')
-    log = read_metrics(path)
-    assert [p.step for p in log.points] == [1, 2]
-    assert log.bad_lines == 1 and log.bad_line_numbers == [3]
-    assert log.partial_tail
-
-
-def test_read_metrics_missing_file_is_a_data_error(tmp_path):
-    with pytest.raises(DataError) as e:
-        read_metrics(tmp_path / "nope.jsonl")
-    assert "nope.jsonl" in str(e.value)
-
-
-def test_follower_waits_for_newline_and_resets_on_truncation(tmp_path):
-    path = tmp_path / "metrics.jsonl"
-    follower = MetricsFollower(path)
-    assert follower.poll() == []  # not created yet
-    with open(path, "a") as f:
-        f.write('{"step": 1, "train_loss": 3.0}\n{"step": 2, "tr')
-        f.flush()
-        assert [p.step for p in follower.poll()] == [1]
-        f.write('ain_loss": 2.9}\n')
-        f.flush()
-        got = follower.poll()
-        assert [(p.step, p.train_loss) for p in got] == [(2, 2.9)]
-        assert follower.poll() == [] and not follower.reset
-        f.write('{"step": 3, "train_loss": 2.8}\n')
-        f.flush()
-        assert [p.step for p in follower.poll()] == [3]
-    with open(path, "r+") as f:  # truncate in place (same inode)
-        f.truncate(0)
-        f.write('{"step": 1, "train_loss": 4.1}\n')
-    got = follower.poll()
-    assert follower.reset and follower.resets == 1
-    assert [(p.step, p.train_loss) for p in got] == [(1, 4.1)]
-    follower.poll()
-    assert not follower.reset
-
-
-def lines_text(last_step):
-    return "".join(json.dumps({"step": s, "train_loss": 3.0}) + "\n" for s in range(1, last_step + 1))
-
-
-def test_follower_resets_when_the_file_is_replaced_by_a_longer_one(tmp_path):
-    path = tmp_path / "metrics.jsonl"
-    path.write_text(lines_text(3))
-    follower = MetricsFollower(path)
-    assert len(follower.poll()) == 3
-    # GIVEN an atomic rewrite (a fresh run) that starts with the same bytes and is longer
-    tmp = tmp_path / "metrics.tmp"
-    tmp.write_text(lines_text(5))
-    os.replace(tmp, path)
-    # THEN the new inode alone shows it: everything is read again
-    got = follower.poll()
-    assert follower.reset and [p.step for p in got] == [1, 2, 3, 4, 5]
-
-
-def test_follower_resets_when_the_file_shrinks_keeping_its_start(tmp_path):
-    path = tmp_path / "metrics.jsonl"
-    path.write_text(lines_text(20))  # longer than the 256 head bytes the follower compares
-    follower = MetricsFollower(path)
-    follower.poll()
-    with open(path, "r+") as f:  # a resume dropping lines after its checkpoint, in place
-        f.truncate(len(lines_text(10)))
-    got = follower.poll()
-    assert follower.reset and [p.step for p in got] == list(range(1, 11))
-
-
-def test_follower_resets_when_rewritten_in_place_with_other_content(tmp_path):
-    path = tmp_path / "metrics.jsonl"
-    path.write_text(lines_text(3))
-    follower = MetricsFollower(path)
-    follower.poll()
-    with open(path, "r+") as f:  # same inode, not shorter, other first bytes
-        f.write(lines_text(6).replace("3.0", "4.5"))
-    got = follower.poll()
-    assert follower.reset and [(p.step, p.train_loss) for p in got] == [(s, 4.5) for s in range(1, 7)]
-
-
-def test_follower_reads_only_new_bytes_of_a_big_file(tmp_path):
-    path = tmp_path / "metrics.jsonl"
-    line = json.dumps({"step": 0, "train_loss": 2.0, "lr": 1e-3, "grad_norm": 0.5}) + "\n"
-    path.write_text(line * 200_000)
-    follower = MetricsFollower(path)
-    assert len(follower.poll()) == 200_000
-    with open(path, "a") as f:
-        f.write(line)
-    t0 = time.perf_counter()
-    assert len(follower.poll()) == 1
-    assert time.perf_counter() - t0 < 0.05
-
-
-# -- plotting -------------------------------------------------------------------------------
-
-
-def test_downsample_a_million_points_keeps_the_spike():
-    rng = random.Random(5)
-    n, width = 1_000_000, 200
-    xs = list(range(n))
-    ys = [2.0 + rng.random() * 0.1 for _ in range(n)]
-    ys[654_321] = 9.5
-    ys[123_456] = -1.0
-    t0 = time.perf_counter()
-    dx, dy = downsample(xs, ys, width)
-    elapsed = time.perf_counter() - t0
-    assert len(dx) == len(dy) <= 2 * width
-    assert max(dy) == 9.5 and dx[dy.index(9.5)] == 654_321
-    assert min(dy) == -1.0
-    assert dx == sorted(dx)
-    assert elapsed < 1.0
-
-
-def test_downsample_drops_nonfinite_and_keeps_short_series():
-    dx, dy = downsample([1, 2, 3], [1.0, math.nan, math.inf], 10)
-    assert (dx, dy) == ([1], [1.0])
-    assert downsample([1, 2], [3.0, 4.0], 1) == ([1, 2], [3.0, 4.0])
-    with pytest.raises(ValueError):
-        downsample([1], [1.0], 0)
-
-
-def test_series_skips_absent_values():
-    pts = [MetricPoint(1, train_loss=3.0), MetricPoint(2, val_loss=2.0), MetricPoint(3, train_loss=2.5)]
-    assert series(pts) == ([1, 3], [3.0, 2.5])
-    assert series(pts, "val_loss") == ([2], [2.0])
 
 
 def test_curve_imports_no_torch_rich_or_textual():
