@@ -7,6 +7,7 @@ import pytest
 
 from minigpt.checks import CheckContext, CheckOptions, Status, run_checks
 from minigpt.checks.registry import catalog
+from minigpt.io.workspace import Workspace
 from tests.fixtures import loops
 
 LOOP_IDS = [cid for cid, info in catalog().items() if info.stage == "loop"]
@@ -117,6 +118,25 @@ def test_loop_checks_skip_without_a_watched_run(tiny_workspace):
     for r in report.results:
         assert r.status is Status.SKIP
         assert "minigpt.watch" in r.summary
+
+
+def test_a_watched_folder_with_a_tokenizer_but_no_token_ids_skips_the_data_checks(tmp_path, tiny_workspace):
+    # GIVEN a healthy watched loop's folder with a tokenizer copied in beside its logs (no prepared IDs)
+    run = tmp_path / "run"
+    loops.nanogpt_loop(run, max_iters=20)
+    ws = Workspace(run)
+    ws.tokenizer.parent.mkdir(parents=True, exist_ok=True)
+    ws.tokenizer.write_bytes(tiny_workspace.tokenizer.read_bytes())
+    # WHEN every check runs THEN files skips naming what is absent, and nothing fails
+    report = run_checks(CheckContext(CheckOptions(workspace=run, device="cpu")))
+    files = report.by_id()["files"]
+    assert files.status is Status.SKIP and "no train ids here" in files.summary, files.summary
+    assert not {k: v for k, v in not_clean(report).items() if not k.startswith("loop_")}
+    # AND an empty token-ID file is still a fault, watched folder or not
+    ws.ids("train").parent.mkdir(parents=True, exist_ok=True)
+    ws.ids("train").write_bytes(b"")
+    files = run_checks(CheckContext(CheckOptions(workspace=run, device="cpu")), only=["files"]).by_id()["files"]
+    assert files.status is Status.FAIL and "too small: train_ids" in files.summary, files.summary
 
 
 def _torchrun_loop(run_dir, *extra):

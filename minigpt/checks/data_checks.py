@@ -104,10 +104,13 @@ def files(ctx: CheckContext, run: CheckRun) -> CheckReturn:
             }
         )
     values = {"files": rows}
-    if len(missing) == len(required) and not unreadable and ctx.ws.loop_log.is_file():
+    if missing and not unreadable and not small and ctx.ws.loop_log.is_file():
+        # a watched loop's folder holds logs, not a prepared corpus: what is absent is not a fault
+        # (a tokenizer copied in beside the logs, for samples, is not a prepared workspace either)
+        absent = " and ".join(role.replace("_", " ") for role in required if f"{role} {required[role]}" in missing)
         raise Outcome(
             Status.SKIP,
-            f"a watched loop's folder ({ctx.ws.loop_log} holds the loop's record): no tokenizer or token IDs here, "
+            f"a watched loop's folder ({ctx.ws.loop_log} holds the loop's record): no {absent} here, "
             "so the data, model and checkpoint checks are skipped; the loop checks and training_curve read the logs",
             values=values,
         )
