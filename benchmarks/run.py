@@ -618,10 +618,17 @@ def _tab_bar_drawn(screen: str) -> bool:
 
 
 def _tmux_start(session: str, command: str) -> float:
-    """Start `command` in a detached 80x24 tmux session; returns the time just before."""
-    t0 = time.perf_counter()
-    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "80", "-y", "24", command], check=True)
-    return t0
+    """Start `command` in a detached 80x24 tmux session; returns the time just before. Tried again
+    when tmux answers "server exited unexpectedly": killing the last session makes its server exit,
+    and a session started in that moment reaches the dying server."""
+    for _attempt in range(3):
+        t0 = time.perf_counter()
+        argv = ["tmux", "new-session", "-d", "-s", session, "-x", "80", "-y", "24", command]
+        started = subprocess.run(argv, capture_output=True, text=True)
+        if started.returncode == 0:
+            return t0
+        time.sleep(0.2)
+    raise RuntimeError(f"tmux could not start {session}: {started.stderr.strip()}")
 
 
 def _tmux_first_frame(command: str, session: str) -> float | None:
