@@ -707,7 +707,8 @@ def ui_vs_bare(root: Path, reps: int, neighbour: bool = False) -> dict:
     apps open side by side (the inspector once its checks are done), `reps` cycles of seven keys,
     one cycle per app in turn; `pane_switch_content_*`: to the first capture whose rows below the
     tab bar differ (the first changed screen is often the tab underline alone). Ratios:
-    inspector / bare, the switch ratios on the p95.
+    inspector / bare, the switch ratios on the p95; `pane_switch_ms_first_by_key_*` and `..._median_by_key_*`: the
+    first switch to each pane (key 1..7; it draws the pane) and the median, so a slow p95 names its pane.
     neighbour=True: a CPU-bound process on every core throughout (keys end in `_busy_neighbour`)."""
     if shutil.which("tmux") is None:
         return {"ui_vs_bare": None}
@@ -722,6 +723,7 @@ def ui_vs_bare(root: Path, reps: int, neighbour: bool = False) -> dict:
     switches: dict[str, list[float]] = {"inspector": [], "bare": []}
     contents: dict[str, list[float]] = {"inspector": [], "bare": []}  # key to the pane's content drawn
     lost = {"inspector": 0, "bare": 0}
+    by_key: dict[str, dict[str, list[float]]] = {"inspector": {}, "bare": {}}  # which pane is slow
     sessions = {name: f"bench-{name}-{os.getpid()}" for name in commands}
     try:
         time.sleep(1.0 if busy else 0)
@@ -743,6 +745,7 @@ def ui_vs_bare(root: Path, reps: int, neighbour: bool = False) -> dict:
                         lost[name] += 1
                     else:
                         switches[name].append(ms)
+                        by_key[name].setdefault(key, []).append(ms)
                     if content_ms is not None:
                         contents[name].append(content_ms)
     finally:
@@ -766,6 +769,9 @@ def ui_vs_bare(root: Path, reps: int, neighbour: bool = False) -> dict:
         if contents[name]:
             out[f"pane_switch_content_ms_p95_tmux_{name}{suffix}"] = _p95(contents[name])
             out[f"pane_switch_content_ms_median_tmux_{name}{suffix}"] = statistics.median(contents[name])
+        keys = sorted(by_key[name].items())
+        out[f"pane_switch_ms_first_by_key_{name}{suffix}"] = {k: round(v[0], 1) for k, v in keys}
+        out[f"pane_switch_ms_median_by_key_{name}{suffix}"] = {k: round(statistics.median(v), 1) for k, v in keys}
         out[f"pane_switch_presses_{name}{suffix}"] = len(switches[name])
         out[f"pane_switch_lost_presses_{name}{suffix}"] = lost[name]
     if first["inspector"] and first["bare"]:
