@@ -99,12 +99,18 @@ class ChecksPane(Vertical):
         self.call_after_refresh(self._fit_summary)
 
     def _fit_summary(self) -> None:
-        """The summary column takes the width left over (DataTable has no fr columns)."""
+        """The summary column takes the width left over (DataTable has no fr columns). Only when that
+        width changed: showing the pane again resizes it too, and a refit measures every row."""
         table = self.table
+        if table.size.width == 0:  # hidden
+            return
         fixed = sum(c.get_render_width(table) for key, c in table.columns.items() if key.value != "summary")
         summary = next(c for key, c in table.columns.items() if key.value == "summary")
+        width = max(20, table.size.width - fixed - 2 * table.cell_padding - 2)
+        if not summary.auto_width and summary.width == width:
+            return
         summary.auto_width = False
-        summary.width = max(20, table.size.width - fixed - 2 * table.cell_padding - 2)
+        summary.width = width
         table._require_update_dimensions = True  # no public way to say "widths changed"
         table.refresh()
 
