@@ -46,3 +46,15 @@ def test_the_house_map_names_every_module_of_the_library_and_the_panes():
     readme_keys = README[README.index("| `1`–`7` |") :].split("\n", 1)[0]
     for _, title in PANES:
         assert title.split(" ")[0] in readme_keys, title
+
+
+def test_ci_runs_exactly_the_readmes_set_up_and_test_command():
+    ci = (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text(encoding="utf-8")
+    steps = [
+        line.split("#", 1)[0].strip()
+        for line in ci.splitlines()
+        if line.startswith(("pip ", "ruff ", "mypy", "python -m pytest"))
+    ]
+    opening = README.split("```bash\n", 1)[1].split("```", 1)[0]
+    test_line = next(line for line in opening.splitlines() if "what CI runs" in line).split("#", 1)[0].strip()
+    assert test_line == " && ".join(steps)
