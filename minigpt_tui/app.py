@@ -436,8 +436,8 @@ class MiniGPTApp(App):
         pane = self.panes.get("loss")
         if pane is None:
             return
-        if pane.training:
-            pane.stop_training()
+        if pane.controls.training:
+            pane.controls.stop_training()
         else:
             pane.action_start_training()  # asks before moving an existing run aside
 
@@ -507,9 +507,9 @@ class MiniGPTApp(App):
     async def action_quit(self) -> None:
         """Quit; with the UI's training run going, ask first: stop it, leave it running, or stay."""
         loss = self.panes.get("loss")
-        if loss is not None and loss.training:
+        if loss is not None and loss.controls.training:
             if not isinstance(self.screen, QuitTrainingScreen):
-                run = loss.run
+                run = loss.controls.run
                 self.push_screen(QuitTrainingScreen(run.pid, str(run.log_path)), self._answer_quit)
             return
         self.stop_threads()
@@ -517,14 +517,15 @@ class MiniGPTApp(App):
 
     async def _answer_quit(self, choice: str | None) -> None:
         loss = self.panes.get("loss")
-        if choice == "cancel" or loss is None or loss.run is None:
+        run = loss.controls.run if loss is not None else None
+        if choice == "cancel" or run is None:
             return
         if choice == "leave":
-            loss.run.detach()
-            self.notify(f"training left running (PID {loss.run.pid})", markup=False)
+            run.detach()
+            self.notify(f"training left running (PID {run.pid})", markup=False)
         else:
-            self.notify(f"stopping training (PID {loss.run.pid})…", markup=False)
-            await loss.run.stop_and_wait()
+            self.notify(f"stopping training (PID {run.pid})…", markup=False)
+            await run.stop_and_wait()
         self.stop_threads()
         self.exit()
 

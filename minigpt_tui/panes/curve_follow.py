@@ -73,9 +73,11 @@ class CurveListener(Protocol):
 
     POLL_S: float
     view: LossView
-    own_pid: int | None  # the UI's own training run: not "another trainer"
     diagnosis_cost_s: float  # the last diagnosis took this long: ask less often
     follow_stop: threading.Event
+
+    @property
+    def own_pid(self) -> int | None: ...  # the UI's own training run: not "another trainer"
 
     def post_message(self, message: Message) -> bool: ...
 

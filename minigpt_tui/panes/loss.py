@@ -3,8 +3,9 @@
 One thread owns the metrics file (`curve_follow.follow_curve`) and posts snapshots already shaped
 by the pane's `LossView`; the `curve_rules.diagnose` verdict is computed on its own thread, and
 `loss_text` words both. The follower posts at least once a second; when it falls silent or dies,
-the pane says so, marks the plot as not updating and starts a new one. Training runs as a
-subprocess owned by `minigpt_tui.training`; the samples by step (`v`) sit beside the plot.
+the pane says so, marks the plot as not updating and starts a new one. The training line under it
+(start, follow, stop a run from here) is `training_controls`; the samples by step (`v`) sit beside
+the plot.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from rich.text import Text
@@ -21,18 +21,16 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.events import Resize
-from textual.message import Message
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from minigpt.logs.curve import CurveDiagnosis, perplexity_text
 from minigpt.logs.curve_rules import diagnose
 from minigpt_tui.host import NoWorkspace, host, workspace_of
-from minigpt_tui.messages import TrainingEnded, TrainingStarted
 from minigpt_tui.panes.curve_follow import CurveDiagnosed, CurveUpdated, DiagnosisDue, follow_curve
-from minigpt_tui.panes.loss_text import diagnosis_text, fmt, training_text
-from minigpt_tui.train_args import DEFAULT_PRESET, TrainPlan
-from minigpt_tui.training import OtherTrainer, TrainingRun
+from minigpt_tui.panes.loss_text import diagnosis_text, fmt
+from minigpt_tui.panes.training_controls import TrainingControls
+from minigpt_tui.training import OtherTrainer
 from minigpt_tui.widgets.deferred import RenderWhenShown
 from minigpt_tui.widgets.humanize import shorten_left
 from minigpt_tui.widgets.loss_plot import (
@@ -45,13 +43,6 @@ from minigpt_tui.widgets.loss_plot import (
 from minigpt_tui.widgets.samples_view import SamplesView
 
 STALL_S = 5.0  # silent longer than this: the plot is marked as not updating
-
-
-@dataclass
-class TrainingPlanned(Message):
-    """The flags `s`/`t` would train with, read from the workspace (on a worker thread)."""
-
-    plan: TrainPlan
 
 
 class LossPane(Vertical, RenderWhenShown):
@@ -77,9 +68,6 @@ class LossPane(Vertical, RenderWhenShown):
     ]
     can_focus = True  # so the keys reach the pane when its tab is shown
     POLL_S = 0.25  # 4 Hz: tail -f latency, and the most often a snapshot is posted
-    # fixed flags after `minigpt train --workspace W` (tests); None: the workspace's own settings,
-    # read from its checkpoint when `s`/`t` is pressed (minigpt_tui.train_args)
-    train_args: list[str] | None = None
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -90,14 +78,12 @@ class LossPane(Vertical, RenderWhenShown):
         self.diagnosis: CurveDiagnosis | None = None
         self.initial_load_s: float | None = None
         self.metrics_path: Path | None = None
-        self.writer: OtherTrainer | None = None
-        self.run: TrainingRun | None = None  # the UI's training subprocess, if it started one
-        self.last_exit: TrainingEnded | None = None
+        self.writer: OtherTrainer | None = None  # another process training this workspace
+        self.controls = TrainingControls(id="train-status")
         self.follower_error: str | None = None
         self.follower_restarts = 0
         # read by the follower thread; the UI thread only ever swaps whole immutable values in
         self.view = LossView()
-        self.own_pid: int | None = None
         self.diagnosis_cost_s = 0.0  # the last diagnosis took this long: the follower asks less often
         self._generation = (0, 0)
         self._followers = 0
@@ -116,10 +102,9 @@ class LossPane(Vertical, RenderWhenShown):
             yield self._plot
             yield SamplesView(id="loss-samples")
         yield Static("", id="loss-diagnosis", markup=False)
-        yield Static("", id="train-status", markup=False)
+        yield self.controls
 
     def on_mount(self) -> None:
-        self._render_training()
         self.set_interval(1.0, self._watch_follower)
         if host(self).workspace is not None:
             given = host(self).metrics_path  # --metrics; a TensorBoard log is for the checks only
@@ -129,8 +114,6 @@ class LossPane(Vertical, RenderWhenShown):
 
     def on_unmount(self) -> None:
         self.follow_stop.set()
-        if self.training and self.run is not None:
-            self.run.interrupt()  # the app asked "stop or leave it?" first; here nobody could answer
         for finished in self._finished:  # thread workers run on pooled threads: wait, do not join
             finished.wait(timeout=2)
 
@@ -226,8 +209,9 @@ class LossPane(Vertical, RenderWhenShown):
     def _state_words(self, message: CurveUpdated) -> str:
         if message.loading:
             return "loading"
-        if self.training and self.run is not None and self.run.pid is not None:
-            return f"training (PID {self.run.pid}, started here)"
+        run = self.controls.run
+        if self.controls.training and run is not None and run.pid is not None:
+            return f"training (PID {run.pid}, started here)"
         if message.writer is not None:
             return f"training in progress (PID {message.writer.pid})"
         if message.missing:
@@ -311,9 +295,6 @@ class LossPane(Vertical, RenderWhenShown):
         elif event.worker.group == "loss-diagnose":
             self._show_text("loss-diagnosis", Text(f"curve: diagnosis failed: {text}", style="bold red"))
             self._next_diagnosis()
-        elif event.worker.group == "loss-train":
-            log = str(self.run.log_path) if self.run is not None else "-"
-            self.post_message(TrainingEnded(-1, log, f"could not run the training: {text}"))
 
     def _restart_after_error(self) -> None:
         self.follower_error = None
@@ -344,110 +325,19 @@ class LossPane(Vertical, RenderWhenShown):
         if host(self).workspace is not None:
             self.query_one(SamplesView).toggle(Path(workspace_of(self).samples))
 
-    # -- training subprocess ----------------------------------------------------------------
+    # -- training (its line and subprocess: panes.training_controls) ---------------------------
     @property
-    def training(self) -> bool:
-        """The UI's own run is starting or running."""
-        return self.run is not None and self.last_exit is None and not self.run.detached
+    def own_pid(self) -> int | None:
+        return self.controls.own_pid
 
     def check_action(self, action: str, parameters: tuple) -> bool | None:
         if action == "stop_training":
-            return self.training  # `x` shows in the footer only while there is a run to stop
-        return True
-
-    def start_training(self, extra_args: list[str] | None = None, args: list[str] | None = None) -> bool:
-        """Start `minigpt train` on this workspace with `args` (default: `train_args`, else the
-        debug preset); False when one is already running."""
-        if self.training:
-            self.notify("training is already running (x stops it)", severity="warning")
-            return False
-        flags = args if args is not None else (self.train_args or ["--preset", DEFAULT_PRESET])
-        self.run = TrainingRun(workspace_of(self).root, [*flags, "--quiet", *(extra_args or [])])
-        self.last_exit = None
-        self._supervise(self.run)
-        self._render_training("starting…")
-        self.refresh_bindings()
-        return True
-
-    @work(exclusive=True, exit_on_error=False, group="loss-train", name="training run")
-    async def _supervise(self, run: TrainingRun) -> None:
-        await run.start()
-        self.own_pid = run.pid
-        if run.pid is not None:
-            self.post_message(TrainingStarted(run.pid, run.command))
-        self._render_training()
-        end = await run.wait()
-        self.post_message(TrainingEnded(end.returncode, end.log_path, end.log_tail, end.stopped))
-
-    def stop_training(self) -> bool:
-        """Ask the training subprocess to stop (SIGINT, then SIGTERM and SIGKILL if it lingers)."""
-        if not self.training or self.run is None or not self.run.stop():
-            return False
-        self._render_training("stopping…")
+            return self.controls.training  # `x` shows in the footer only while there is a run to stop
         return True
 
     def action_start_training(self) -> None:
-        """Train with the workspace's own settings; ask first when a run is there (a fresh run
-        moves it to previous/<time>/), naming the command and the files it moves."""
-        if self.training:
-            self.start_training()  # says it is already running
-            return
-        if self.writer is not None:
-            self.notify(f"training in progress (PID {self.writer.pid}): {self.writer.describe}", severity="warning")
-            return
-        ws = workspace_of(self)
-        checkpoint = next((p for p in (ws.best_checkpoint, ws.latest_checkpoint) if p.is_file()), None)
-        self._render_training("reading the workspace's training settings…")
-        self._plan_training(Path(ws.root), checkpoint, self.train_args)
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="loss-plan", name="training settings")
-    def _plan_training(self, root: Path, checkpoint: Path | None, fixed: list[str] | None) -> None:
-        from minigpt_tui.train_args import TrainPlan, archived_files, plan_training
-
-        if fixed is not None:
-            plan = TrainPlan(list(fixed), "this pane's fixed flags", archived_files(root))
-        else:
-            plan = plan_training(root, checkpoint)  # reads the checkpoint: torch, so not on the UI thread
-        self.post_message(TrainingPlanned(plan))
-
-    @on(TrainingPlanned)
-    def _ask_to_train(self, message: TrainingPlanned) -> None:
-        plan = message.plan
-        self._render_training()
-        if not plan.archived:  # nothing to move aside: nothing to ask
-            self.start_training(args=plan.args)
-            return
-        from minigpt_tui.screens.confirm import ConfirmScreen
-
-        ws = workspace_of(self)
-        moved = ", ".join(plan.archived[:6]) + (f" and {len(plan.archived) - 6} more" if len(plan.archived) > 6 else "")
-        question = (
-            f"Start a fresh training run?\n\nminigpt train {' '.join(plan.args)}\n({plan.origin})\n\n"
-            f"First moved from {ws.root} to previous/<time>/ (nothing is deleted): {moved}. "
-            "An injected fault does not apply to the training run."
-        )
-        self.app.push_screen(
-            ConfirmScreen(question, yes="Start training", no="Cancel"),
-            lambda yes: None if not yes else self._start_confirmed(plan.args),
-        )
-
-    def _start_confirmed(self, args: list[str]) -> None:
-        self.start_training(args=args)
+        self.controls.ask_to_train(self.writer)
 
     def action_stop_training(self) -> None:
-        if not self.stop_training():
+        if not self.controls.stop_training():
             self.notify("no training run to stop")
-
-    @on(TrainingEnded)
-    def _show_training_end(self, message: TrainingEnded) -> None:
-        self.last_exit = message
-        self.own_pid = None
-        session = host(self).session
-        if session is not None:
-            session.reload()  # a new checkpoint may exist: the next check or sample loads it
-        self._render_training()
-        self.refresh_bindings()
-
-    def _render_training(self, note: str | None = None) -> None:
-        run = self.run if self.training else None
-        self._show_text("train-status", training_text(run, self.last_exit, self.train_args, note))

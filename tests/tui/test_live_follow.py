@@ -85,18 +85,18 @@ async def test_a_fresh_run_started_from_the_pane_is_followed_through_resizes(wor
         pane = app.panes["loss"]
         plot = pane.query_one(LossPlot)
         assert await until(pilot, lambda: _last_x(plot) == 60, 30)  # the fixture's run
-        pane.train_args = ["--preset", "debug", "--steps", "80", "--eval-interval", "40", "--device", "cpu"]
+        pane.controls.train_args = ["--preset", "debug", "--steps", "80", "--eval-interval", "40", "--device", "cpu"]
         await pilot.press("s")
         assert await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), 10)
         await pilot.press("y")
         # WHEN the terminal is resized again and again while the new run writes its log
         sizes = [(80, 24), (120, 40), (100, 30), (81, 25)]
         n = 0
-        while pane.last_exit is None and n < 600:
+        while pane.controls.last_exit is None and n < 600:
             await pilot.resize_terminal(*sizes[n % len(sizes)])
             await pilot.pause(0.2)
             n += 1
-        assert pane.last_exit is not None and pane.last_exit.returncode == 0, pane.last_exit
+        assert pane.controls.last_exit is not None and pane.controls.last_exit.returncode == 0, pane.controls.last_exit
         # THEN the plot reaches the new run's last step, and no follower died on the way
         assert await until(pilot, lambda: _last_x(plot) == 80, 20), (_last_x(plot), _status(pane))
         assert pane.follower_restarts == 0 and pane.follower_error is None
@@ -182,6 +182,6 @@ async def test_a_run_holding_the_workspace_lock_is_named_and_s_does_not_start_an
             pane.focus()
             await pilot.press("s")
             await pilot.pause()
-            assert pane.run is None
+            assert pane.controls.run is None
             assert any("training in progress" in str(n.message) for n in app._notifications)
         assert await until(pilot, lambda: "training in progress" not in _status(pane), 10)

@@ -37,9 +37,9 @@ def test_the_training_command_runs_this_interpreter_on_the_installed_package():
 async def _start_training(pilot, app):
     await pilot.press("6")
     pane = app.panes["loss"]
-    pane.train_args = LONG_RUN
-    assert pane.start_training()
-    assert await until(pilot, lambda: pane.run.pid is not None and pane.points_count > 0, 90)
+    pane.controls.train_args = LONG_RUN
+    assert pane.controls.start_training()
+    assert await until(pilot, lambda: pane.controls.run.pid is not None and pane.points_count > 0, 90)
     return pane
 
 
@@ -52,9 +52,9 @@ async def test_quit_asks_and_cancel_keeps_the_app_and_the_run(demo_ws, make_app)
         assert await until(pilot, lambda: isinstance(app.screen, QuitTrainingScreen), 10)
         await pilot.press("c")
         await pilot.pause()
-        assert app.is_running and pane.run.running
+        assert app.is_running and pane.controls.run.running
         # THEN stop: the run exits (SIGINT, as Ctrl+C would) and the app quits
-        pid = pane.run.pid
+        pid = pane.controls.run.pid
         await pilot.press("q")
         assert await until(pilot, lambda: isinstance(app.screen, QuitTrainingScreen), 10)
         await pilot.press("s")
@@ -69,7 +69,7 @@ async def test_leave_it_running_keeps_the_run_and_the_next_ui_names_it(demo_ws, 
     try:
         async with app.run_test(size=(80, 24)) as pilot:
             pane = await _start_training(pilot, app)
-            pid = pane.run.pid
+            pid = pane.controls.run.pid
             await pilot.press("q")
             assert await until(pilot, lambda: isinstance(app.screen, QuitTrainingScreen), 10)
             await pilot.press("l")

@@ -110,25 +110,25 @@ async def test_starts_and_stops_a_training_subprocess(demo_ws):
     app = PaneHarness(LossPane, demo_ws)
     async with app.run_test(size=(80, 24)) as pilot:
         pane = app.query_one(LossPane)
-        pane.train_args = ["--preset", "debug", "--steps", "100000", "--device", "cpu"]
+        pane.controls.train_args = ["--preset", "debug", "--steps", "100000", "--device", "cpu"]
         demo_ws.checkpoints.mkdir(parents=True, exist_ok=True)
         demo_ws.best_checkpoint.write_bytes(b"an earlier run")
         pane.focus()
         await pilot.press("s")
         # the workspace holds a run: the pane asks before moving it to previous/
-        assert await _until(pilot, lambda: not pane.training and app.screen is not app.screen_stack[0], 10)
+        assert await _until(pilot, lambda: not pane.controls.training and app.screen is not app.screen_stack[0], 10)
         await pilot.press("y")
-        assert await _until(pilot, lambda: pane.training, 10)
+        assert await _until(pilot, lambda: pane.controls.training, 10)
         assert await _until(pilot, lambda: any((demo_ws.root / "previous").glob("*/checkpoints/mini_gpt_best.pt")), 60)
-        pid = pane.run.pid
+        pid = pane.controls.run.pid
         assert "RUNNING" in str(pane.query_one("#train-status", Static).render())
         # the trainer logs every 10 steps; the pane follows the file it (re)creates
         assert await _until(pilot, lambda: pane.points_count >= 2, 60)
         grown = pane.points_count
         assert await _until(pilot, lambda: pane.points_count > grown, 30)
         await pilot.press("x")
-        assert await _until(pilot, lambda: not pane.training and pane.last_exit is not None, 15)
-        assert pane.run.process.returncode is not None
+        assert await _until(pilot, lambda: not pane.controls.training and pane.controls.last_exit is not None, 15)
+        assert pane.controls.run.process.returncode is not None
         with pytest.raises(ProcessLookupError):
             import os
 
@@ -141,11 +141,11 @@ async def test_a_crashing_training_run_shows_its_exit_code_and_log_tail(tmp_path
     app = PaneHarness(LossPane, ws)
     async with app.run_test(size=(80, 24)) as pilot:
         pane = app.query_one(LossPane)
-        assert pane.start_training()
-        assert await _until(pilot, lambda: pane.last_exit is not None, 30)
-        assert pane.last_exit.returncode != 0
+        assert pane.controls.start_training()
+        assert await _until(pilot, lambda: pane.controls.last_exit is not None, 30)
+        assert pane.controls.last_exit.returncode != 0
         status = str(pane.query_one("#train-status", Static).render())
-        assert "FAILED (exit code" in status and pane.last_exit.log_tail
+        assert "FAILED (exit code" in status and pane.controls.last_exit.log_tail
 
 
 def test_ema_is_debiased_and_zoom_keeps_only_the_last_steps():

@@ -67,4 +67,4 @@ async def test_s_asks_naming_the_command_and_the_files_it_moves(trained_workspac
         assert "checkpoints/mini_gpt_best.pt" in question and "previous/<time>/" in question
         await pilot.press("escape")
         await pilot.pause()
-        assert not pane.training
+        assert not pane.controls.training
