@@ -61,6 +61,9 @@ class SamplesView(VerticalScroll):
         self.set_class(not self.shown, "shown")
         if self.shown:
             self.path, self._seen = path, None
+            # kept at the newest sample by each layout (new samples, a resize re-wrapping the text)
+            # until the user scrolls up; scrolling back to the end anchors it again (Textual's anchor)
+            self.anchor()
             self._poll()
         return self.shown
 
@@ -85,4 +88,3 @@ class SamplesView(VerticalScroll):
 
     def _show(self, text: Text) -> None:
         self.query_one(Static).update(text)
-        self.scroll_end(animate=False)

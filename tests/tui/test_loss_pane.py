@@ -270,3 +270,23 @@ async def test_v_shows_the_samples_by_step_beside_the_plot_and_follows_new_ones(
         assert await _until(pilot, lambda: "step 100" in str(body.render()), timeout=10)
         await pilot.press("v")
         assert not samples.display
+
+
+async def test_the_samples_view_keeps_the_newest_sample_in_sight_after_a_resize(tmp_path):
+    # GIVEN a run with many samples, shown at 80x24 (scrolled to the newest)
+    ws = _workspace_with_metrics(tmp_path, _lines(1, 101))
+    text = "the cat sat on the mat and looked at the dog " * 3
+    ws.samples.write_text("".join(json.dumps({"step": s, "prompt": "The ", "text": text}) + "\n" for s in range(30)))
+    app = PaneHarness(LossPane, ws)
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = app.query_one(LossPane)
+        samples = pane.query_one("#loss-samples")
+        pane.focus()
+        await pilot.press("v")
+        assert await _until(pilot, lambda: samples.max_scroll_y > 0 and samples.scroll_y == samples.max_scroll_y)
+        # WHEN the terminal grows and shrinks again (the text re-wraps each time)
+        for size in ((120, 40), (80, 24)):
+            await pilot.resize_terminal(*size)
+            await pilot.pause(0.3)
+            # THEN the newest sample is still the one in sight
+            assert await _until(pilot, lambda: samples.scroll_y == samples.max_scroll_y > 0), size
