@@ -15,7 +15,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
-from textual import on, work
+from textual import events, on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Container
@@ -29,6 +29,7 @@ from minigpt_tui import demo
 from minigpt_tui.check_runs import CheckRunner, merged_report
 from minigpt_tui.commands import MiniGPTCommands
 from minigpt_tui.header import header_subtitle, judged_change
+from minigpt_tui.idle_gc import IdleCollector
 from minigpt_tui.messages import (
     CheckFinished,
     CheckProgressed,
@@ -124,6 +125,7 @@ class MiniGPTApp(App):
         self.checkpoint_label = "checking…"  # until the checks say which checkpoint they judged
         self._judged_change: str | None = None  # how the judged checkpoint changed on disk since
         self.resolved_device: str | None = None  # from the environment check
+        self.idle_gc = IdleCollector()  # full garbage collections while no key comes (idle_gc.py)
 
     def _new_session(self) -> Session:
         def make_options():
@@ -151,6 +153,8 @@ class MiniGPTApp(App):
 
     def on_mount(self) -> None:
         self._update_title()
+        self.idle_gc.start()
+        self.set_interval(1.0, self.idle_gc.tick)
         self.call_after_refresh(self._first_paint)
         self.set_interval(JUDGED_POLL_S, self._check_judged_files)
         self._loop_log_size: int | None = None
@@ -291,6 +295,7 @@ class MiniGPTApp(App):
             self.timings.setdefault("first_checks_done_s", time.perf_counter() - self.started_at)
             self.log.info(f"all checks done in {self.timings['all_checks_s']:.2f}s")
         self.session.last_report = report
+        self.idle_gc.freeze_loaded()  # torch and the model are in: freeze what lives on
         self._show_judged(report)
         self._forward(ChecksFinished(report))  # the gradients pane renders the gradients check's table
 
@@ -529,5 +534,11 @@ class MiniGPTApp(App):
         self.stop_threads()
         self.exit()
 
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, (events.Key, events.MouseDown)):
+            self.idle_gc.input_seen()
+        await super().on_event(event)
+
     def on_unmount(self) -> None:
+        self.idle_gc.stop()
         self.stop_threads()
