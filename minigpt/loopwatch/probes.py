@@ -184,7 +184,7 @@ def to_host(records: list[dict]) -> list[dict]:
     for group, dtype in ((floats, torch.float32), (ints, torch.long)):
         if not group:
             continue
-        flat = torch.cat([t.detach().reshape(-1).to(dtype).cpu() for t in group]).tolist()  # one sync
+        flat = _on_host(group, dtype).tolist()  # one sync
         i = 0
         for t in group:
             n = t.numel()
@@ -203,3 +203,14 @@ def to_host(records: list[dict]) -> list[dict]:
         return value
 
     return [convert(r) for r in records]
+
+
+def _on_host(group: list[torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
+    """The tensors of `group`, flattened into one `dtype` tensor on the host: one concatenation on their
+    device (most are scalars, and a copy each would cost more than the flush's other work), or one copy
+    each when they are on several devices."""
+    with torch.no_grad():
+        try:
+            return torch.cat([t.reshape(-1) for t in group]).to(dtype).cpu()
+        except RuntimeError:  # tensors on several devices (a model split across GPUs)
+            return torch.cat([t.detach().reshape(-1).to(dtype).cpu() for t in group])

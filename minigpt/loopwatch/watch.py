@@ -8,7 +8,8 @@ What it sees, and how (no monkey-patching, no private API):
 - each backward: a hook on the logits' gradient (how much of a mean cross-entropy it carries:
   see `probes.loss_weight`) and, on a few probe parameters, a hook before the gradient is
   accumulated (were the gradients cleared?) and one after (`register_post_accumulate_grad_hook`);
-- each optimizer step (`register_step_pre_hook` / `register_step_post_hook`): learning rates,
+- each optimizer step (`register_step_post_hook`; `register_step_pre_hook` held only before full
+  readings and the `grads_every` steps, the steps that read before the update): learning rates,
   gradient norms as the step sees them, parameters with gradients outside every group, update
   sizes, memory, and whether earlier steps' graphs are still alive.
 
@@ -84,6 +85,7 @@ class Watch:
         self._handles: list[Any] = []
         self._pending: list[dict | LightStep] = []  # records whose tensors are still on the device
         self._clear_hook: Any = None  # the probe's before-accumulate hook, held during full readings only
+        self._pre_hook: Any = None  # the step-pre hook, held for the steps that read before the update only
         self._graphs: list[tuple[int, weakref.ref]] = []
         self._fingerprint = probes.Fingerprinter()
         self._started = time.time()
@@ -193,7 +195,6 @@ class Watch:
         m, opt = self.model, self.optimizer
         # one hook after the forward reads the call too (its inputs, modes and autocast are as they were before it)
         self._handles.append(m.register_forward_hook(self._guard(self._on_forward), with_kwargs=True))
-        self._handles.append(opt.register_step_pre_hook(self._guard(self._on_step_pre)))
         self._handles.append(opt.register_step_post_hook(self._guard(self._on_step_post)))
         in_opt = {id(p) for g in opt.param_groups for p in g["params"]}
         candidates = [p for p in m.parameters() if p.requires_grad and id(p) in in_opt]
@@ -286,12 +287,8 @@ class Watch:
             w.probe_after = torch.linalg.vector_norm(p.grad.detach()).float()
 
     def _on_step_pre(self, optimizer, args, kwargs) -> None:
-        # args[0] is the optimizer itself (step is a method); a closure comes next or by name
-        closure = args[1] if len(args) > 1 else kwargs.get("closure")
-        if closure is not None:  # Lightning, LBFGS: forward and backward run inside step()
-            self._window.closure = True
-            return
-        self._at_step(self._window)
+        if not _has_closure(args, kwargs):  # with a closure the post hook reads the step
+            self._at_step(self._window)
 
     def _at_step(self, w: Window) -> None:
         """Read the gradients as the update will see them (after clipping and unscaling): in full
@@ -337,7 +334,8 @@ class Watch:
 
     def _on_step_post(self, optimizer, args, kwargs) -> None:
         w = self._window
-        if w.closure:
+        if (len(args) > 1 or kwargs) and _has_closure(args, kwargs):
+            w.closure = True  # Lightning, LBFGS: forward and backward ran inside step()
             self._at_step(w)
         self.step += 1
         step = self.step
@@ -387,9 +385,17 @@ class Watch:
         return record
 
     def _open_window(self, step: int) -> None:
-        """The window before optimizer step `step`; a full reading holds the probe's before-accumulate hook."""
+        """The window before optimizer step `step`; a full reading holds the probe's before-accumulate hook,
+        and it and a step that snapshots the weights (`grads_every`) the step-pre hook: the other steps
+        read nothing before the update, and a hook not called costs nothing."""
         deep = step <= DEEP_FIRST_STEPS or step % self.interval == 0
         self._window = Window(deep=deep)
+        if deep or step == 1 or step % self.grads_every == 0:
+            if self._pre_hook is None:
+                self._pre_hook = self.optimizer.register_step_pre_hook(self._guard(self._on_step_pre))
+        elif self._pre_hook is not None:
+            self._pre_hook.remove()
+            self._pre_hook = None
         if deep and self._clear_hook is None and self._probe is not None:
             self._clear_hook = self._probe.register_hook(self._guard(self._before_accumulate))
         elif not deep and self._clear_hook is not None:
@@ -443,9 +449,17 @@ class Watch:
         if self._clear_hook is not None:
             self._clear_hook.remove()
             self._clear_hook = None
+        if self._pre_hook is not None:
+            self._pre_hook.remove()
+            self._pre_hook = None
 
     @staticmethod
     def _at_exit(ref: weakref.ref) -> None:
         watch = ref()
         if watch is not None:
             watch.close()
+
+
+def _has_closure(args: tuple, kwargs: dict) -> bool:
+    """`optimizer.step(closure)`: args[0] is the optimizer itself; a closure comes next or by name."""
+    return (args[1] if len(args) > 1 else kwargs.get("closure")) is not None
