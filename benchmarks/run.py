@@ -32,7 +32,7 @@ from minigpt.data.batches import get_batch, get_batch_loop, load_ids  # noqa: E4
 from minigpt.data.prepare import prepare_workspace  # noqa: E402
 from minigpt.io.workspace import Workspace  # noqa: E402
 from minigpt.model.gpt import MiniGPT, MiniGPTConfig  # noqa: E402
-from minigpt.model.gradstats import grad_rows, grad_table, tensor_norms  # noqa: E402
+from minigpt.model.gradstats import grad_rows, grad_table, row_params, tensor_norms  # noqa: E402
 from minigpt.sample.generate import SamplerSettings, generate  # noqa: E402
 from minigpt.train.config import MODEL_FIELDS, TrainConfig, lr_at, make_optimizer  # noqa: E402
 from minigpt.train.presets import PRESETS  # noqa: E402
@@ -175,6 +175,7 @@ def grad_stats_overhead(data, vocab: int, reps: int) -> dict:
     opt = make_optimizer(model, TrainConfig(**shape))
     gen = torch.Generator().manual_seed(0)
     named = list(model.named_parameters())
+    rows_of = row_params(named)  # once per run, as the trainer reads them
     held: dict = {}
 
     def step():  # the trainer's step: norms once, clip with them, one host transfer
@@ -193,17 +194,21 @@ def grad_stats_overhead(data, vocab: int, reps: int) -> dict:
     def stats():  # what Trainer._clip_and_sync and _train_step add at a logged step
         weights = torch.stack(tensor_norms([p for _, p in named]))
         host = torch.cat([held["head"], held["norms"], weights]).tolist()[2:]
-        grad_rows(named, {id(p): host[i] for i, (_, p) in enumerate(named)}, host[len(named) :])
+        grad_rows(rows_of, host[: len(named)], host[len(named) :])  # every parameter has a gradient here
 
     step()
     # repetitions of (10 steps, 10 stats): each a ratio of medians over adjacent blocks
-    shares, table_shares = [], []
+    shares, table_shares, step_times, stats_times = [], [], [], []
     for _ in range(max(5, reps)):
-        step_s = median_time(step, 10)
-        shares.append(median_time(stats, 10) / step_s)
+        step_s, stats_s = median_time(step, 10), median_time(stats, 10)
+        shares.append(stats_s / step_s)
         table_shares.append(median_time(lambda: grad_table(model), 10) / step_s)
+        step_times.append(step_s)
+        stats_times.append(stats_s)
     return {
         **_spread("grad_stats_overhead", shares),
+        "grad_stats_step_ms": statistics.median(step_times) * 1e3,  # the share's two sides, so load shows
+        "grad_stats_logged_us": statistics.median(stats_times) * 1e6,
         "grad_table_share_of_step": statistics.median(table_shares),
         "grad_stats_overhead_load_average": os.getloadavg()[0],
     }

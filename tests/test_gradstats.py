@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 
 from minigpt.model.gpt import MiniGPT, MiniGPTConfig
-from minigpt.model.gradstats import grad_flags, grad_rows, grad_table, tensor_norms
+from minigpt.model.gradstats import grad_flags, grad_rows, grad_table, row_params, tensor_norms
 
 
 class Tied(nn.Module):
@@ -99,7 +99,7 @@ def test_grad_rows_write_nonfinite_norms_as_strings_for_json():
     model = backwarded()
     named = list(model.named_parameters())
     norms = {id(model.emb.weight): 1.5, id(model.unused.weight): math.inf}
-    rows = grad_rows(named, norms, [1.0] * len(named))
+    rows = grad_rows(row_params(named), [norms.get(id(p)) for _, p in named], [1.0] * len(named))
     by_name = {r["name"]: r for r in rows}
     assert by_name["emb.weight"]["grad_norm"] == 1.5 and by_name["emb.weight"]["flags"] == []
     assert by_name["unused.weight"] == {

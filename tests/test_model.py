@@ -90,6 +90,22 @@ def test_kv_cache_matches_full_forward():
     torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=1e-5, atol=1e-5)
 
 
+def test_kv_cache_never_reads_a_slot_before_writing_it():
+    # GIVEN a cache whose every slot holds NaN (torch.empty may hold anything), after a reset too
+    model = tiny_model()
+    idx = torch.randint(V, (1, T))
+    full, _ = model(idx)
+    cache = model.make_cache(batch_size=1)
+    for _ in range(2):
+        for t in cache.keys + cache.values:
+            t.fill_(math.nan)
+        cache.reset()
+        # WHEN the prompt is prefilled, then fed one token at a time
+        pieces = [model(idx[:, :3], cache=cache)[0]] + [model(idx[:, i : i + 1], cache=cache)[0] for i in range(3, T)]
+        # THEN no NaN reached the logits: only written positions were attended to
+        torch.testing.assert_close(torch.cat(pieces, dim=1), full, rtol=1e-5, atol=1e-5)
+
+
 def test_kv_cache_refuses_to_overflow_block_size():
     model = tiny_model()
     cache = model.make_cache(batch_size=1)

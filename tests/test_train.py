@@ -209,6 +209,24 @@ def test_gradient_log_rows_are_the_norms_before_the_clip_and_add_up_to_the_globa
         assert all(r["flags"] == [] and r["weight_norm"] > 0 for r in record["rows"])
 
 
+def test_gradient_log_rows_of_a_layer_frozen_at_start_have_no_norm_and_the_others_keep_theirs(tiny_workspace):
+    # GIVEN a callback that freezes one LayerNorm once the model exists: it gets no gradient
+    trainer = Trainer(tiny_workspace, debug_config(max_steps=10, eval_interval=10))
+    frozen = "blocks.0.ln1.weight"
+    trainer.register_callback(
+        "on_start",
+        lambda _: trainer.state.model.get_parameter(frozen).requires_grad_(False),  # type: ignore[union-attr]
+    )
+    trainer.run()
+    (record,) = [json.loads(line) for line in tiny_workspace.grads.read_text(encoding="utf-8").splitlines()]
+    rows = {r["name"]: r for r in record["rows"]}
+    assert rows[frozen]["grad_norm"] is None and rows[frozen]["flags"] == ["frozen"]
+    others = [r for name, r in rows.items() if name != frozen]
+    assert all(r["flags"] == [] and r["grad_norm"] > 0 for r in others)
+    total = math.sqrt(sum(r["grad_norm"] ** 2 for r in others))
+    assert total == pytest.approx(record["global_norm"], rel=1e-4)
+
+
 def test_evaluation_is_the_mean_loss_over_fixed_windows(tiny_workspace):
     from minigpt.data.batches import get_batch, load_ids
 

@@ -50,13 +50,16 @@ class MiniGPTConfig:
 
 
 class KVCache:
-    """Preallocated keys/values per layer, `[B, H, block_size, head_dim]`, filled left to right."""
+    """Preallocated keys/values per layer, `[B, H, block_size, head_dim]`, filled left to right.
+
+    Left uninitialised (`torch.empty`): attention reads only the first `length` positions, each
+    written before it is read, and zero-filling every layer cost more than a short generation."""
 
     def __init__(self, config: MiniGPTConfig, batch_size: int, device, dtype=torch.float32):
         head_dim = config.embedding_dim // config.num_heads
         shape = (batch_size, config.num_heads, config.block_size, head_dim)
-        self.keys = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.num_layers)]
-        self.values = [torch.zeros(shape, device=device, dtype=dtype) for _ in range(config.num_layers)]
+        self.keys = [torch.empty(shape, device=device, dtype=dtype) for _ in range(config.num_layers)]
+        self.values = [torch.empty(shape, device=device, dtype=dtype) for _ in range(config.num_layers)]
         self.length = 0  # positions filled
         self.capacity = config.block_size
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import torch
 import torch.nn as nn
@@ -74,23 +76,36 @@ def tensor_norms(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     return list(torch._foreach_norm(tensors)) if tensors else []
 
 
-def grad_rows(
-    named_params: list[tuple[str, torch.nn.Parameter]], grad_norms: dict[int, float], weight_norms: list[float]
-) -> list[dict]:
-    """grads.jsonl rows from norms already on the host (`grad_norms` by `id(param)`, before the clip;
-    `weight_norms` in `named_params` order), flagged by `grad_flags`."""
+class RowParam(NamedTuple):
+    """What a grads.jsonl row says of a parameter beyond its norms, read once per run."""
+
+    name: str
+    param: torch.nn.Parameter
+    shape: list[int]
+    numel: int
+
+
+def row_params(named_params: list[tuple[str, torch.nn.Parameter]]) -> list[RowParam]:
+    """Names, shapes and sizes for `grad_rows`, read once: a trained parameter keeps its shape
+    (the optimizer's state is shaped like it), and reading them per logged step was most of its cost."""
+    return [RowParam(name, p, [*p.shape], p.numel()) for name, p in named_params]
+
+
+def grad_rows(params: list[RowParam], grad_norms: Sequence[float | None], weight_norms: Sequence[float]) -> list[dict]:
+    """grads.jsonl rows from norms already on the host, both in `params` order (`grad_norms`
+    before the clip, None for a parameter that got no gradient), flagged by `grad_flags`."""
     rows = []
-    for (name, p), w_norm in zip(named_params, weight_norms, strict=True):
-        g_norm: float | str | None = grad_norms.get(id(p))
-        flags = grad_flags(p.requires_grad, g_norm)  # type: ignore[arg-type]
+    for (name, p, shape, numel), g_norm, w_norm in zip(params, grad_norms, weight_norms, strict=True):
+        flags = grad_flags(p.requires_grad, g_norm)  # live: a callback may freeze a layer mid-run
+        row_norm: float | str | None = g_norm
         if flags == ["nonfinite"]:
-            g_norm = str(g_norm)  # JSON has no NaN/Infinity
+            row_norm = str(g_norm)  # JSON has no NaN/Infinity
         rows.append(
             {
                 "name": name,
-                "shape": [*p.shape],
-                "numel": p.numel(),
-                "grad_norm": g_norm,
+                "shape": shape[:],  # a copy: a caller may edit its rows
+                "numel": numel,
+                "grad_norm": row_norm,
                 "weight_norm": w_norm,
                 "flags": flags,
             }

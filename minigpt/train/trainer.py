@@ -19,7 +19,7 @@ import math
 import os
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -38,7 +38,7 @@ from minigpt.model.checkpoint import (
     save_checkpoint,
 )
 from minigpt.model.gpt import MiniGPT
-from minigpt.model.gradstats import grad_rows, tensor_norms
+from minigpt.model.gradstats import RowParam, grad_rows, row_params, tensor_norms
 from minigpt.model.memory import require_fits
 from minigpt.train import distributed
 from minigpt.train.config import DTYPES, EVAL_TOKENS, TrainConfig, lr_at, make_optimizer
@@ -72,6 +72,7 @@ class RunState:
     step_model: torch.nn.Module | None = None  # what the steps call: `model`, compiled and/or wrapped in DDP
     scaler: torch.amp.GradScaler | None = None  # float16 only: loss scaling against gradient underflow
     named_params: list[tuple[str, torch.nn.Parameter]] = field(default_factory=list)  # once, not per step
+    row_params: list[RowParam] = field(default_factory=list)  # the same, with what grads.jsonl rows say of each
 
 
 class Trainer:
@@ -223,6 +224,7 @@ class Trainer:
             step_model = DistributedDataParallel(step_model, device_ids=ids)  # broadcasts rank 0's weights
         st.step_model = step_model
         st.named_params = list(st.model.named_parameters())
+        st.row_params = row_params(st.named_params)
 
     def _plan_time(self, st: RunState) -> None:
         """--time: after the calibration steps (one evaluation timed on the side), set max_steps so
@@ -393,9 +395,11 @@ class Trainer:
                 )
         if log_grads:
             offset = 3 if world.distributed else 2
-            by_param = {id(p): host[offset + i] for i, (_, p) in enumerate(named)}
-            weight_norms = host[offset + len(named) :]
-            rows = grad_rows(st.named_params, by_param, weight_norms)
+            grad_norms: Sequence[float | None] = host[offset : offset + len(named)]
+            if len(named) < len(st.named_params):  # None for the parameters that got no gradient
+                by_param = {id(p): g for (_, p), g in zip(named, grad_norms, strict=True)}
+                grad_norms = [by_param.get(id(p)) for _, p in st.named_params]
+            rows = grad_rows(st.row_params, grad_norms, host[offset + len(named) :])
             self.files.log_grads(step, norm, cfg.grad_clip, rows)  # the gradients pane follows this file
         if st.scaler is not None:
             st.scaler.step(st.optimizer)
