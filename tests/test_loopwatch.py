@@ -17,8 +17,8 @@ import torch.nn.functional as F
 import minigpt
 from minigpt.io.workspace import Workspace
 from minigpt.logs.metrics import read_metrics
-from minigpt.loopwatch import probes
-from minigpt.loopwatch.loop_log import read_loop_log
+from minigpt.loopwatch import probes, runlog
+from minigpt.loopwatch.loop_log import STEP_DEFAULTS, read_loop_log
 from tests.fixtures import loops
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -211,6 +211,43 @@ def test_steps_between_full_readings_are_written_from_what_their_hooks_noted(tmp
         assert deep["loss"] == pytest.approx(sum(losses[deep["step"]]) / 2)
         assert deep["loss_weight"] == pytest.approx(1.0, rel=0.05)
     assert [s["step"] for s in steps.values() if s["deep"]] == [1, 2, 3, 5, 10]
+
+
+@pytest.mark.parametrize(
+    "noted",
+    [
+        {},
+        {"train_in_eval_mode": 1, "eval_forwards": 2, "eval_in_train_mode": 1, "eval_with_grad": 2},
+        {"autocast": "bfloat16", "closure": True, "grads_present": 0, "loss": None, "lrs": [None, 0.5]},
+    ],
+)
+def test_a_short_step_line_reads_back_as_the_full_line_it_stands_for(noted):
+    # GIVEN a step between full readings as the flush builds it, with modes and counts off their defaults or not
+    record = {
+        "step": 7,
+        "deep": False,
+        "closure": False,
+        "backwards": 2,
+        "seconds": 0.01,
+        "time": 1.0,
+        "lrs": [1e-3],
+        "grads_present": 1,
+        "train_forwards": 2,
+        "train_in_eval_mode": 0,
+        "eval_forwards": 0,
+        "eval_in_train_mode": 0,
+        "eval_with_grad": 0,
+        "autocast": None,
+        "tokens": 512,
+        "loss": [2.0, 3.0],
+        **noted,
+    }
+    # WHEN it is written as a short line and read back with the reader's defaults
+    short = runlog.loop_record({**record, "light": True})
+    read_back = {**STEP_DEFAULTS, "fingerprints": [], **json.loads(json.dumps(short))}
+    # THEN it is the full line, field for field
+    assert read_back == runlog.loop_record(record)
+    assert len(short) < len(runlog.loop_record(record))
 
 
 def test_loss_weight_reads_the_division_of_a_cross_entropy():

@@ -14,6 +14,20 @@ from pathlib import Path
 from minigpt.io.lock import holder
 from minigpt.io.workspace import Workspace
 
+# what a step line leaves out when it holds these values (steps between full readings, the most
+# lines by far, leave out most of them): the reader puts them back
+STEP_DEFAULTS: dict = {
+    "deep": False,
+    "cleared_before": None,
+    "cleared_within": None,
+    "train_in_eval_mode": 0,
+    "eval_forwards": 0,
+    "eval_in_train_mode": 0,
+    "eval_with_grad": 0,
+    "autocast": None,
+    "targets": None,
+    "closure": False,
+}
 MAX_LINE = 1 << 20  # longer lines are not the watch's (skipped, counted)
 RANK_START_SLACK_S = 600.0  # a rank file belongs to this run if it started within this of rank 0
 
@@ -63,7 +77,7 @@ def read_loop_log(ws: Workspace) -> LoopLog | None:
         if kind == "header":
             log.header = record
         elif kind == "step" and isinstance(record.get("step"), int):
-            log.steps.append(record)
+            log.steps.append({**STEP_DEFAULTS, "fingerprints": [], **record})
         elif kind == "closed":
             log.closed = record
         elif kind == "error":

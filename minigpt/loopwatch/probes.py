@@ -143,21 +143,23 @@ def loss_weight(grad: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     n_total = flat.shape[0]
     g = flat[:: row_step(n_total)][: rows.shape[0]].float()
     p = F.softmax(rows, dim=-1)
-    has = g.abs().amax(dim=-1) > 0
+    g_abs = g.abs().sum(-1)
+    has = (g_abs > 0).float()  # rows the loss reached
     t = g.argmin(dim=-1, keepdim=True)
     pt = p.gather(-1, t).squeeze(-1)
     gt = g.gather(-1, t).squeeze(-1)
     # c = -g_t / (1 - p_t) on every row; pooled with weights (1 - p_t), so rows the model already
-    # predicts with certainty (0 / 0) do not decide it
-    c = -(gt * has).sum() / ((1 - pt) * has).sum().clamp_min(1e-12)
+    # predicts with certainty (0 / 0) do not decide it. The sums over rows with a gradient are
+    # products with `has`: one kernel for two sums (this runs inside the user's backward).
+    g_sum, q_sum = torch.stack([gt, 1 - pt]) @ has
+    c = -g_sum / q_sum.clamp_min(1e-12)
     residual = (g - c * p).scatter_add_(-1, t, c.expand(t.shape))  # g - c * (p - onehot), without the one-hot
-    misfit_rows = residual.abs().sum(-1) / g.abs().sum(-1).clamp_min(1e-30)
-    n_has = has.sum().clamp_min(1)
-    share = has.float().mean()
-    weight = c * share * n_total
-    misfit = (misfit_rows * has).sum() / n_has
-    loss = (-(pt.clamp_min(1e-30).log()) * has).sum() / n_has
-    return torch.stack([weight, misfit, loss, share])
+    misfit_rows = residual.abs().sum(-1) / g_abs.clamp_min(1e-30)
+    misfit_sum, loss_sum = torch.stack([misfit_rows, -pt.clamp_min(1e-30).log()]) @ has
+    n_has = has.sum()
+    share = n_has / g.shape[0]
+    n_has = n_has.clamp_min(1)
+    return torch.stack([c * share * n_total, misfit_sum / n_has, loss_sum / n_has, share])
 
 
 def to_host(records: list[dict]) -> list[dict]:
@@ -184,6 +186,7 @@ def to_host(records: list[dict]) -> list[dict]:
     for group, dtype in ((floats, torch.float32), (ints, torch.long)):
         if not group:
             continue
+        group = [t for t in group if t.dim() == 0] + [t for t in group if t.dim() != 0]  # scalars first
         flat = _on_host(group, dtype).tolist()  # one sync
         i = 0
         for t in group:
@@ -206,11 +209,14 @@ def to_host(records: list[dict]) -> list[dict]:
 
 
 def _on_host(group: list[torch.Tensor], dtype: torch.dtype) -> torch.Tensor:
-    """The tensors of `group`, flattened into one `dtype` tensor on the host: one concatenation on their
-    device (most are scalars, and a copy each would cost more than the flush's other work), or one copy
-    each when they are on several devices."""
+    """The tensors of `group` (its scalars first), flattened into one `dtype` tensor on the host: one
+    concatenation on their device (most are scalars, and a copy each would cost more than the flush's
+    other work), or one copy each when they are on several devices."""
     with torch.no_grad():
         try:
-            return torch.cat([t.reshape(-1) for t in group]).to(dtype).cpu()
-        except RuntimeError:  # tensors on several devices (a model split across GPUs)
+            # most are scalars (losses, norms), first in `group`: one stack for them, not a reshape each
+            scalars = sum(1 for t in group if t.dim() == 0)
+            parts = [torch.stack(group[:scalars])] if scalars else []
+            return torch.cat(parts + [t.reshape(-1) for t in group[scalars:]]).to(dtype).cpu()
+        except RuntimeError:  # tensors on several devices (a model split across GPUs), or dtypes stack refuses
             return torch.cat([t.detach().reshape(-1).to(dtype).cpu() for t in group])

@@ -27,6 +27,7 @@ from minigpt.io.workspace import Workspace, archive_run
 from minigpt.model.gradstats import grad_flags
 
 _encode = json.JSONEncoder(separators=(",", ":")).encode  # one encoder for every line (json.dumps makes one a call)
+_encode_strict = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode  # raises on NaN/Infinity
 CLIP_EPS = 1e-3  # a step whose gradients shrank by more than this between backward and step was clipped
 
 
@@ -35,6 +36,7 @@ class RunLog:
         self.ws, self.rank, self.use_lock = ws, rank, lock
         self._lock: WorkspaceLock | None = None
         self._files: dict[str, IO] = {}
+        self._queued: dict[str, list[str]] = {}  # lines not yet written, by file
         self._loss_factor = 1.0  # the model's loss times this is the mean cross-entropy (see loss_factor)
         self.t0 = time.time()
 
@@ -98,6 +100,10 @@ class RunLog:
             pass
 
     def release(self) -> None:
+        try:
+            self._flush()  # lines queued since the last flush (a rank's first line)
+        except (OSError, ValueError):  # a full disk or a closed file: what is queued is lost, the rest stays
+            pass
         for fh in self._files.values():
             try:
                 fh.close()
@@ -109,15 +115,19 @@ class RunLog:
             self._lock = None
 
     def _line(self, name: str, record: dict) -> None:
-        fh = self._files.get(name)
-        if fh is not None:
+        """Queue one line of file `name`; `_flush` writes each file's lines in one call."""
+        if name in self._files:
             # the metrics log takes non-finite numbers as strings (as the trainer writes them); the
             # loop log is ours and its reader takes JSON's NaN literals (and the records are large)
-            text = _encode(record if name == "loop" else _finite(record)) + "\n"
-            fh.write(text.encode("utf-8") if "b" in fh.mode else text)
+            self._queued.setdefault(name, []).append(_encode(record) if name == "loop" else _encode_finite(record))
 
     def _flush(self, sync: bool = False) -> None:
-        for fh in self._files.values():
+        queued, self._queued = self._queued, {}
+        for name, fh in self._files.items():
+            lines = queued.get(name)
+            if lines:
+                text = "\n".join(lines) + "\n"
+                fh.write(text.encode("utf-8") if "b" in fh.mode else text)
             fh.flush()
             if sync:
                 os.fsync(fh.fileno())
@@ -125,6 +135,8 @@ class RunLog:
 
 def loop_record(r: dict) -> dict:
     """The loop log's line for one optimizer step, from the watch's host-side record."""
+    if r.get("light"):
+        return _light_loop_record(r)
     before = r.get("grad_before") or []
     known = [b for b in before if b is not None]
     # where the gradients were cleared inside this step's window (a backward that found them empty)
@@ -185,6 +197,31 @@ def loop_record(r: dict) -> dict:
         out["outside_optimizer"] = r.get("outside_optimizer", [])
         out["memory"], out["memory_source"] = r.get("memory"), r.get("memory_source")
         out["old_graphs_alive"] = r.get("old_graphs_alive", 0)
+    return out
+
+
+def _light_loop_record(r: dict) -> dict:
+    """The line of a step between full readings: what its hooks noted, and of the rest only what
+    differs from `loop_log.STEP_DEFAULTS` (the reader puts those back). Built directly: the flush makes
+    one per step, inside the user's loop."""
+    present = r["grads_present"]
+    out: dict[str, Any] = {
+        "kind": "step",
+        "step": r["step"],
+        "backwards": r["backwards"],
+        "micro_batches": r["backwards"],  # no clear is seen between full readings
+        "train_forwards": r["train_forwards"],
+        "lrs": r["lrs"],
+        "tokens": r["tokens"],
+        "seconds": r["seconds"],
+        "grads_at_step": "present" if present else "none",
+    }
+    for key in ("train_in_eval_mode", "eval_forwards", "eval_in_train_mode", "eval_with_grad", "autocast", "closure"):
+        if r[key]:
+            out[key] = r[key]
+    loss = r.get("loss")
+    if loss:  # one per micro-batch (averaged here, on the host)
+        out["loss"] = sum(loss) / len(loss)
     return out
 
 
@@ -256,6 +293,15 @@ def grads_record(step: dict, g: dict) -> dict:
             }
         )
     return {"step": step["step"], "global_norm": step.get("grad_norm_before_clip"), "clip": None, "rows": rows}
+
+
+def _encode_finite(record: dict) -> str:
+    """A line with non-finite numbers as strings; almost every record has none, and the strict
+    encoder finds that without copying the record first."""
+    try:
+        return _encode_strict(record)
+    except ValueError:
+        return _encode(_finite(record))
 
 
 def _finite(value: Any) -> Any:

@@ -5,7 +5,7 @@ to the host in one transfer (`host_records`). `runlog.loop_record` turns a recor
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -31,18 +31,31 @@ class Forward:
     backwarded: bool = False
 
 
-@dataclass
 class Window:
-    """What happened between two optimizer steps."""
+    """What happened between two optimizer steps (a plain class: one is made per step, in a hook)."""
 
-    deep: bool
-    forwards: list[Forward] = field(default_factory=list)
-    backwards: int = 0  # counted on probe 0's gradient
-    logit_backwards: int = 0  # counted on the logits' gradient
-    grad_before: list[Any] = field(default_factory=list)  # per backward: 0.0, None (not read) or a tensor
-    weights: list[torch.Tensor] = field(default_factory=list)  # per backward through the logits
-    probe_after: torch.Tensor | None = None  # probe gradient norm after the last backward
-    closure: bool = False  # forward/backward run inside optimizer.step(closure)
+    __slots__ = (
+        "deep",
+        "forwards",
+        "backwards",
+        "logit_backwards",
+        "grad_forward",
+        "grad_before",
+        "weights",
+        "probe_after",
+        "closure",
+    )
+
+    def __init__(self, deep: bool):
+        self.deep = deep
+        self.forwards: list[Forward] = []
+        self.backwards = 0  # counted on probe 0's gradient
+        self.logit_backwards = 0  # counted on the logits' gradient
+        self.grad_forward: Forward | None = None  # the last forward with gradients enabled
+        self.grad_before: list[Any] = []  # per backward: 0.0, None (not read) or a tensor
+        self.weights: list[torch.Tensor] = []  # per backward through the logits
+        self.probe_after: torch.Tensor | None = None  # probe gradient norm after the last backward
+        self.closure = False  # forward/backward run inside optimizer.step(closure)
 
 
 @dataclass(slots=True)
@@ -96,6 +109,7 @@ def host_records(pending: list[dict | LightStep]) -> list[dict]:
         if isinstance(s, LightStep):
             record = step_record(s.window, s.step, s.time, s.seconds, s.lrs, s.grads_present)
             record["loss"] = next(host_losses) or None
+            record["light"] = True  # `runlog.loop_record` writes its short line
             out.append(record)
         else:
             out.append(next(host_full))

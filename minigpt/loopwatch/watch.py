@@ -43,6 +43,7 @@ from minigpt.loopwatch.describe import as_float, describe_run, memory_in_use, pa
 from minigpt.loopwatch.runlog import RunLog
 from minigpt.loopwatch.samples import WatchSamples
 from minigpt.loopwatch.steps import Forward, LightStep, Sentinel, Window, host_records, step_record
+from minigpt.model.gradstats import tensor_norms
 
 DEEP_FIRST_STEPS = 3  # steps always read in full at the start
 
@@ -98,6 +99,7 @@ class Watch:
         self._count_on_logits = False  # the probe parameter gets no gradient: count backwards at the logits
         self._device_type = "cpu"
         self._opt_params: list[torch.Tensor] = []
+        self._in_opt: set[int] = set()  # ids of `_opt_params`
         self.rank, self.world_size = rank_and_world()
         self.names = param_names(model)
         self._window = Window(deep=True)
@@ -204,6 +206,7 @@ class Watch:
         self._probe = candidates[0] if candidates else None
         self._device_type = candidates[0].device.type if candidates else "cpu"
         self._opt_params = [p for g in opt.param_groups for p in g["params"]]
+        self._in_opt = {id(p) for p in self._opt_params}
         if self._probe is not None:
             self._handles.append(self._probe.register_post_accumulate_grad_hook(self._guard(self._after_accumulate)))
         self._open_window(1)
@@ -230,6 +233,8 @@ class Watch:
             autocast = str(torch.get_autocast_dtype(device_type)).replace("torch.", "")
         fwd = Forward(module.training, torch.is_grad_enabled(), autocast)
         window.forwards.append(fwd)
+        if fwd.grad_enabled:
+            window.grad_forward = fwd
         inputs = probes.forward_inputs(args, kwargs)
         if inputs.ids is not None:
             fwd.tokens = inputs.ids.numel()
@@ -279,10 +284,9 @@ class Watch:
     def _after_accumulate(self, p) -> None:
         w = self._window
         w.backwards += 1
-        for fwd in reversed(w.forwards):  # the forward this backward went through (models without logits hooks)
-            if fwd.grad_enabled:
-                fwd.backwarded = True
-                break
+        fwd = w.grad_forward  # the forward this backward went through (models without logits hooks)
+        if fwd is not None:
+            fwd.backwarded = True
         if w.deep and not w.closure:
             w.probe_after = torch.linalg.vector_norm(p.grad.detach()).float()
 
@@ -298,7 +302,8 @@ class Watch:
         if w.deep:
             if sum(len(g["params"]) for g in self.optimizer.param_groups) != len(self._opt_params):
                 self._opt_params = [p for g in self.optimizer.param_groups for p in g["params"]]  # a group was added
-            opt_params = self._opt_params
+                self._in_opt = {id(p) for p in self._opt_params}
+            opt_params, in_opt = self._opt_params, self._in_opt
             grads = [p.grad for p in opt_params if p.grad is not None]
             rec["grad_norm_at_step"] = torch.nn.utils.get_total_norm(grads).float() if grads else 0.0
             probe = self._probe
@@ -307,7 +312,6 @@ class Watch:
                 if probe is not None and probe.grad is not None
                 else 0.0
             )
-            in_opt = {id(p) for p in opt_params}
             rec["outside_optimizer"] = [
                 self.names.get(id(p), "?")
                 for p in self.model.parameters()
@@ -316,20 +320,16 @@ class Watch:
             if self.scaler is not None and hasattr(self.scaler, "get_scale"):
                 rec["loss_scale"] = float(self.scaler.get_scale())
         if step == 1 or step % self.grads_every == 0:
-            named = [(n, p) for n, p in self.model.named_parameters()]
-            self._snapshot = [p.detach().clone() for _, p in named]
-            self._grad_norms = (
-                torch.stack(
-                    [
-                        torch.linalg.vector_norm(p.grad.detach()).float()
-                        if p.grad is not None
-                        else torch.tensor(-1.0, device=p.device)
-                        for _, p in named
-                    ]
-                )
-                if named
-                else None
-            )
+            params = list(self.model.parameters())
+            self._snapshot = [p.detach().clone() for p in params]
+            with_grad = [i for i, p in enumerate(params) if p.grad is not None]
+            norms = tensor_norms([params[i].grad.detach() for i in with_grad])  # type: ignore[union-attr]
+            if len(with_grad) == len(params):  # the usual case: one stack of the batched norms
+                self._grad_norms = torch.stack(norms).float() if norms else None
+            else:  # -1: no gradient
+                by_index = dict(zip(with_grad, norms, strict=True))
+                none = [torch.tensor(-1.0, device=p.device) for p in params]
+                self._grad_norms = torch.stack([by_index.get(i, none[i]).float() for i in range(len(params))])
         self._step_reading = rec
 
     def _on_step_post(self, optimizer, args, kwargs) -> None:
@@ -406,10 +406,8 @@ class Watch:
         named = list(self.model.named_parameters())
         snapshot, self._snapshot = self._snapshot or [], None
         grad_norms, self._grad_norms = self._grad_norms, None
-        weights = torch.stack([torch.linalg.vector_norm(p.detach()).float() for _, p in named])
-        updates = torch.stack(
-            [torch.linalg.vector_norm(p.detach() - old).float() for (_, p), old in zip(named, snapshot)]
-        )
+        weights = torch.stack(tensor_norms([p.detach() for _, p in named])).float()
+        updates = torch.stack(tensor_norms([p.detach() - old for (_, p), old in zip(named, snapshot)])).float()
         in_opt = {id(p) for g in self.optimizer.param_groups for p in g["params"]}
         return {
             "names": [n for n, _ in named],
