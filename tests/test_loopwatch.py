@@ -19,6 +19,7 @@ from minigpt.io.workspace import Workspace
 from minigpt.logs.metrics import read_metrics
 from minigpt.loopwatch import probes, runlog
 from minigpt.loopwatch.loop_log import STEP_DEFAULTS, read_loop_log
+from minigpt.loopwatch.steps import Forward, LightStep, Window, short_line, step_record
 from tests.fixtures import loops
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -214,40 +215,29 @@ def test_steps_between_full_readings_are_written_from_what_their_hooks_noted(tmp
 
 
 @pytest.mark.parametrize(
-    "noted",
+    "forwards, closure, present",
     [
-        {},
-        {"train_in_eval_mode": 1, "eval_forwards": 2, "eval_in_train_mode": 1, "eval_with_grad": 2},
-        {"autocast": "bfloat16", "closure": True, "grads_present": 0, "loss": None, "lrs": [None, 0.5]},
+        ([(True, True, "bfloat16", True)], False, 1),  # (training, grad enabled, autocast, backwarded)
+        ([(True, True, None, True), (False, False, None, False), (True, True, None, False)], False, 1),
+        ([(False, True, None, True), (True, True, "float16", True)], True, 0),
+        ([], False, 0),
     ],
 )
-def test_a_short_step_line_reads_back_as_the_full_line_it_stands_for(noted):
-    # GIVEN a step between full readings as the flush builds it, with modes and counts off their defaults or not
-    record = {
-        "step": 7,
-        "deep": False,
-        "closure": False,
-        "backwards": 2,
-        "seconds": 0.01,
-        "time": 1.0,
-        "lrs": [1e-3],
-        "grads_present": 1,
-        "train_forwards": 2,
-        "train_in_eval_mode": 0,
-        "eval_forwards": 0,
-        "eval_in_train_mode": 0,
-        "eval_with_grad": 0,
-        "autocast": None,
-        "tokens": 512,
-        "loss": [2.0, 3.0],
-        **noted,
-    }
-    # WHEN it is written as a short line and read back with the reader's defaults
-    short = runlog.loop_record({**record, "light": True})
+def test_a_short_step_line_reads_back_as_the_full_line_it_stands_for(forwards, closure, present):
+    # GIVEN a step between full readings as its hooks noted it: train and eval forwards, modes off their defaults or not
+    window = Window(deep=False)
+    for training, grad_enabled, autocast, backwarded in forwards:
+        window.forwards.append(Forward(training, grad_enabled, autocast, tokens=256, backwarded=backwarded))
+    window.backwards, window.closure = sum(f[3] for f in forwards), closure
+    step = LightStep(7, 1.0, 0.01, window, [1e-3, None], present)
+    losses = [2.0, 3.0] if window.backwards else None
+    # WHEN the flush writes its short line and the reader puts the defaults back
+    short = short_line(step, losses)
     read_back = {**STEP_DEFAULTS, "fingerprints": [], **json.loads(json.dumps(short))}
-    # THEN it is the full line, field for field
-    assert read_back == runlog.loop_record(record)
-    assert len(short) < len(runlog.loop_record(record))
+    # THEN it is the line the full path writes, field for field
+    full = {**step_record(window, 7, 1.0, 0.01, [1e-3, None], present), "loss": losses}
+    assert read_back == runlog.loop_record(full)
+    assert len(short) < len(runlog.loop_record(full))
 
 
 def test_loss_weight_reads_the_division_of_a_cross_entropy():

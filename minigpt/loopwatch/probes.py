@@ -30,25 +30,25 @@ class ForwardInputs:
 def forward_inputs(args: tuple, kwargs: Mapping) -> ForwardInputs:
     """Token IDs and targets of a forward call, by position or by the usual names."""
     if not kwargs and len(args) <= 2:  # the usual model(idx) / model(idx, targets): no name lookups
-        ids = args[0] if args and _is_ids(args[0]) else None
-        targets = args[1] if ids is not None and len(args) == 2 and _is_ids(args[1]) else None
+        ids = args[0] if args and is_ids(args[0]) else None
+        targets = args[1] if ids is not None and len(args) == 2 and is_ids(args[1]) else None
         if ids is not None or not args:
             return ForwardInputs(ids, targets, "positional" if targets is not None else None)
-    ids = next((kwargs[k] for k in INPUT_NAMES if _is_ids(kwargs.get(k))), None)
+    ids = next((kwargs[k] for k in INPUT_NAMES if is_ids(kwargs.get(k))), None)
     rest = list(args)
-    if ids is None and rest and _is_ids(rest[0]):
+    if ids is None and rest and is_ids(rest[0]):
         ids = rest.pop(0)
     elif ids is None and rest and isinstance(rest[0], Mapping):  # model(batch) with a dict batch
         return forward_inputs((), rest[0])
     for name in TARGET_NAMES:
-        if _is_ids(kwargs.get(name)):
+        if is_ids(kwargs.get(name)):
             return ForwardInputs(ids, kwargs[name], name)
-    if rest and _is_ids(rest[0]):
+    if rest and is_ids(rest[0]):
         return ForwardInputs(ids, rest[0], "positional")
     return ForwardInputs(ids, None, None)
 
 
-def _is_ids(value: object) -> bool:
+def is_ids(value: object) -> bool:
     return isinstance(value, torch.Tensor) and not value.is_floating_point() and not value.is_complex()
 
 

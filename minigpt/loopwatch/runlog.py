@@ -67,7 +67,7 @@ class RunLog:
             if self.rank != 0:
                 self._line("rank", {"step": record["step"], "fingerprints": record.get("fingerprints", [])})
                 continue
-            step = loop_record(record)
+            step = record.get("short_line") or loop_record(record)  # a step between full readings comes made
             self._line("loop", step)
             self._loss_factor = loss_factor(step, self._loss_factor)
             self._line("metrics", metrics_record(step, record, logged_loss, self.t0, self._loss_factor))
@@ -135,8 +135,6 @@ class RunLog:
 
 def loop_record(r: dict) -> dict:
     """The loop log's line for one optimizer step, from the watch's host-side record."""
-    if r.get("light"):
-        return _light_loop_record(r)
     before = r.get("grad_before") or []
     known = [b for b in before if b is not None]
     # where the gradients were cleared inside this step's window (a backward that found them empty)
@@ -197,31 +195,6 @@ def loop_record(r: dict) -> dict:
         out["outside_optimizer"] = r.get("outside_optimizer", [])
         out["memory"], out["memory_source"] = r.get("memory"), r.get("memory_source")
         out["old_graphs_alive"] = r.get("old_graphs_alive", 0)
-    return out
-
-
-def _light_loop_record(r: dict) -> dict:
-    """The line of a step between full readings: what its hooks noted, and of the rest only what
-    differs from `loop_log.STEP_DEFAULTS` (the reader puts those back). Built directly: the flush makes
-    one per step, inside the user's loop."""
-    present = r["grads_present"]
-    out: dict[str, Any] = {
-        "kind": "step",
-        "step": r["step"],
-        "backwards": r["backwards"],
-        "micro_batches": r["backwards"],  # no clear is seen between full readings
-        "train_forwards": r["train_forwards"],
-        "lrs": r["lrs"],
-        "tokens": r["tokens"],
-        "seconds": r["seconds"],
-        "grads_at_step": "present" if present else "none",
-    }
-    for key in ("train_in_eval_mode", "eval_forwards", "eval_in_train_mode", "eval_with_grad", "autocast", "closure"):
-        if r[key]:
-            out[key] = r[key]
-    loss = r.get("loss")
-    if loss:  # one per micro-batch (averaged here, on the host)
-        out["loss"] = sum(loss) / len(loss)
     return out
 
 

@@ -93,9 +93,56 @@ def step_record(w: Window, step: int, at: float, seconds: float, lrs: list, pres
     }
 
 
+def short_line(s: LightStep, losses: list[float] | None) -> dict[str, Any]:
+    """The loop log's line of a step between full readings, made straight from what its hooks noted:
+    the fields `step_record` and `runlog.loop_record` would give it, less those at their value in
+    `loop_log.STEP_DEFAULTS` (the reader puts them back). The flush makes one per step, inside the
+    user's loop, so it builds one dict, not three."""
+    w = s.window
+    train = tokens = train_eval = evals = eval_train = eval_grad = 0
+    autocast = None
+    for f in w.forwards:
+        if f.backwarded:
+            train += 1
+            tokens += f.tokens
+            train_eval += not f.training
+            autocast = autocast or f.autocast
+        else:
+            evals += 1
+            eval_train += f.training
+            eval_grad += f.grad_enabled
+    backwards = w.backwards or w.logit_backwards
+    out: dict[str, Any] = {
+        "kind": "step",
+        "step": s.step,
+        "backwards": backwards,
+        "micro_batches": backwards,  # no clear is seen between full readings
+        "train_forwards": train,
+        "lrs": s.lrs,
+        "tokens": tokens,
+        "seconds": s.seconds,
+        "grads_at_step": "present" if s.grads_present else "none",
+    }
+    if train_eval:
+        out["train_in_eval_mode"] = train_eval
+    if evals:
+        out["eval_forwards"] = evals
+    if eval_train:
+        out["eval_in_train_mode"] = eval_train
+    if eval_grad:
+        out["eval_with_grad"] = eval_grad
+    if autocast:
+        out["autocast"] = autocast
+    if w.closure:
+        out["closure"] = True
+    if losses:  # one per micro-batch, averaged here on the host
+        out["loss"] = sum(losses) / len(losses)
+    return out
+
+
 def host_records(pending: list[dict | LightStep]) -> list[dict]:
-    """The buffered records with every tensor moved to the host in one transfer per dtype; the light
-    steps' records are built here, where the loop over them runs warm."""
+    """The buffered records with every tensor moved to the host in one transfer per dtype; a light
+    step's record is its `short_line` (with the time its metrics line needs), built here."""
     losses = [
         [f.loss for f in s.window.forwards if f.backwarded and f.loss is not None]
         for s in pending
@@ -107,10 +154,9 @@ def host_records(pending: list[dict | LightStep]) -> list[dict]:
     out = []
     for s in pending:
         if isinstance(s, LightStep):
-            record = step_record(s.window, s.step, s.time, s.seconds, s.lrs, s.grads_present)
-            record["loss"] = next(host_losses) or None
-            record["light"] = True  # `runlog.loop_record` writes its short line
-            out.append(record)
+            out.append(
+                {"step": s.step, "time": s.time, "seconds": s.seconds, "short_line": short_line(s, next(host_losses))}
+            )
         else:
             out.append(next(host_full))
     return out

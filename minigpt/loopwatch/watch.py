@@ -227,6 +227,9 @@ class Watch:
 
     def _on_forward(self, module, args, kwargs, output) -> None:
         window = self._window
+        if not window.deep and not self._count_on_logits:
+            self._note_forward(window, module, args, kwargs, output)
+            return
         device_type = self._device_type
         autocast = None
         if torch.is_autocast_enabled(device_type):
@@ -270,6 +273,22 @@ class Watch:
                     fwd.rows = None  # free it: one backward per forward is what loops do
 
             logits.register_hook(self._guard(on_logits_grad))
+
+    def _note_forward(self, window: Window, module, args, kwargs, output) -> None:
+        """A forward between full readings: its modes, tokens and loss, no more (autocast is read at
+        full readings). This runs cold after every forward of the user's loop, so it reads as little
+        as it can: `model(idx, targets)` is taken straight off its arguments."""
+        fwd = Forward(module.training, torch.is_grad_enabled(), None)
+        window.forwards.append(fwd)
+        if fwd.grad_enabled:
+            window.grad_forward = fwd
+        ids = args[0] if args and not kwargs and probes.is_ids(args[0]) else probes.forward_inputs(args, kwargs).ids
+        if ids is not None:
+            fwd.tokens = ids.numel()
+        loss = probes.model_outputs(output)[1]
+        if loss is not None:
+            fwd.loss = loss.detach()
+            self._model_loss_seen = True
 
     def _before_accumulate(self, grad) -> None:
         """Before the probe's gradient is added (full readings): were the gradients cleared since the
