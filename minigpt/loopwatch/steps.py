@@ -1,7 +1,8 @@
 """What the watch saw of one optimizer step, and how it becomes the step's record: the forwards
 between two steps (`Forward`, `Window`), a step that is not a full reading as its hooks left it
-(`LightStep`), the fields every step's record holds (`step_record`), and the buffered records moved
-to the host in one transfer (`host_records`). `runlog.loop_record` turns a record into its line."""
+(`LightStep`), the weights before a `grads_every` step (`UpdateSnapshot`), the fields every step's
+record holds (`step_record`), a light step's short line (`short_line`), and the buffered records
+moved to the host in one transfer (`host_records`). `runlog.loop_record` turns a record into its line."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.nn as nn
 
 from minigpt.loopwatch import probes
+from minigpt.model.gradstats import tensor_norms
 
 
 class Sentinel:
@@ -56,6 +59,39 @@ class Window:
         self.weights: list[torch.Tensor] = []  # per backward through the logits
         self.probe_after: torch.Tensor | None = None  # probe gradient norm after the last backward
         self.closure = False  # forward/backward run inside optimizer.step(closure)
+
+
+class UpdateSnapshot:
+    """Before a `grads_every` step's update: every parameter's copy and gradient norm (-1: none); after
+    it, `rows` gives grads.jsonl's columns, with the update sizes (tensors left on the device)."""
+
+    def __init__(self, model: nn.Module):
+        params = list(model.parameters())
+        self.before = [p.detach().clone() for p in params]
+        with_grad = [i for i, p in enumerate(params) if p.grad is not None]
+        norms = tensor_norms([params[i].grad.detach() for i in with_grad])  # type: ignore[union-attr]
+        self.grad_norms: torch.Tensor | None
+        if len(with_grad) == len(params):  # the usual case: one stack of the batched norms
+            self.grad_norms = torch.stack(norms).float() if norms else None
+        else:
+            by_index = dict(zip(with_grad, norms, strict=True))
+            none = [torch.tensor(-1.0, device=p.device) for p in params]
+            self.grad_norms = torch.stack([by_index.get(i, none[i]).float() for i in range(len(params))])
+
+    def rows(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> dict:
+        named = list(model.named_parameters())
+        weights = torch.stack(tensor_norms([p.detach() for _, p in named])).float()
+        updates = torch.stack(tensor_norms([p.detach() - old for (_, p), old in zip(named, self.before)])).float()
+        in_opt = {id(p) for g in optimizer.param_groups for p in g["params"]}
+        return {
+            "names": [n for n, _ in named],
+            "shapes": [list(p.shape) for _, p in named],
+            "requires_grad": [p.requires_grad for _, p in named],
+            "in_optimizer": [id(p) in in_opt for _, p in named],
+            "grad_norms": self.grad_norms,
+            "weight_norms": weights,
+            "update_norms": updates,
+        }
 
 
 @dataclass(slots=True)

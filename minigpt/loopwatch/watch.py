@@ -42,8 +42,15 @@ from minigpt.loopwatch import probes
 from minigpt.loopwatch.describe import as_float, describe_run, memory_in_use, param_names, rank_and_world
 from minigpt.loopwatch.runlog import RunLog
 from minigpt.loopwatch.samples import WatchSamples
-from minigpt.loopwatch.steps import Forward, LightStep, Sentinel, Window, host_records, step_record
-from minigpt.model.gradstats import tensor_norms
+from minigpt.loopwatch.steps import (
+    Forward,
+    LightStep,
+    Sentinel,
+    UpdateSnapshot,
+    Window,
+    host_records,
+    step_record,
+)
 
 DEEP_FIRST_STEPS = 3  # steps always read in full at the start
 
@@ -91,9 +98,8 @@ class Watch:
         self._fingerprint = probes.Fingerprinter()
         self._started = time.time()
         self._t_last = time.perf_counter()
-        self._snapshot: list[torch.Tensor] | None = None
+        self._snapshot: UpdateSnapshot | None = None  # taken before a `grads_every` step's update
         self._step_reading: dict[str, Any] = {}
-        self._grad_norms: torch.Tensor | None = None
         self._logged_loss = False  # the user passes `loss=` to log(): the metrics take that
         self._model_loss_seen = False  # the model returns its loss: a logged `loss=` is kept apart
         self._count_on_logits = False  # the probe parameter gets no gradient: count backwards at the logits
@@ -339,16 +345,7 @@ class Watch:
             if self.scaler is not None and hasattr(self.scaler, "get_scale"):
                 rec["loss_scale"] = float(self.scaler.get_scale())
         if step == 1 or step % self.grads_every == 0:
-            params = list(self.model.parameters())
-            self._snapshot = [p.detach().clone() for p in params]
-            with_grad = [i for i, p in enumerate(params) if p.grad is not None]
-            norms = tensor_norms([params[i].grad.detach() for i in with_grad])  # type: ignore[union-attr]
-            if len(with_grad) == len(params):  # the usual case: one stack of the batched norms
-                self._grad_norms = torch.stack(norms).float() if norms else None
-            else:  # -1: no gradient
-                by_index = dict(zip(with_grad, norms, strict=True))
-                none = [torch.tensor(-1.0, device=p.device) for p in params]
-                self._grad_norms = torch.stack([by_index.get(i, none[i]).float() for i in range(len(params))])
+            self._snapshot = UpdateSnapshot(self.model)
         self._step_reading = rec
 
     def _on_step_post(self, optimizer, args, kwargs) -> None:
@@ -400,7 +397,7 @@ class Watch:
             self._graphs = [(s, r) for s, r in self._graphs if r() is not None]
             record["old_graphs_alive"] = sum(1 for s, _ in self._graphs if s <= step - 2)
         if self._snapshot is not None:
-            record["grad_rows"] = self._grad_rows()
+            record["grad_rows"], self._snapshot = self._snapshot.rows(self.model, self.optimizer), None
         return record
 
     def _open_window(self, step: int) -> None:
@@ -420,23 +417,6 @@ class Watch:
         elif not deep and self._clear_hook is not None:
             self._clear_hook.remove()
             self._clear_hook = None
-
-    def _grad_rows(self) -> dict:
-        named = list(self.model.named_parameters())
-        snapshot, self._snapshot = self._snapshot or [], None
-        grad_norms, self._grad_norms = self._grad_norms, None
-        weights = torch.stack(tensor_norms([p.detach() for _, p in named])).float()
-        updates = torch.stack(tensor_norms([p.detach() - old for (_, p), old in zip(named, snapshot)])).float()
-        in_opt = {id(p) for g in self.optimizer.param_groups for p in g["params"]}
-        return {
-            "names": [n for n, _ in named],
-            "shapes": [list(p.shape) for _, p in named],
-            "requires_grad": [p.requires_grad for _, p in named],
-            "in_optimizer": [id(p) in in_opt for _, p in named],
-            "grad_norms": grad_norms,
-            "weight_norms": weights,
-            "update_norms": updates,
-        }
 
     # --- failure -------------------------------------------------------------------------------
 
