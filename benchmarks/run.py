@@ -704,7 +704,35 @@ def first_frame_seconds(root: Path, reps: int) -> dict:
     return {"first_frame_seconds": statistics.median(measured) if measured else None}
 
 
-def ui_vs_bare(root: Path, reps: int, neighbour: bool = False) -> dict:
+def _start_training_from_the_ui(session: str, root: Path) -> bool:
+    """Press `t` in the inspector (and `y` when it asks before moving the last run aside); True once
+    the training subprocess has written a step of its own to the workspace's metrics log."""
+    metrics = root / "logs" / "metrics.jsonl"
+    before = metrics.stat().st_mtime_ns if metrics.exists() else 0
+    subprocess.run(["tmux", "send-keys", "-t", session, "t"], check=True)
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < 30:
+        if "(y)" in _screen(session):
+            subprocess.run(["tmux", "send-keys", "-t", session, "y"], check=True)
+            break
+        if metrics.exists() and metrics.stat().st_mtime_ns != before:
+            break
+        time.sleep(0.1)
+    while time.perf_counter() - t0 < 60:
+        if metrics.exists() and metrics.stat().st_mtime_ns != before and metrics.stat().st_size > 0:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _stop_training(root: Path) -> None:
+    """The UI's training subprocess runs in a session of its own: stop it by its workspace path."""
+    subprocess.run(["pkill", "-INT", "-f", f"train --workspace {root}"], capture_output=True)
+    time.sleep(1.0)
+    subprocess.run(["pkill", "-KILL", "-f", f"train --workspace {root}"], capture_output=True)
+
+
+def ui_vs_bare(root: Path, reps: int, neighbour: bool = False, training: bool = False) -> dict:
     """minigpt-tui on `root` and the bare seven-tab Textual app (benchmarks/bare_app.py), measured
     the same way in 80x24 tmux windows. First frame: process start to the tab bar on the screen,
     `reps` starts each, alternating which app goes first. Pane switch: `tmux send-keys` of a pane
@@ -714,7 +742,10 @@ def ui_vs_bare(root: Path, reps: int, neighbour: bool = False) -> dict:
     tab bar differ (the first changed screen is often the tab underline alone). Ratios:
     inspector / bare, the switch ratios on the p95; `pane_switch_ms_first_by_key_*` and `..._median_by_key_*`: the
     first switch to each pane (key 1..7; it draws the pane) and the median, so a slow p95 names its pane.
-    neighbour=True: a CPU-bound process on every core throughout (keys end in `_busy_neighbour`)."""
+    neighbour=True: a CPU-bound process on every core throughout (keys end in `_busy_neighbour`).
+    training=True: a training run started from the inspector's UI (`t`, with the workspace's own
+    settings and default threads) goes on through every switch of both apps, so both meet the same
+    load and the inspector also follows the run (keys end in `_training`; no first-frame figures)."""
     if shutil.which("tmux") is None:
         return {"ui_vs_bare": None}
     from minigpt.threads import usable_cpus
@@ -732,7 +763,7 @@ def ui_vs_bare(root: Path, reps: int, neighbour: bool = False) -> dict:
     sessions = {name: f"bench-{name}-{os.getpid()}" for name in commands}
     try:
         time.sleep(1.0 if busy else 0)
-        for i in range(reps):
+        for i in range(0 if training else reps):
             for name in ("inspector", "bare") if i % 2 == 0 else ("bare", "inspector"):
                 t = _tmux_first_frame(commands[name], f"{sessions[name]}-first-{i}")
                 if t is not None:
@@ -742,6 +773,8 @@ def ui_vs_bare(root: Path, reps: int, neighbour: bool = False) -> dict:
         t0 = time.perf_counter()
         while time.perf_counter() - t0 < 180 and "done in" not in _screen(sessions["inspector"]):
             time.sleep(0.1)  # the checks finished: what a user switches panes in
+        if training and not _start_training_from_the_ui(sessions["inspector"], root):
+            return {"ui_vs_bare_training": None, "ui_vs_bare_training_error": "the UI's training run did not start"}
         for i in range(reps):
             for name in ("inspector", "bare") if i % 2 == 0 else ("bare", "inspector"):
                 for key in "2345671":
@@ -759,7 +792,9 @@ def ui_vs_bare(root: Path, reps: int, neighbour: bool = False) -> dict:
         for proc in busy:
             proc.kill()
             proc.wait()
-    suffix = "_busy_neighbour" if neighbour else ""
+        if training:
+            _stop_training(root)
+    suffix = "_busy_neighbour" if neighbour else "_training" if training else ""
     out: dict = {}
     for name in commands:
         if first[name]:
@@ -809,6 +844,7 @@ ONLY = [
     "watch_overhead",
     "ui_vs_bare",
     "ui_vs_bare_busy_neighbour",
+    "ui_vs_bare_training",
     "kv_cache_speedup",
     "grad_stats_overhead",
 ]
@@ -817,6 +853,14 @@ ONLY = [
 def train_briefly(ws: Workspace) -> None:
     """A short trained checkpoint and metrics log: what the check suite and the UI figures open."""
     Trainer(ws, TrainConfig.from_preset("debug", max_steps=100, eval_interval=50, device="cpu")).run()
+
+
+def train_long_settings(ws: Workspace) -> None:
+    """A short trained checkpoint whose settings ask for a long run (100,000 steps, stopped here
+    after 100): what the UI's `t` then trains for the length of a benchmark."""
+    trainer = Trainer(ws, TrainConfig.from_preset("debug", max_steps=100_000, eval_interval=50, device="cpu"))
+    trainer.register_callback("on_step_end", lambda record: record["step"] >= 100 and trainer.request_stop())
+    trainer.run()
 
 
 def main() -> None:
@@ -838,7 +882,10 @@ def main() -> None:
         out = {"corpus": prep.source_kind, "torch": torch.__version__, "threads": torch.get_num_threads()}
         out["load_average_1min"] = os.getloadavg()[0]
         if args.only is not None:
-            if args.only.startswith("ui_vs_bare"):
+            if args.only == "ui_vs_bare_training":
+                train_long_settings(ws)
+                out.update(ui_vs_bare(ws.root, reps, training=True))
+            elif args.only.startswith("ui_vs_bare"):
                 train_briefly(ws)
                 out.update(ui_vs_bare(ws.root, reps, neighbour=args.only.endswith("busy_neighbour")))
             elif args.only == "val_loss_vs_recipe_equal_time":
@@ -888,6 +935,10 @@ def main() -> None:
         out.update(first_frame_seconds(ws.root, reps))
         out.update(ui_vs_bare(ws.root, reps))
         out.update(ui_vs_bare(ws.root, reps, neighbour=True))
+        long_ws = Workspace(Path(tmp) / "long")  # a workspace whose settings ask for a long run
+        prepare_workspace(source, long_ws)
+        train_long_settings(long_ws)
+        out.update(ui_vs_bare(long_ws.root, reps, training=True))
         out.update(demo_build_seconds(Path(tmp)))  # the UI on the same trained workspace
     # memory bounds, each in its own interpreter (--quick: smaller inputs, keys name the size)
     out.update(prepare_memory(100 if args.quick else 500))
