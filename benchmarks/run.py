@@ -41,17 +41,23 @@ from minigpt.train.trainer import Trainer  # noqa: E402
 WIKITEXT = ROOT.parent / "shared" / "data" / "wikitext-2"
 
 
-def median_time(fn, reps: int) -> float:
-    fn()  # warm-up
+def timed_runs(fn, reps: int) -> list[float]:
+    """Seconds of each of `reps` calls of `fn`, after one warm-up call."""
+    fn()
     times = []
     for _ in range(reps):
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return times
 
 
-def train_tokens_per_s(data, vocab: int, shape: dict, batch: int, steps: int, reps: int) -> float:
+def median_time(fn, reps: int) -> float:
+    return statistics.median(timed_runs(fn, reps))
+
+
+def train_tokens_per_s(key: str, data, vocab: int, shape: dict, batch: int, steps: int, reps: int) -> dict:
+    """Training tokens per second: `key` the median over `reps` runs of `steps` steps, with its spread."""
     torch.manual_seed(0)
     model = MiniGPT(MiniGPTConfig(vocab_size=vocab, **shape))
     cfg = TrainConfig(**shape, batch_size=batch)
@@ -67,7 +73,7 @@ def train_tokens_per_s(data, vocab: int, shape: dict, batch: int, steps: int, re
             opt.step()
             opt.zero_grad(set_to_none=True)
 
-    return steps * batch * shape["block_size"] / median_time(run_steps, reps)
+    return _spread(key, [steps * batch * shape["block_size"] / t for t in timed_runs(run_steps, reps)])
 
 
 def watch_overhead(data, vocab: int, reps: int) -> dict:
@@ -340,7 +346,7 @@ def train_vs_recipe(ws: Workspace, data, vocab: int, pairs: int = 3) -> dict:
                 ours.append(ours_run(ws, cfg, evaluate))
                 recipe.append(recipe_run(data, vocab, cfg, Path(tmp), evaluate))
             ratios.append(ours[-1] / recipe[-1])
-        out[key] = statistics.median(ratios)
+        out.update(_spread(key, ratios))
         out[key.replace("ratio_vs_recipe", "tokens_per_s_ours")] = statistics.median(ours)
         out[key.replace("ratio_vs_recipe", "tokens_per_s_recipe")] = statistics.median(recipe)
     out["train_vs_recipe_load_average"] = os.getloadavg()[0]
@@ -701,7 +707,7 @@ def first_frame_seconds(root: Path, reps: int) -> dict:
     command = _inspector_command(root)
     times = [_tmux_first_frame(command, f"bench-first-frame-{os.getpid()}-{i}") for i in range(reps)]
     measured = [t for t in times if t is not None]
-    return {"first_frame_seconds": statistics.median(measured) if measured else None}
+    return _spread("first_frame_seconds", measured) if measured else {"first_frame_seconds": None}
 
 
 def _start_training_from_the_ui(session: str, root: Path) -> bool:
@@ -900,20 +906,23 @@ def main() -> None:
             emit(out, args.json)
             return
 
-        loop = median_time(lambda: get_batch_loop(data, 64, 256), reps * 20)
-        vec = median_time(lambda: get_batch(data, 64, 256), reps * 20)
-        out["get_batch_speedup"] = loop / vec
+        # `reps` ratios, each of two medians of 20 calls measured one after the other
+        batch_ratios = [
+            median_time(lambda: get_batch_loop(data, 64, 256), 20) / median_time(lambda: get_batch(data, 64, 256), 20)
+            for _ in range(reps)
+        ]
+        out.update(_spread("get_batch_speedup", batch_ratios))
 
         debug = {k: v for k, v in PRESETS["debug"].items() if k in MODEL_FIELDS}
         small = {k: v for k, v in PRESETS["small"].items() if k in MODEL_FIELDS}
-        out["train_tokens_per_s_debug"] = train_tokens_per_s(
-            data, vocab, debug, PRESETS["debug"]["batch_size"], 50, reps
+        out.update(
+            train_tokens_per_s("train_tokens_per_s_debug", data, vocab, debug, PRESETS["debug"]["batch_size"], 50, reps)
         )
-        out["train_tokens_per_s_small"] = train_tokens_per_s(
-            data, vocab, small, PRESETS["small"]["batch_size"], 10, reps
+        out.update(
+            train_tokens_per_s("train_tokens_per_s_small", data, vocab, small, PRESETS["small"]["batch_size"], 10, reps)
         )
         ref = dict(block_size=64, embedding_dim=128, num_heads=4, num_layers=4, expansion_factor=4, dropout=0.0)
-        out["train_tokens_per_s_4x128_block64_batch12"] = train_tokens_per_s(data, vocab, ref, 12, 20, reps)
+        out.update(train_tokens_per_s("train_tokens_per_s_4x128_block64_batch12", data, vocab, ref, 12, 20, reps))
 
         out.update(kv_cache_speedup(reps))
         out.update(grad_stats_overhead(data, vocab, reps))
