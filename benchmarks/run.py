@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from minigpt.checks import CheckContext, CheckOptions, run_checks  # noqa: E402
-from minigpt.data.batches import get_batch, get_batch_loop, load_ids  # noqa: E402
+from minigpt.data.batches import get_batch, load_ids  # noqa: E402
 from minigpt.data.prepare import prepare_workspace  # noqa: E402
 from minigpt.io.workspace import Workspace  # noqa: E402
 from minigpt.model.gpt import MiniGPT, MiniGPTConfig  # noqa: E402
@@ -39,6 +39,14 @@ from minigpt.train.presets import PRESETS  # noqa: E402
 from minigpt.train.trainer import Trainer  # noqa: E402
 
 WIKITEXT = ROOT.parent / "shared" / "data" / "wikitext-2"
+
+
+def get_batch_loop(data, batch_size, block_size):
+    """The per-row Python loop `get_batch` replaced (the other side of `get_batch_speedup`)."""
+    starts = torch.randint(len(data) - block_size, (batch_size,))
+    x = torch.stack([data[i : i + block_size].long() for i in starts.tolist()])
+    y = torch.stack([data[i + 1 : i + 1 + block_size].long() for i in starts.tolist()])
+    return x, y
 
 
 def timed_runs(fn, reps: int) -> list[float]:

@@ -142,11 +142,3 @@ def get_batch(
         # pinned memory + non_blocking lets the copy overlap with compute
         return x.pin_memory().to(device, non_blocking=True), y.pin_memory().to(device, non_blocking=True)
     return x.to(device), y.to(device)
-
-
-def get_batch_loop(data, batch_size, block_size, device="cpu", generator=None):
-    """The per-row Python loop `get_batch` replaces; kept for the benchmark only."""
-    starts = torch.randint(len(data) - block_size, (batch_size,), generator=generator)
-    x = torch.stack([data[i : i + block_size].long() for i in starts.tolist()])
-    y = torch.stack([data[i + 1 : i + 1 + block_size].long() for i in starts.tolist()])
-    return x.to(device), y.to(device)
