@@ -22,9 +22,11 @@ class AdamW:
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
         weight_decay: float = 0.01,
+        decay_1d: bool = True,  # False: no decay on biases, norm weights, other 1-D parameters (as training does)
     ):
         self.params = [p for p in params if p.requires_grad]
         self.lr, self.betas, self.eps, self.weight_decay = lr, betas, eps, weight_decay
+        self.decay_1d = decay_1d
         self.state: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self.steps = 0
 
@@ -40,7 +42,8 @@ class AdamW:
                 self.state[id(p)] = (torch.zeros_like(p), torch.zeros_like(p))
             m, v = self.state[id(p)]
             g = p.grad
-            p.mul_(1 - self.lr * self.weight_decay)
+            if self.decay_1d or p.dim() >= 2:
+                p.mul_(1 - self.lr * self.weight_decay)
             m.lerp_(g, 1 - b1)
             v.mul_(b2).addcmul_(g, g, value=1 - b2)
             denom = (v.sqrt() / math.sqrt(bias2)).add_(self.eps)

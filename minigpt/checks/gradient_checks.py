@@ -17,6 +17,7 @@ from minigpt.checks.registry import CheckReturn, check
 from minigpt.checks.result import Outcome, Status, name_list
 from minigpt.checks.values import GradientsValues, OptimizerValues, UpdateRow
 from minigpt.model.contract import token_embedding
+from minigpt.model.gradstats import tensor_norms
 
 ZERO_GRAD_RETRIES = 4  # optimizer steps a zero gradient may take to appear behind zero-initialised layers
 
@@ -159,17 +160,14 @@ def optimizer_update(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     before = [p.detach().clone() for _, p in params]
     lr = ctx.learning_rate
-    opt = AdamW([p for _, p in params], lr=lr, weight_decay=0.1)
+    # decay on 2-D weights only, as `minigpt train` (and nanoGPT) group them: the update training makes
+    opt = AdamW([p for _, p in params], lr=lr, weight_decay=0.1, decay_1d=False)
     _, loss = adapter.call(model, x, y)
     loss.backward()
     opt.step()
     with torch.no_grad():
-        deltas = torch._foreach_sub([p.detach() for _, p in params], before)
-        stats = (
-            torch.stack([torch.stack(torch._foreach_norm(deltas)), torch.stack(torch._foreach_norm(before))])
-            .cpu()
-            .tolist()
-        )
+        deltas = [p.detach() - old for (_, p), old in zip(params, before, strict=True)]
+        stats = torch.stack([torch.stack(tensor_norms(deltas)), torch.stack(tensor_norms(before))]).cpu().tolist()
     rows: list[UpdateRow] = []
     for i, (name, _) in enumerate(params):
         upd, w = stats[0][i], stats[1][i]
@@ -186,7 +184,7 @@ def optimizer_update(ctx: CheckContext, run: CheckRun) -> CheckReturn:
             opt.step()
             with torch.no_grad():
                 moved = torch.stack(
-                    torch._foreach_norm(torch._foreach_sub([p.detach() for _, p in params], before))
+                    tensor_norms([p.detach() - old for (_, p), old in zip(params, before, strict=True)])
                 ).tolist()
             now_still = {name for (name, _), m in zip(params, moved) if m == 0}
             if now_still == still or not now_still:

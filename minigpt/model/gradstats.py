@@ -27,7 +27,7 @@ def grad_flags(requires_grad: bool, grad_norm: float | None) -> list[str]:
 def grad_table(model: nn.Module) -> tuple[list[GradRow], float]:
     """Per-parameter rows (name, shape, numel, grad_norm, weight_norm, flags) and the global norm.
 
-    Norms come from batched `_foreach_norm` and one host transfer, not a `.item()` per
+    Norms come from batched `tensor_norms` and one host transfer, not a `.item()` per
     parameter (each of which is a device sync on a GPU). Tied weights appear once, with aliases.
     """
     aliases: dict[int, list[str]] = {}
@@ -40,8 +40,8 @@ def grad_table(model: nn.Module) -> tuple[list[GradRow], float]:
         stats = (
             torch.stack(
                 [
-                    torch.stack(torch._foreach_norm(weights)).float(),
-                    torch.stack(torch._foreach_norm(grads)).float(),
+                    torch.stack(tensor_norms(weights)).float(),
+                    torch.stack(tensor_norms(grads)).float(),
                 ]
             )
             if named
