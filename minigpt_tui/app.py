@@ -8,6 +8,7 @@ menu read them directly.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from textual.binding import Binding
 from textual.containers import Container
 from textual.events import Resize
 from textual.message import Message
-from textual.widgets import Footer, Header, Input, TabbedContent
+from textual.widgets import Header, Input, TabbedContent
 from textual.worker import Worker, WorkerState
 
 from minigpt.io.workspace import Workspace
@@ -45,10 +46,14 @@ from minigpt_tui.screens.help import HelpScreen
 from minigpt_tui.screens.quit import QuitTrainingScreen
 from minigpt_tui.screens.setup import DemoOutcome, DemoSetupScreen
 from minigpt_tui.session import Session
+from minigpt_tui.widgets.key_footer import KeyFooter
 from minigpt_tui.workbench import PANES, Workbench, build_panes
 
 JUDGED_POLL_S = 2.0  # how often the judged checkpoint is stat-ed (two stat calls: cheap)
 LOOP_RECHECK_S = 10.0  # a watched loop's log that grew is re-judged this often (the loop checks read logs only)
+# the GIL hand-off interval while the app runs (Python: 5 ms): Textual's writer thread sends each frame,
+# and waited that long for the GIL behind the UI thread's work after a pane switch (its restyles)
+SWITCH_INTERVAL_S = 0.001
 
 
 class MiniGPTApp(App):
@@ -126,6 +131,7 @@ class MiniGPTApp(App):
         self._judged_change: str | None = None  # how the judged checkpoint changed on disk since
         self.resolved_device: str | None = None  # from the environment check
         self.idle_gc = IdleCollector()  # full garbage collections while no key comes (idle_gc.py)
+        self._switch_interval = sys.getswitchinterval()  # restored at exit
 
     def _new_session(self) -> Session:
         def make_options():
@@ -147,19 +153,21 @@ class MiniGPTApp(App):
         yield Header()
         with Container(id="main"):
             if not self.needs_setup:
-                self.panes = build_panes()
+                self.panes = build_panes(["checks"])  # the others after the first frame
                 yield Workbench(self.panes)
-        yield Footer(compact=True, show_command_palette=False)  # ctrl+p is in ? (help)
+        yield KeyFooter(compact=True, show_command_palette=False)  # ctrl+p is in ? (help)
 
     def on_mount(self) -> None:
         self._update_title()
         self.idle_gc.start()
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
         self.set_interval(1.0, self.idle_gc.tick)
         self.call_after_refresh(self._first_paint)
         self.set_interval(JUDGED_POLL_S, self._check_judged_files)
         self._loop_log_size: int | None = None
         self.set_interval(LOOP_RECHECK_S, self._recheck_watched_loop)
         if not self.needs_setup:
+            self.call_after_refresh(self._add_hidden_panes)  # before the checks: their messages go to every pane
             self.call_after_refresh(self._focus_pane, "checks")
             # torch work starts once the first frame is out: its import holds the GIL for ~2 s
             self.call_after_refresh(self.run_checks)
@@ -176,6 +184,11 @@ class MiniGPTApp(App):
                 ),
                 self._answer_demo,
             )
+
+    def _add_hidden_panes(self) -> None:
+        hidden = build_panes(pane_id for pane_id, _ in PANES if pane_id not in self.panes)
+        self.panes.update(hidden)
+        self.query_one(Workbench).add_panes(hidden)
 
     def _first_paint(self) -> None:
         self.timings["first_paint_s"] = time.perf_counter() - self.started_at
@@ -374,8 +387,10 @@ class MiniGPTApp(App):
         # (from on_mount, under load) must not undo a pane key pressed in the meantime
         if self.query_one(TabbedContent).active != pane_id:
             return
-        pane = self.panes[pane_id]
-        focusable = pane if pane.can_focus else next((w for w in pane.query("*") if w.focusable), None)
+        pane = self.panes.get(pane_id)  # None: a key pressed before the hidden panes were built
+        focusable = None
+        if pane is not None:
+            focusable = pane if pane.can_focus else next((w for w in pane.query("*") if w.focusable), None)
         if focusable is not None and not isinstance(focusable, Input):
             focusable.focus()
         else:
@@ -541,4 +556,5 @@ class MiniGPTApp(App):
 
     def on_unmount(self) -> None:
         self.idle_gc.stop()
+        sys.setswitchinterval(self._switch_interval)
         self.stop_threads()
