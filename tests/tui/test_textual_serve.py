@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -25,11 +27,15 @@ def test_the_app_starts_under_textual_serve_and_draws_its_tabs(workspace):
     port = _free_port()
     command = f"{sys.executable} -m minigpt_tui --workspace {workspace} --skip-overfit"
     code = f"from textual_serve.server import Server; Server({command!r}, host='127.0.0.1', port={port}).serve()"
-    server = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # a session of its own: the server starts the app through a shell, and killing the server alone
+    # left the app running after the suite
+    server = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     try:
         received = asyncio.run(_screen_bytes(port))
     finally:
-        server.kill()
+        os.killpg(server.pid, signal.SIGKILL)
         server.wait(10)
     assert b"Checks" in received and b"Sampler" in received, received[-400:]
 
