@@ -106,35 +106,9 @@ class LightStep:
     grads_present: int  # 1 when some parameter of the optimizer has a gradient at the step
 
 
-def step_record(w: Window, step: int, at: float, seconds: float, lrs: list, present: int) -> dict[str, Any]:
-    """What every step's record holds: counts of its forwards and backwards, modes, tokens, learning rates."""
-    train = [f for f in w.forwards if f.backwarded]
-    evals = [f for f in w.forwards if not f.backwarded]
-    return {
-        "step": step,
-        "deep": w.deep,
-        "closure": w.closure,
-        "backwards": w.backwards or w.logit_backwards,
-        "seconds": seconds,
-        "time": at,
-        "lrs": lrs,
-        "grads_present": present,
-        "train_forwards": len(train),
-        "train_in_eval_mode": sum(not f.training for f in train),
-        "eval_forwards": len(evals),
-        "eval_in_train_mode": sum(f.training for f in evals),
-        "eval_with_grad": sum(f.grad_enabled for f in evals),
-        "autocast": next((f.autocast for f in train if f.autocast), None),
-        "tokens": sum(f.tokens for f in train),
-    }
-
-
-def short_line(s: LightStep, losses: list[float] | None) -> dict[str, Any]:
-    """The loop log's line of a step between full readings, made straight from what its hooks noted:
-    the fields `step_record` and `runlog.loop_record` would give it, less those at their value in
-    `loop_log.STEP_DEFAULTS` (the reader puts them back). The flush makes one per step, inside the
-    user's loop, so it builds one dict, not three."""
-    w = s.window
+def forward_counts(w: Window) -> dict[str, Any]:
+    """The window's forwards counted in one pass: training ones (a backward went through them) and
+    evaluation ones, their modes, tokens and autocast."""
     train = tokens = train_eval = evals = eval_train = eval_grad = 0
     autocast = None
     for f in w.forwards:
@@ -147,28 +121,54 @@ def short_line(s: LightStep, losses: list[float] | None) -> dict[str, Any]:
             evals += 1
             eval_train += f.training
             eval_grad += f.grad_enabled
+    return {
+        "train_forwards": train,
+        "train_in_eval_mode": train_eval,
+        "eval_forwards": evals,
+        "eval_in_train_mode": eval_train,
+        "eval_with_grad": eval_grad,
+        "autocast": autocast,
+        "tokens": tokens,
+    }
+
+
+def step_record(w: Window, step: int, at: float, seconds: float, lrs: list, present: int) -> dict[str, Any]:
+    """What every step's record holds: counts of its forwards and backwards, modes, tokens, learning rates."""
+    return {
+        "step": step,
+        "deep": w.deep,
+        "closure": w.closure,
+        "backwards": w.backwards or w.logit_backwards,
+        "seconds": seconds,
+        "time": at,
+        "lrs": lrs,
+        "grads_present": present,
+        **forward_counts(w),
+    }
+
+
+def short_line(s: LightStep, losses: list[float] | None) -> dict[str, Any]:
+    """The loop log's line of a step between full readings, made straight from what its hooks noted:
+    the fields `step_record` and `runlog.loop_record` would give it, less those at their value in
+    `loop_log.STEP_DEFAULTS` (the reader puts them back). The flush makes one per step, inside the
+    user's loop, so it builds one dict, not three."""
+    w = s.window
+    counts = forward_counts(w)
     backwards = w.backwards or w.logit_backwards
     out: dict[str, Any] = {
         "kind": "step",
         "step": s.step,
         "backwards": backwards,
         "micro_batches": backwards,  # no clear is seen between full readings
-        "train_forwards": train,
+        "train_forwards": counts["train_forwards"],
         "lrs": s.lrs,
-        "tokens": tokens,
+        "tokens": counts["tokens"],
         "seconds": s.seconds,
         "grads_at_step": "present" if s.grads_present else "none",
     }
-    if train_eval:
-        out["train_in_eval_mode"] = train_eval
-    if evals:
-        out["eval_forwards"] = evals
-    if eval_train:
-        out["eval_in_train_mode"] = eval_train
-    if eval_grad:
-        out["eval_with_grad"] = eval_grad
-    if autocast:
-        out["autocast"] = autocast
+    for key in ("train_in_eval_mode", "eval_forwards", "eval_in_train_mode", "eval_with_grad", "autocast"):
+        if counts[key]:
+            out[key] = counts[key]
     if w.closure:
         out["closure"] = True
     if losses:  # one per micro-batch, averaged here on the host

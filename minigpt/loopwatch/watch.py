@@ -233,31 +233,18 @@ class Watch:
 
     def _on_forward(self, module, args, kwargs, output) -> None:
         window = self._window
+        fwd, logits, loss = self._note_forward(window, module, args, kwargs, output)
         if not window.deep and not self._count_on_logits:
-            self._note_forward(window, module, args, kwargs, output)
             return
-        device_type = self._device_type
-        autocast = None
-        if torch.is_autocast_enabled(device_type):
-            autocast = str(torch.get_autocast_dtype(device_type)).replace("torch.", "")
-        fwd = Forward(module.training, torch.is_grad_enabled(), autocast)
-        window.forwards.append(fwd)
-        if fwd.grad_enabled:
-            window.grad_forward = fwd
-        inputs = probes.forward_inputs(args, kwargs)
-        if inputs.ids is not None:
-            fwd.tokens = inputs.ids.numel()
-            if window.deep:  # batches and targets are read at full readings (every `interval` steps)
+        if torch.is_autocast_enabled(self._device_type):
+            fwd.autocast = str(torch.get_autocast_dtype(self._device_type)).replace("torch.", "")
+        if window.deep:  # batches and targets are read at full readings (every `interval` steps)
+            inputs = probes.forward_inputs(args, kwargs)
+            if inputs.ids is not None:
                 fwd.fingerprint = self._fingerprint(inputs.ids)
                 if inputs.targets is not None:
                     fwd.relation = probes.target_relation(inputs.ids, inputs.targets)
                     fwd.target_name = inputs.target_name
-        logits, loss = probes.model_outputs(output)
-        if loss is not None:
-            fwd.loss = loss.detach()
-            self._model_loss_seen = True
-        if not window.deep and not self._count_on_logits:
-            return
         anchor = loss if loss is not None and loss.requires_grad else logits
         if window.deep and anchor is not None and anchor.requires_grad and anchor.grad_fn is not None:
             # graphs of full readings only: a loop that keeps graphs alive keeps these too
@@ -280,10 +267,13 @@ class Watch:
 
             logits.register_hook(self._guard(on_logits_grad))
 
-    def _note_forward(self, window: Window, module, args, kwargs, output) -> None:
-        """A forward between full readings: its modes, tokens and loss, no more (autocast is read at
-        full readings). This runs cold after every forward of the user's loop, so it reads as little
-        as it can: `model(idx, targets)` is taken straight off its arguments."""
+    def _note_forward(
+        self, window: Window, module: nn.Module, args: tuple, kwargs: dict, output: object
+    ) -> tuple[Forward, torch.Tensor | None, torch.Tensor | None]:
+        """What every forward notes: its modes, tokens and loss (the rest is read at full readings).
+        This runs cold after every forward of the user's loop, so it reads as little as it can:
+        `model(idx, targets)` is taken straight off its arguments. Returns the Forward and the
+        output's (logits, loss)."""
         fwd = Forward(module.training, torch.is_grad_enabled(), None)
         window.forwards.append(fwd)
         if fwd.grad_enabled:
@@ -291,10 +281,11 @@ class Watch:
         ids = args[0] if args and not kwargs and probes.is_ids(args[0]) else probes.forward_inputs(args, kwargs).ids
         if ids is not None:
             fwd.tokens = ids.numel()
-        loss = probes.model_outputs(output)[1]
+        logits, loss = probes.model_outputs(output)
         if loss is not None:
             fwd.loss = loss.detach()
             self._model_loss_seen = True
+        return fwd, logits, loss
 
     def _before_accumulate(self, grad) -> None:
         """Before the probe's gradient is added (full readings): were the gradients cleared since the
