@@ -86,10 +86,12 @@ def train_tokens_per_s(key: str, data, vocab: int, shape: dict, batch: int, step
 
 def watch_overhead(data, vocab: int, reps: int) -> dict:
     """`minigpt.watch` at its default interval on the debug shape: the same nanoGPT-style step (batch,
-    forward, backward, clip, AdamW, zero_grad) with and without the watch. Blocks of `interval` (20)
-    steps, so each watched block holds one full reading and its flush, run in adjacent pairs in
-    alternating order; the overhead is the median of the pairs' time ratios (load that drifts over
-    the run cancels within a pair), with the quartiles as its spread."""
+    forward, backward, clip, AdamW, zero_grad) with and without the watch. The two loops take turns a
+    step at a time (which goes first alternates), so load that comes and goes hits both alike; a pair
+    of windows of `interval` (20) steps, each watched window holding one full reading and its share of
+    the flushes, gives one time ratio, and the overhead is the median of those ratios, with the
+    quartiles as its spread. The same pairing of two unwatched loops gives 0 (`watch_overhead_a_a`:
+    the method's own bias)."""
     import minigpt
 
     shape = {k: v for k, v in PRESETS["debug"].items() if k in MODEL_FIELDS}
@@ -100,35 +102,44 @@ def watch_overhead(data, vocab: int, reps: int) -> dict:
         model = MiniGPT(MiniGPTConfig(vocab_size=vocab, **shape))
         return model, torch.optim.AdamW(model.parameters(), lr=1e-3)
 
-    def run_block(model, opt):
+    def run_step(model, opt):
         t0 = time.perf_counter()
-        for _ in range(steps):
-            x, y = get_batch(data, batch, block)
-            _, loss = model(x, y)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+        x, y = get_batch(data, batch, block)
+        _, loss = model(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
         return time.perf_counter() - t0
 
+    def paired_ratios(a, b, pairs: int) -> tuple[list[float], list[float]]:
+        ratios, a_times = [], []
+        for i in range(pairs):
+            t_a = t_b = 0.0
+            for j in range(steps):
+                if (i + j) % 2 == 0:
+                    t_a += run_step(*a)
+                    t_b += run_step(*b)
+                else:
+                    t_b += run_step(*b)
+                    t_a += run_step(*a)
+            ratios.append(t_b / t_a)
+            a_times.append(t_a)
+        return ratios, a_times
+
     with tempfile.TemporaryDirectory() as run:
-        plain, watched = setup(), setup()
+        plain, watched, other = setup(), setup(), setup()
         watch = minigpt.watch(*watched, workspace=run)
-        for _ in range(3):
-            run_block(*plain), run_block(*watched)  # warm-up (and past the watch's first three full readings)
-        ratios, plain_times = [], []
-        for i in range(reps * 30):
-            if i % 2 == 0:
-                t_plain, t_watched = run_block(*plain), run_block(*watched)
-            else:
-                t_watched, t_plain = run_block(*watched), run_block(*plain)
-            ratios.append(t_watched / t_plain)
-            plain_times.append(t_plain)
+        for _ in range(3 * steps):  # warm-up (and past the watch's first three full readings)
+            run_step(*plain), run_step(*watched), run_step(*other)
+        ratios, plain_times = paired_ratios(plain, watched, reps * 30)
         watch.close()
+        a_a, _ = paired_ratios(plain, other, reps * 5)
     q1, median, q3 = statistics.quantiles(ratios, n=4)
     return {
         "watch_overhead": median - 1,
         "watch_overhead_quartiles": [round(q1 - 1, 4), round(q3 - 1, 4)],
+        "watch_overhead_a_a": statistics.median(a_a) - 1,
         "watch_unwatched_step_ms": statistics.median(plain_times) / steps * 1e3,
         "watch_pairs": len(ratios),
     }
