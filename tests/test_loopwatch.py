@@ -214,6 +214,45 @@ def test_steps_between_full_readings_are_written_from_what_their_hooks_noted(tmp
     assert [s["step"] for s in steps.values() if s["deep"]] == [1, 2, 3, 5, 10]
 
 
+def test_buffered_steps_reach_the_disk_a_second_after_the_last_write_and_at_close(tmp_path, monkeypatch):
+    # GIVEN a watched loop read in full every 5 steps, whose writes are at least an hour apart
+    from minigpt.loopwatch import watch as watch_module
+
+    monkeypatch.setattr(watch_module, "FLUSH_SECONDS", 3600.0)
+    torch.manual_seed(0)
+    data, vocab = loops.demo_ids()
+    model = loops.small_model(vocab)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    watch = minigpt.watch(model, opt, workspace=tmp_path / "run", interval=5)
+    ws = Workspace(tmp_path / "run")
+
+    def train(steps):
+        for _ in range(steps):
+            ix = torch.randint(len(data) - 33, (4,))
+            _, loss = model(
+                torch.stack([data[i : i + 32] for i in ix]), torch.stack([data[i + 1 : i + 33] for i in ix])
+            )
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+    def on_disk():
+        return [s["step"] for s in read_loop_log(ws).steps], [p.step for p in read_metrics(ws.metrics).points]
+
+    # WHEN it runs 12 steps: THEN the first three full readings are written at once, the rest waits
+    train(12)
+    assert on_disk() == ([1, 2, 3], [1, 2, 3])
+    # WHEN a second has passed at the next full reading (here: no wait at all): THEN everything buffered is written
+    monkeypatch.setattr(watch_module, "FLUSH_SECONDS", 0.0)
+    train(3)
+    assert on_disk() == (list(range(1, 16)), list(range(1, 16)))
+    # and close() writes what came after
+    monkeypatch.setattr(watch_module, "FLUSH_SECONDS", 3600.0)
+    train(2)
+    watch.close()
+    assert on_disk() == (list(range(1, 18)), list(range(1, 18)))
+
+
 @pytest.mark.parametrize(
     "forwards, closure, present",
     [

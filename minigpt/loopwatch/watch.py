@@ -13,14 +13,14 @@ What it sees, and how (no monkey-patching, no private API):
   gradient norms as the step sees them, parameters with gradients outside every group, update
   sizes, memory, and whether earlier steps' graphs are still alive.
 
-Numbers stay on the device until a flush (every `interval` steps, and at `log()`/`close()`),
-which moves them to the host in one transfer. The full readings (the loss weight, gradient norms,
-whether the gradients were cleared, batches and targets, memory, graphs kept alive) are taken on the
-first three steps and every `interval`-th step. On the other steps a hook only notes what it sees
-(modes, tokens, the loss tensor, learning rates, whether gradients reached the step) and the flush
-turns those notes into log lines: hook code runs cold, between the loop's kernels, and costs several
-times what the same lines cost in the flush's loop. An exception inside the watch is reported once
-and turns the watch off: the training goes on.
+Numbers stay on the device until a flush (at the first full reading a second or more after the last
+one, and at `log()`/`close()`), which moves them to the host in one transfer. The full readings (the
+loss weight, gradient norms, whether the gradients were cleared, batches and targets, memory, graphs
+kept alive) are taken on the first three steps and every `interval`-th step. On the other steps a
+hook only notes what it sees (modes, tokens, the loss tensor, learning rates, whether gradients
+reached the step) and the flush turns those notes into log lines: hook code runs cold, between the
+loop's kernels, and costs several times what the same lines cost in the flush's loop. An exception
+inside the watch is reported once and turns the watch off: the training goes on.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ from minigpt.loopwatch.steps import (
 )
 
 DEEP_FIRST_STEPS = 3  # steps always read in full at the start
+FLUSH_SECONDS = 1.0  # a full reading writes what is buffered when this much time has passed since the last write
 
 
 class Watch:
@@ -98,6 +99,7 @@ class Watch:
         self._fingerprint = probes.Fingerprinter()
         self._started = time.time()
         self._t_last = time.perf_counter()
+        self._t_flushed = self._t_last  # perf_counter of the last write of buffered records
         self._snapshot: UpdateSnapshot | None = None  # taken before a `grads_every` step's update
         self._step_reading: dict[str, Any] = {}
         self._logged_loss = False  # the user passes `loss=` to log(): the metrics take that
@@ -168,6 +170,7 @@ class Watch:
             return
         try:
             pending, self._pending = self._pending, []
+            self._t_flushed = time.perf_counter()
             assert self.log_writer is not None
             self.log_writer.write(host_records(pending), self._logged_loss)
         except Exception as exc:
@@ -356,7 +359,7 @@ class Watch:
         else:  # the flush builds its record
             self._pending.append(LightStep(step, time.time(), seconds, w, lrs, present))
         self._open_window(step + 1)
-        if w.deep:
+        if w.deep and (now - self._t_flushed >= FLUSH_SECONDS or step <= DEEP_FIRST_STEPS):
             self.flush()
         if self.samples is not None and self.samples.due(step):
             self.samples.draw(self.model, step, self._val_at(step))
