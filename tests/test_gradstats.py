@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 
 from minigpt.model.gpt import MiniGPT, MiniGPTConfig
-from minigpt.model.gradstats import grad_flags, grad_rows, grad_table, row_params, tensor_norms
+from minigpt.model.gradstats import grad_flags, grad_rows, grad_table, row_params, tensor_norms, total_norm
 
 
 class Tied(nn.Module):
@@ -93,6 +93,19 @@ def test_tensor_norms_match_vector_norm():
     ts = [torch.randn(3, 4), torch.zeros(5), torch.randn(())]
     assert [n.item() for n in tensor_norms(ts)] == pytest.approx([torch.linalg.vector_norm(t).item() for t in ts])
     assert tensor_norms([]) == []
+
+
+def test_total_norm_is_clip_grad_norms_bit_for_bit():
+    torch.manual_seed(0)
+    model = MiniGPT(MiniGPTConfig(vocab_size=20, block_size=8, embedding_dim=16, num_heads=2, num_layers=2))
+    x = torch.randint(0, 20, (2, 8))
+    model(x, x)[1].backward()
+    grads = [p.grad for p in model.parameters()]
+    ours = total_norm(grads)
+    assert torch.equal(ours, torch.nn.utils.clip_grad_norm_(model.parameters(), 1e9))
+    assert torch.equal(ours, torch.nn.utils.get_total_norm(grads))
+    half = [g.half() for g in grads]  # another dtype: still one norm of all of them
+    assert total_norm(half).item() == pytest.approx(ours.item(), rel=1e-3)
 
 
 def test_grad_rows_write_nonfinite_norms_as_strings_for_json():

@@ -51,6 +51,7 @@ from minigpt.loopwatch.steps import (
     host_records,
     step_record,
 )
+from minigpt.model.gradstats import total_norm
 
 DEEP_FIRST_STEPS = 3  # steps always read in full at the start
 FLUSH_SECONDS = 1.0  # a full reading writes what is buffered when this much time has passed since the last write
@@ -110,6 +111,7 @@ class Watch:
         self._in_opt: set[int] = set()  # ids of `_opt_params`
         self.rank, self.world_size = rank_and_world()
         self.names = param_names(model)
+        self._model_params = list(model.parameters())  # as at the start (read at every full reading)
         self._window = Window(deep=True)
         self.log_writer: RunLog | None = None
         try:
@@ -324,7 +326,7 @@ class Watch:
                 self._in_opt = {id(p) for p in self._opt_params}
             opt_params, in_opt = self._opt_params, self._in_opt
             grads = [p.grad for p in opt_params if p.grad is not None]
-            rec["grad_norm_at_step"] = torch.nn.utils.get_total_norm(grads).float() if grads else 0.0
+            rec["grad_norm_at_step"] = total_norm(grads).float() if grads else 0.0
             probe = self._probe
             rec["probe_at_step"] = (
                 torch.linalg.vector_norm(probe.grad.detach()).float()
@@ -332,9 +334,7 @@ class Watch:
                 else 0.0
             )
             rec["outside_optimizer"] = [
-                self.names.get(id(p), "?")
-                for p in self.model.parameters()
-                if p.grad is not None and id(p) not in in_opt
+                self.names.get(id(p), "?") for p in self._model_params if p.grad is not None and id(p) not in in_opt
             ][:20]
             if self.scaler is not None and hasattr(self.scaler, "get_scale"):
                 rec["loss_scale"] = float(self.scaler.get_scale())
@@ -382,7 +382,10 @@ class Watch:
         record["fingerprints"] = [f.fingerprint for f in train if f.fingerprint is not None]
         rel = [f for f in train if f.relation is not None]
         record["targets"] = rel[0].target_name if rel else None
-        record["relation"] = torch.stack([f.relation for f in rel]).mean(0) if rel else None  # type: ignore[misc]
+        if len(rel) > 1:  # micro-batches: their mean
+            record["relation"] = torch.stack([f.relation for f in rel]).mean(0)  # type: ignore[misc]
+        else:
+            record["relation"] = rel[0].relation if rel else None
         losses = [f.loss for f in train if f.loss is not None]
         record["loss"] = losses or None  # micro-batches' losses are averaged on the host
         if w.deep:

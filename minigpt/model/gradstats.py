@@ -76,6 +76,16 @@ def tensor_norms(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
     return list(torch._foreach_norm(tensors)) if tensors else []
 
 
+def total_norm(tensors: list[torch.Tensor]) -> torch.Tensor:
+    """The L2 norm of all `tensors` taken together, as `clip_grad_norm_` computes it (the norm of
+    the per-tensor norms, bit for bit), without `get_total_norm`'s grouping and a device move per
+    tensor when they share one device."""
+    try:
+        return torch.linalg.vector_norm(torch.stack(tensor_norms(tensors)))
+    except RuntimeError:  # tensors on several devices: torch groups them
+        return torch.nn.utils.get_total_norm(tensors)
+
+
 class RowParam(NamedTuple):
     """What a grads.jsonl row says of a parameter beyond its norms, read once per run."""
 
