@@ -17,7 +17,7 @@ import torch.nn.functional as F
 import minigpt
 from minigpt.io.workspace import Workspace
 from minigpt.logs.metrics import read_metrics
-from minigpt.loopwatch import probes, runlog
+from minigpt.loopwatch import loop_log, probes, runlog
 from minigpt.loopwatch.loop_log import STEP_DEFAULTS, read_loop_log
 from minigpt.loopwatch.steps import Forward, LightStep, Window, short_line, step_record
 from tests.fixtures import loops
@@ -277,6 +277,45 @@ def test_a_short_step_line_reads_back_as_the_full_line_it_stands_for(forwards, c
     full = {**step_record(window, 7, 1.0, 0.01, [1e-3, None], present), "loss": losses}
     assert read_back == runlog.loop_record(full)
     assert len(short) < len(runlog.loop_record(full))
+
+
+def test_steps_between_full_readings_share_one_line_that_reads_back_step_by_step():
+    # GIVEN short lines of five steps between full readings: the LR changes, one step has an
+    # evaluation forward, one has no loss, one ran in eval mode
+    def short(step, lr, loss=2.0, **extra):
+        line = {
+            "kind": "step",
+            "step": step,
+            "backwards": 1,
+            "micro_batches": 1,
+            "train_forwards": 1,
+            "lrs": [lr, None],
+        }
+        line.update({"tokens": 256, "seconds": 0.01 * step, "grads_at_step": "present", **extra})
+        return line if loss is None else {**line, "loss": loss + step}
+
+    lines = [short(4, 1e-3), short(5, 2e-3, eval_forwards=1), short(6, 3e-3, loss=None), short(7, 4e-3)]
+    lines.append(short(8, 5e-3, train_in_eval_mode=1, autocast="bfloat16"))
+    # WHEN they are written as one line and read back
+    one = json.loads(json.dumps(loop_log.steps_line(lines)))
+    read_back = loop_log.expand_steps(one)
+    # THEN each step is its own line again, defaults put back
+    assert read_back == [{**STEP_DEFAULTS, "fingerprints": [], **line} for line in lines]
+    assert one["same"]["backwards"] == 1 and len(one["each"]["lrs"]) == 5  # said once / as a column
+    # and a line whose columns disagree in length is refused, not half-read
+    one["each"]["seconds"].pop()
+    assert loop_log.expand_steps(one) is None
+
+
+def test_a_watched_run_writes_one_loop_line_per_stretch_between_full_readings(tmp_path):
+    plain_loop(tmp_path / "run", steps=45, interval=20)
+    ws = Workspace(tmp_path / "run")
+    kinds = [json.loads(line)["kind"] for line in ws.loop_log.read_text().splitlines()]
+    # header, full readings 1-3, steps 4-19 in one line, 20, 21-39, 40, 41-45, closed
+    assert kinds == ["header"] + ["step"] * 3 + ["steps", "step", "steps", "step", "steps", "closed"]
+    log = read_loop_log(ws)
+    assert [s["step"] for s in log.steps] == list(range(1, 46)) and log.bad_lines == 0
+    assert all(s["backwards"] == 2 and s["train_forwards"] == 2 for s in log.steps)
 
 
 def test_loss_weight_reads_the_division_of_a_cross_entropy():

@@ -24,6 +24,7 @@ from typing import IO, Any
 from minigpt.io.files import open_log
 from minigpt.io.lock import WorkspaceLock, acquire
 from minigpt.io.workspace import Workspace, archive_run
+from minigpt.loopwatch.loop_log import steps_line
 from minigpt.model.gradstats import grad_flags
 
 _encode = json.JSONEncoder(separators=(",", ":")).encode  # one encoder for every line (json.dumps makes one a call)
@@ -59,6 +60,7 @@ class RunLog:
     # --- records ---------------------------------------------------------------------------------
 
     def write(self, records: list[dict], logged_loss: bool) -> None:
+        short: list[dict] = []  # consecutive steps between full readings: one loop-log line for all
         for record in records:
             if "metrics_only" in record:
                 if self.rank == 0:
@@ -67,13 +69,25 @@ class RunLog:
             if self.rank != 0:
                 self._line("rank", {"step": record["step"], "fingerprints": record.get("fingerprints", [])})
                 continue
-            step = record.get("short_line") or loop_record(record)  # a step between full readings comes made
-            self._line("loop", step)
-            self._loss_factor = loss_factor(step, self._loss_factor)
+            step = record.get("short_line")  # a step between full readings comes made
+            if step is not None:
+                short.append(step)
+            else:
+                self._steps_line(short)
+                step = loop_record(record)
+                self._line("loop", step)
+                self._loss_factor = loss_factor(step, self._loss_factor)
             self._line("metrics", metrics_record(step, record, logged_loss, self.t0, self._loss_factor))
             if record.get("grad_rows"):
                 self._line("grads", grads_record(step, record["grad_rows"]))
+        self._steps_line(short)
         self._flush()
+
+    def _steps_line(self, short: list[dict]) -> None:
+        """The loop-log line of the steps between full readings gathered in `short` (emptied)."""
+        if short:
+            self._line("loop", short[0] if len(short) == 1 else steps_line(short))
+            short.clear()
 
     def sample(self, line: str) -> None:
         """One line of `logs/samples.jsonl` (rank 0; opened on the first sample)."""
