@@ -58,7 +58,7 @@ def test_an_error_inside_the_watch_is_reported_once_and_training_goes_on(tmp_pat
     def broken(grad, rows):
         raise RuntimeError("probe exploded")
 
-    monkeypatch.setattr(probes, "loss_weight", broken)
+    monkeypatch.setattr(probes, "loss_weight_sums", broken)
     params, watch = plain_loop(tmp_path / "run", steps=6)
     unwatched, _ = plain_loop(tmp_path / "b", steps=6, watched=False)
     assert all(torch.equal(a, b) for a, b in zip(params, unwatched))  # the run finished, untouched
@@ -326,14 +326,21 @@ def test_loss_weight_reads_the_division_of_a_cross_entropy():
     for scale, expected in [(1.0, 1.0), (0.25, 0.25), (3.0, 3.0)]:
         logits.grad = None
         (F.cross_entropy(logits.view(-1, 11), targets.view(-1)) * scale).backward()
-        weight, misfit, loss, share = probes.loss_weight(logits.grad, rows).tolist()
+        weight, misfit, loss, share = probes.loss_weight(logits.grad, rows)
         assert weight == pytest.approx(expected, rel=1e-4) and misfit < 1e-4 and share == 1.0
+        assert loss == pytest.approx(F.cross_entropy(logits.view(-1, 11), targets.view(-1)).item(), rel=1e-4)
     logits.grad = None
     (F.cross_entropy(logits.view(-1, 11), targets.view(-1), reduction="sum")).backward()
-    assert probes.loss_weight(logits.grad, rows)[0].item() == pytest.approx(64, rel=1e-4)  # the token count
+    assert probes.loss_weight(logits.grad, rows)[0] == pytest.approx(64, rel=1e-4)  # the token count
+    logits.grad = None
+    ignored = targets.clone()
+    ignored[:, 8:] = -1  # half the positions ignored (padding): the weight is still one mean, over the rest
+    F.cross_entropy(logits.view(-1, 11), ignored.view(-1), ignore_index=-1).backward()
+    weight, misfit, _, share = probes.loss_weight(logits.grad, rows)
+    assert weight == pytest.approx(1.0, rel=1e-4) and misfit < 1e-4 and share == 0.5
     logits.grad = None
     ((logits.softmax(-1) - 0.1) ** 2).mean().backward()  # not a cross-entropy
-    assert probes.loss_weight(logits.grad, rows)[1].item() > 0.25
+    assert probes.loss_weight(logits.grad, rows)[1] > 0.25
 
 
 def test_watch_refuses_what_is_not_a_model_or_an_optimizer(tmp_path):

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.nn.functional as F
+
+from minigpt.loopwatch.runlog import loss_weight_of
 
 # argument names under which loops pass token IDs and targets (nanoGPT, minGPT, Hugging Face)
 INPUT_NAMES = ("idx", "input_ids", "x", "inputs", "tokens")
@@ -127,9 +128,11 @@ def sampled_rows(logits: torch.Tensor) -> torch.Tensor:
     return flat[:: row_step(flat.shape[0])][:LOSS_ROWS].float().clone()
 
 
-def loss_weight(grad: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+def loss_weight_sums(grad: torch.Tensor, rows: torch.Tensor) -> list:
     """From the gradient that reached the logits, how much of a mean cross-entropy this backward
-    carried: [weight, misfit, loss, rows with a gradient (share)].
+    carried, as sums left on the device: `[sums, n_rows, n_total]`, which `runlog.loss_weight_of`
+    turns into [weight, misfit, loss, share] on the host (the division is cheaper there than a
+    kernel each inside the user's backward).
 
     For a loss `w * mean CE` over N rows, each row's gradient is `w / N * (softmax - onehot)`; its
     target is the one negative entry. So `c = -g_t / (1 - p_t)` is `w / N` on every row, and
@@ -137,29 +140,34 @@ def loss_weight(grad: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     `reduction='sum'`. `misfit` is how far the rows are from that form (0 for cross-entropy,
     large for another loss: then the weight means nothing). `loss` is the cross-entropy of the
     sampled rows at their targets: the loss of a loop whose model returns logits only.
+    `sums` is [c, sum of the rows' misfits, sum of their cross-entropies, rows with a gradient].
     """
     V = grad.shape[-1]
     flat = grad.detach().reshape(-1, V)
     n_total = flat.shape[0]
-    g = flat[:: row_step(n_total)][: rows.shape[0]].float()
-    p = F.softmax(rows, dim=-1)
-    g_abs = g.abs().sum(-1)
-    has = (g_abs > 0).float()  # rows the loss reached
+    g = flat[:: row_step(n_total)][: rows.shape[0]]
+    if g.dtype != torch.float32:
+        g = g.float()
+    p = torch.softmax(rows, dim=-1)
     t = g.argmin(dim=-1, keepdim=True)
-    pt = p.gather(-1, t).squeeze(-1)
+    g_abs = g.abs().sum(-1)  # (three times quicker than vector_norm(g, 1, dim=-1) on CPU)
+    has = g_abs.sign()  # 1 on rows the loss reached, 0 on the others
     gt = g.gather(-1, t).squeeze(-1)
+    pt = p.gather(-1, t).squeeze(-1)
+    # every sum over the rows with a gradient is a product with `has`: one kernel for all four
+    g_sum, p_sum, log_sum, n_has = torch.stack([gt, pt, pt.clamp_min(1e-30).log(), has]) @ has
     # c = -g_t / (1 - p_t) on every row; pooled with weights (1 - p_t), so rows the model already
-    # predicts with certainty (0 / 0) do not decide it. The sums over rows with a gradient are
-    # products with `has`: one kernel for two sums (this runs inside the user's backward).
-    g_sum, q_sum = torch.stack([gt, 1 - pt]) @ has
-    c = -g_sum / q_sum.clamp_min(1e-12)
-    residual = (g - c * p).scatter_add_(-1, t, c.expand(t.shape))  # g - c * (p - onehot), without the one-hot
-    misfit_rows = residual.abs().sum(-1) / g_abs.clamp_min(1e-30)
-    misfit_sum, loss_sum = torch.stack([misfit_rows, -pt.clamp_min(1e-30).log()]) @ has
-    n_has = has.sum()
-    share = n_has / g.shape[0]
-    n_has = n_has.clamp_min(1)
-    return torch.stack([c * share * n_total, misfit_sum / n_has, loss_sum / n_has, share])
+    # predicts with certainty (0 / 0) do not decide it
+    c = -g_sum / (n_has - p_sum).clamp_min(1e-12)
+    residual = torch.addcmul(g, p, c, value=-1).scatter_add_(-1, t, c.expand(t.shape))  # g - c * (p - onehot)
+    misfit_sum = (residual.abs().sum(-1) / g_abs.clamp_min(1e-30)) @ has
+    return [torch.stack([c, misfit_sum, -log_sum, n_has]), g.shape[0], n_total]
+
+
+def loss_weight(grad: torch.Tensor, rows: torch.Tensor) -> list[float]:
+    """[weight, misfit, loss, share] of one backward (see `loss_weight_sums`), read on the host now."""
+    sums, n_rows, n_total = loss_weight_sums(grad, rows)
+    return loss_weight_of(sums.tolist(), n_rows, n_total)
 
 
 def to_host(records: list[dict]) -> list[dict]:

@@ -155,7 +155,7 @@ def loop_record(r: dict) -> dict:
     clears = [i for i, b in enumerate(before) if b is not None and b == 0.0]
     last_clear = max([i for i in clears if i > 0], default=0)
     effective = r["backwards"] - last_clear
-    weights = r.get("weights") or []
+    weights = [loss_weight_of(*w) for w in r.get("weights") or []]
     used = weights[last_clear:] if len(weights) == len(before) else weights
     out: dict[str, Any] = {
         "kind": "step",
@@ -210,6 +210,14 @@ def loop_record(r: dict) -> dict:
         out["memory"], out["memory_source"] = r.get("memory"), r.get("memory_source")
         out["old_graphs_alive"] = r.get("old_graphs_alive", 0)
     return out
+
+
+def loss_weight_of(sums: list[float], n_rows: int, n_total: int) -> list[float]:
+    """[weight, misfit, loss, share] of one backward from `probes.loss_weight_sums`'s sums (on the host)."""
+    c, misfit_sum, loss_sum, n_has = sums
+    share = n_has / n_rows
+    n = max(n_has, 1.0)
+    return [c * share * n_total, misfit_sum / n, loss_sum / n, share]
 
 
 def loss_factor(step: dict, previous: float) -> float:

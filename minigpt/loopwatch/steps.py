@@ -56,7 +56,7 @@ class Window:
         self.logit_backwards = 0  # counted on the logits' gradient
         self.grad_forward: Forward | None = None  # the last forward with gradients enabled
         self.grad_before: list[Any] = []  # per backward: 0.0, None (not read) or a tensor
-        self.weights: list[torch.Tensor] = []  # per backward through the logits
+        self.weights: list[list] = []  # per backward through the logits: probes.loss_weight_sums
         self.probe_after: torch.Tensor | None = None  # probe gradient norm after the last backward
         self.closure = False  # forward/backward run inside optimizer.step(closure)
 

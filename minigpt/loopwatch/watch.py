@@ -267,7 +267,7 @@ class Watch:
                     fwd.rows = None
                     return
                 if fwd.rows is not None and window is self._window:
-                    window.weights.append(probes.loss_weight(grad, fwd.rows))
+                    window.weights.append(probes.loss_weight_sums(grad, fwd.rows))
                     fwd.rows = None  # free it: one backward per forward is what loops do
 
             logits.register_hook(self._guard(on_logits_grad))
