@@ -175,18 +175,17 @@ def to_host(records: list[dict]) -> list[dict]:
     floats: list[torch.Tensor] = []
     ints: list[torch.Tensor] = []
 
-    plain = (int, float, bool, str, type(None))  # most values: nothing to look into
+    plain = {int, float, bool, str, type(None)}  # most values: nothing to look into (checked inline,
+    # not by a call each: a flush holds thousands of them, parameter names and shapes among them)
 
     def collect(value):
-        if type(value) in plain:
-            return
-        if isinstance(value, torch.Tensor):
-            (ints if not value.is_floating_point() else floats).append(value)
-        elif isinstance(value, dict):
-            for v in value.values():
-                collect(v)
-        elif isinstance(value, list):
-            for v in value:
+        items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        for v in items:
+            if type(v) in plain:
+                continue
+            if isinstance(v, torch.Tensor):
+                (ints if not v.is_floating_point() else floats).append(v)
+            else:
                 collect(v)
 
     collect(records)
@@ -203,15 +202,13 @@ def to_host(records: list[dict]) -> list[dict]:
             i += n
 
     def convert(value):
-        if type(value) in plain:
-            return value
         if isinstance(value, torch.Tensor):
             return host[id(value)]
         if isinstance(value, dict):
-            return {k: convert(v) for k, v in value.items()}
+            return {k: v if type(v) in plain else convert(v) for k, v in value.items()}
         if isinstance(value, list):
-            return [convert(v) for v in value]
-        return value
+            return [v if type(v) in plain else convert(v) for v in value]
+        return value  # a tuple or an object: left as it is, as `collect` left it
 
     return [convert(r) for r in records]
 

@@ -185,14 +185,15 @@ def host_records(pending: list[dict | LightStep]) -> list[dict]:
         if isinstance(s, LightStep)
     ]
     full = [s for s in pending if not isinstance(s, LightStep)]
-    host = probes.to_host([{"losses": losses}, *full])
+    # the light steps' losses as one flat list: one step's are the next len(...) numbers
+    host = probes.to_host([{"losses": [t for step in losses for t in step]}, *full])
     host_losses, host_full = iter(host[0]["losses"]), iter(host[1:])
+    step_losses = iter(losses)
     out = []
     for s in pending:
         if isinstance(s, LightStep):
-            out.append(
-                {"step": s.step, "time": s.time, "seconds": s.seconds, "short_line": short_line(s, next(host_losses))}
-            )
+            mine = [next(host_losses) for _ in next(step_losses)]
+            out.append({"step": s.step, "time": s.time, "seconds": s.seconds, "short_line": short_line(s, mine)})
         else:
             out.append(next(host_full))
     return out
