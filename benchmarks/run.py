@@ -89,12 +89,15 @@ def watch_overhead(data, vocab: int, reps: int) -> dict:
     """`minigpt.watch` at its default interval on the debug shape: the same nanoGPT-style step (batch,
     forward, backward, clip, AdamW, zero_grad) with and without the watch. The two loops take turns a
     step at a time (which goes first alternates), so load that comes and goes hits both alike; a pair
-    of windows of `interval` (20) steps, each watched window holding one full reading and its share of
-    the flushes, gives one time ratio. Two model instances of the same weights are not equally fast
+    of windows of `interval` (20) steps, each watched window holding one full reading, gives one time
+    ratio. Two model instances of the same weights are not equally fast
     (up to 1.5 % apart, from where their memory landed), so the watch moves between them: four phases,
     A watched, B watched, A, B; the overhead is the geometric mean of the median ratio with A watched
     and with B watched, which cancels the instances' difference (`watch_overhead_by_model` shows both,
-    `watch_overhead_quartiles` the spread of all pairs)."""
+    `watch_overhead_quartiles` the spread of all pairs). The watch writes what it buffered about once
+    a second, in one window of seven or so: a median of window ratios would leave that write out, so
+    the windows that hold one are set aside and the writes' own time, as a share of the unwatched
+    loop's time, is added (`watch_overhead_flush_share`)."""
     import minigpt
 
     shape = {k: v for k, v in PRESETS["debug"].items() if k in MODEL_FIELDS}
@@ -118,14 +121,19 @@ def watch_overhead(data, vocab: int, reps: int) -> dict:
     models = [setup(), setup()]
     by_model: list[list[float]] = [[], []]
     plain_times = []
+    flushes = {"seconds": 0.0, "count": 0}
+    flush_windows = 0
+    plain_total = 0.0
     with tempfile.TemporaryDirectory() as run:
         for phase in range(4):
             watched, plain = models[phase % 2], models[1 - phase % 2]
             watch = minigpt.watch(*watched, workspace=Path(run) / str(phase))
             for _ in range(3 * steps):  # warm-up (and past the watch's first three full readings)
                 run_step(*plain), run_step(*watched)
+            watch.flush = _timed_flush(watch.flush, flushes)  # the watch's own calls go through it too
             for i in range(reps * 30 // 4):
                 t_plain = t_watched = 0.0
+                flushed = flushes["count"]
                 for j in range(steps):
                     if (i + j) % 2 == 0:
                         t_plain += run_step(*plain)
@@ -133,18 +141,39 @@ def watch_overhead(data, vocab: int, reps: int) -> dict:
                     else:
                         t_watched += run_step(*watched)
                         t_plain += run_step(*plain)
+                plain_total += t_plain
+                if flushes["count"] != flushed:  # its write is counted apart (below)
+                    flush_windows += 1
+                    continue
                 by_model[phase % 2].append(t_watched / t_plain)
                 plain_times.append(t_plain)
+            del watch.flush
             watch.close()
     med_a, med_b = statistics.median(by_model[0]), statistics.median(by_model[1])
     q1, _, q3 = statistics.quantiles(by_model[0] + by_model[1], n=4)
+    flush_share = flushes["seconds"] / plain_total
     return {
-        "watch_overhead": math.sqrt(med_a * med_b) - 1,
+        "watch_overhead": math.sqrt(med_a * med_b) - 1 + flush_share,
+        "watch_overhead_flush_share": round(flush_share, 5),
         "watch_overhead_quartiles": [round(q1 - 1, 4), round(q3 - 1, 4)],
         "watch_overhead_by_model": [round(med_a - 1, 4), round(med_b - 1, 4)],
         "watch_unwatched_step_ms": statistics.median(plain_times) / steps * 1e3,
         "watch_pairs": len(by_model[0]) + len(by_model[1]),
+        "watch_flushes": flushes["count"],
+        "watch_windows_with_a_flush": flush_windows,
     }
+
+
+def _timed_flush(flush, into: dict):
+    """`flush` that adds its time and count to `into`."""
+
+    def timed() -> None:
+        t0 = time.perf_counter()
+        flush()
+        into["seconds"] += time.perf_counter() - t0
+        into["count"] += 1
+
+    return timed
 
 
 def _spread(key: str, values: list[float]) -> dict:

@@ -18,6 +18,7 @@ import minigpt
 from minigpt.io.workspace import Workspace
 from minigpt.logs.metrics import read_metrics
 from minigpt.loopwatch import loop_log, probes, runlog
+from minigpt.loopwatch import watch as watch_module
 from minigpt.loopwatch.loop_log import STEP_DEFAULTS, read_loop_log
 from minigpt.loopwatch.steps import Forward, LightStep, Window, short_line, step_record
 from tests.fixtures import loops
@@ -58,7 +59,7 @@ def test_an_error_inside_the_watch_is_reported_once_and_training_goes_on(tmp_pat
     def broken(grad, rows):
         raise RuntimeError("probe exploded")
 
-    monkeypatch.setattr(probes, "loss_weight_sums", broken)
+    monkeypatch.setattr(probes, "loss_weight_batch", broken)
     params, watch = plain_loop(tmp_path / "run", steps=6)
     unwatched, _ = plain_loop(tmp_path / "b", steps=6, watched=False)
     assert all(torch.equal(a, b) for a, b in zip(params, unwatched))  # the run finished, untouched
@@ -341,6 +342,20 @@ def test_loss_weight_reads_the_division_of_a_cross_entropy():
     logits.grad = None
     ((logits.softmax(-1) - 0.1) ** 2).mean().backward()  # not a cross-entropy
     assert probes.loss_weight(logits.grad, rows)[1] > 0.25
+
+
+def test_loss_weights_left_to_the_flush_equal_those_computed_in_the_backward(tmp_path, monkeypatch):
+    # the flush computes a second's loss weights in one batch; past DEFER_BYTES the backward does
+    plain_loop(tmp_path / "later", steps=25, interval=5)
+    monkeypatch.setattr(watch_module, "DEFER_BYTES", 0)
+    plain_loop(tmp_path / "now", steps=25, interval=5)
+    later, now = (read_loop_log(Workspace(tmp_path / name)) for name in ("later", "now"))
+    assert later is not None and now is not None
+    keys = ("loss_weight", "loss_weight_misfit", "loss_from_logits")
+    read = [[[s.get(k) for k in keys] for s in log.steps if s["deep"]] for log in (later, now)]
+    # steps 1-3, 5, ..., 25; two micro-batches of loss / 2 each: one mean in all
+    assert len(read[0]) == 8 and all(w[0] == pytest.approx(1.0, rel=1e-3) for w in read[0])
+    assert all(a == pytest.approx(b, rel=1e-5, abs=1e-6) for a, b in zip(read[0], read[1], strict=True))
 
 
 def test_watch_refuses_what_is_not_a_model_or_an_optimizer(tmp_path):

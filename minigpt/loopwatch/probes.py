@@ -128,11 +128,31 @@ def sampled_rows(logits: torch.Tensor) -> torch.Tensor:
     return flat[:: row_step(flat.shape[0])][:LOSS_ROWS].float().clone()
 
 
+def grad_rows(grad: torch.Tensor, n_rows: int) -> tuple[torch.Tensor, int]:
+    """The gradient of the `n_rows` rows `sampled_rows` took, as a float32 copy (the logits' whole
+    gradient is freed after the backward), and the number of rows in all: what `loss_weight_batch`
+    needs of one backward when the watch computes it later."""
+    g, n_total = _sampled_grad(grad, n_rows)
+    return (g.clone() if g.dtype == torch.float32 else g.float()), n_total
+
+
+def _sampled_grad(grad: torch.Tensor, n_rows: int) -> tuple[torch.Tensor, int]:
+    flat = grad.detach().reshape(-1, grad.shape[-1])
+    return flat[:: row_step(flat.shape[0])][:n_rows], flat.shape[0]
+
+
 def loss_weight_sums(grad: torch.Tensor, rows: torch.Tensor) -> list:
     """From the gradient that reached the logits, how much of a mean cross-entropy this backward
     carried, as sums left on the device: `[sums, n_rows, n_total]`, which `runlog.loss_weight_of`
-    turns into [weight, misfit, loss, share] on the host (the division is cheaper there than a
-    kernel each inside the user's backward).
+    turns into [weight, misfit, loss, share] on the host (see `loss_weight_batch`)."""
+    g, n_total = _sampled_grad(grad, rows.shape[0])
+    return [loss_weight_batch(g.float().unsqueeze(0), rows.unsqueeze(0))[0], g.shape[0], n_total]
+
+
+def loss_weight_batch(g: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """The loss-weight sums of k backwards at once: `g` and `rows` are (k, R, V), the sampled rows'
+    float32 gradients and logits; returns (k, 4), each row `[c, sum of the rows' misfits, sum of their
+    cross-entropies, rows with a gradient]` (the watch computes a second's backwards in one go).
 
     For a loss `w * mean CE` over N rows, each row's gradient is `w / N * (softmax - onehot)`; its
     target is the one negative entry. So `c = -g_t / (1 - p_t)` is `w / N` on every row, and
@@ -140,28 +160,23 @@ def loss_weight_sums(grad: torch.Tensor, rows: torch.Tensor) -> list:
     `reduction='sum'`. `misfit` is how far the rows are from that form (0 for cross-entropy,
     large for another loss: then the weight means nothing). `loss` is the cross-entropy of the
     sampled rows at their targets: the loss of a loop whose model returns logits only.
-    `sums` is [c, sum of the rows' misfits, sum of their cross-entropies, rows with a gradient].
     """
-    V = grad.shape[-1]
-    flat = grad.detach().reshape(-1, V)
-    n_total = flat.shape[0]
-    g = flat[:: row_step(n_total)][: rows.shape[0]]
-    if g.dtype != torch.float32:
-        g = g.float()
     p = torch.softmax(rows, dim=-1)
-    t = g.argmin(dim=-1, keepdim=True)
-    g_abs = g.abs().sum(-1)  # (three times quicker than vector_norm(g, 1, dim=-1) on CPU)
+    t = g.argmin(dim=-1, keepdim=True)  # (k, R, 1)
+    g_abs = g.abs().sum(-1)  # (k, R); three times quicker than vector_norm(g, 1, dim=-1) on CPU
     has = g_abs.sign()  # 1 on rows the loss reached, 0 on the others
     gt = g.gather(-1, t).squeeze(-1)
     pt = p.gather(-1, t).squeeze(-1)
     # every sum over the rows with a gradient is a product with `has`: one kernel for all four
-    g_sum, p_sum, log_sum, n_has = torch.stack([gt, pt, pt.clamp_min(1e-30).log(), has]) @ has
+    sums = (torch.stack([gt, pt, pt.clamp_min(1e-30).log(), has], dim=1) @ has.unsqueeze(-1)).squeeze(-1)
+    g_sum, p_sum, log_sum, n_has = sums.unbind(-1)  # each (k,)
     # c = -g_t / (1 - p_t) on every row; pooled with weights (1 - p_t), so rows the model already
     # predicts with certainty (0 / 0) do not decide it
     c = -g_sum / (n_has - p_sum).clamp_min(1e-12)
-    residual = torch.addcmul(g, p, c, value=-1).scatter_add_(-1, t, c.expand(t.shape))  # g - c * (p - onehot)
-    misfit_sum = (residual.abs().sum(-1) / g_abs.clamp_min(1e-30)) @ has
-    return [torch.stack([c, misfit_sum, -log_sum, n_has]), g.shape[0], n_total]
+    cb = c[:, None, None]
+    residual = torch.addcmul(g, p, cb, value=-1).scatter_add_(-1, t, cb.expand(t.shape))  # g - c * (p - onehot)
+    misfit_sum = ((residual.abs().sum(-1) / g_abs.clamp_min(1e-30)) * has).sum(-1)
+    return torch.stack([c, misfit_sum, -log_sum, n_has], dim=-1)
 
 
 def loss_weight(grad: torch.Tensor, rows: torch.Tensor) -> list[float]:

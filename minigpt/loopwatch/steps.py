@@ -56,7 +56,7 @@ class Window:
         self.logit_backwards = 0  # counted on the logits' gradient
         self.grad_forward: Forward | None = None  # the last forward with gradients enabled
         self.grad_before: list[Any] = []  # per backward: 0.0, None (not read) or a tensor
-        self.weights: list[list] = []  # per backward through the logits: probes.loss_weight_sums
+        self.weights: list[list] = []  # per backward through the logits: [sums, n_rows, n_total] (Watch._loss_weight)
         self.probe_after: torch.Tensor | None = None  # probe gradient norm after the last backward
         self.closure = False  # forward/backward run inside optimizer.step(closure)
 
