@@ -258,6 +258,9 @@ def test_buffered_steps_reach_the_disk_a_second_after_the_last_write_and_at_clos
     "forwards, closure, present",
     [
         ([(True, True, "bfloat16", True)], False, 1),  # (training, grad enabled, autocast, backwarded)
+        ([(True, True, None, True)], False, 1),  # the usual step
+        ([(True, True, None, True)], True, 1),
+        ([(False, True, None, True)], False, 1),  # one forward, trained in eval mode
         ([(True, True, None, True), (False, False, None, False), (True, True, None, False)], False, 1),
         ([(False, True, None, True), (True, True, "float16", True)], True, 0),
         ([], False, 0),
@@ -278,6 +281,30 @@ def test_a_short_step_line_reads_back_as_the_full_line_it_stands_for(forwards, c
     full = {**step_record(window, 7, 1.0, 0.01, [1e-3, None], present), "loss": losses}
     assert read_back == runlog.loop_record(full)
     assert len(short) < len(runlog.loop_record(full))
+
+
+@pytest.mark.parametrize(
+    "loss, lrs, factor, seconds",
+    [
+        (2.5, [1e-3], 1.0, 0.01),
+        (2.123456789012345, [3.0000000000000004e-05], 0.25, 0.004),  # a pre-divided loss: the factor names it
+        (float("nan"), [1e-3], 1.0, 0.01),  # not finite: the general path writes "nan"
+        (2.5, [1e-3, 2e-3], 1.0, 0.01),  # two groups: `lrs` too
+        (2.5, [None], 1.0, 0.01),  # an LR that is not a float
+        (None, [1e-3], 1.0, 0.01),  # logits only: no loss of its own
+        (2.5, [1e-3], 1.0, 0.0),  # no time measured: no tokens/s
+    ],
+)
+def test_a_short_steps_metrics_line_is_the_line_the_general_path_writes(loss, lrs, factor, seconds):
+    step = {"step": 41, "lrs": lrs, "tokens": 256, "seconds": seconds}
+    if loss is not None:
+        step["loss"] = loss
+    record = {"step": 41, "time": 1796377129.0319278, "seconds": seconds}
+    general = runlog._encode_finite(runlog.metrics_record(step, record, False, 1796377000.25, factor))
+    fast = runlog.short_metrics_line(step, record["time"], 1796377000.25, factor)
+    assert fast is None or fast == general
+    usual = loss is not None and loss == loss and len(lrs) == 1 and lrs[0] is not None and seconds
+    assert (fast is not None) == bool(usual)  # the template takes the usual lines, and only those
 
 
 def test_steps_between_full_readings_share_one_line_that_reads_back_step_by_step():

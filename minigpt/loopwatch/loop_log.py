@@ -107,10 +107,11 @@ def steps_line(lines: list[dict[str, Any]]) -> dict[str, Any]:
     keys.pop("kind", None)
     same: dict[str, Any] = {}
     each: dict[str, list] = {}
+    n = len(lines)
     for key in keys:
         values = [line.get(key) for line in lines]
         first = values[0]
-        if first is not None and all(v == first for v in values):
+        if first is not None and values.count(first) == n:
             same[key] = first
         else:
             each[key] = values

@@ -77,7 +77,12 @@ class RunLog:
                 step = loop_record(record)
                 self._line("loop", step)
                 self._loss_factor = loss_factor(step, self._loss_factor)
-            self._line("metrics", metrics_record(step, record, logged_loss, self.t0, self._loss_factor))
+            line = None
+            if "short_line" in record:
+                line = short_metrics_line(step, record["time"], self.t0, self._loss_factor)
+            if line is None:
+                line = _encode_finite(metrics_record(step, record, logged_loss, self.t0, self._loss_factor))
+            self._queue("metrics", line)
             if record.get("grad_rows"):
                 self._line("grads", grads_record(step, record["grad_rows"]))
         self._steps_line(short)
@@ -133,7 +138,11 @@ class RunLog:
         if name in self._files:
             # the metrics log takes non-finite numbers as strings (as the trainer writes them); the
             # loop log is ours and its reader takes JSON's NaN literals (and the records are large)
-            self._queued.setdefault(name, []).append(_encode(record) if name == "loop" else _encode_finite(record))
+            self._queue(name, _encode(record) if name == "loop" else _encode_finite(record))
+
+    def _queue(self, name: str, line: str) -> None:
+        if name in self._files:
+            self._queued.setdefault(name, []).append(line)
 
     def _flush(self, sync: bool = False) -> None:
         queued, self._queued = self._queued, {}
@@ -239,7 +248,7 @@ def metrics_record(step: dict, r: dict, logged_loss: bool, t0: float, factor: fl
     line: dict[str, Any] = {"step": step["step"]}
     if step.get("loss") is not None and factor != 1.0:
         line["train_loss"] = step["loss"] * factor
-        line["loss_source"] = f"model x {factor:.3g} (its loss came pre-divided; the factor is read at the logits)"
+        line["loss_source"] = _factor_source(factor)
     elif step.get("loss") is not None:
         line["train_loss"], line["loss_source"] = step["loss"], "model"
     elif not logged_loss and step.get("loss_from_logits") is not None:
@@ -262,6 +271,36 @@ def metrics_record(step: dict, r: dict, logged_loss: bool, t0: float, factor: fl
     if step.get("memory") is not None:
         line["memory_bytes"], line["memory_source"] = step["memory"], step["memory_source"]
     return line
+
+
+_SHORT_METRICS = (
+    '{"step":%d,"train_loss":%r,"loss_source":%s,"lr":%r,"tokens":%d,"tokens_per_s":%r,"elapsed_s":%r,"time":%r}'
+)
+_isfinite = math.isfinite
+
+
+def short_metrics_line(step: dict, at: float, t0: float, factor: float) -> str | None:
+    """`metrics_record`'s line of a step between full readings whose model returned its loss, one
+    learning rate and its tokens, made by a template: the flush writes one a step, and the JSON
+    encoder costs twice as much. The same text as `_encode_finite(metrics_record(...))` (a test holds
+    them equal); None for anything else (then `metrics_record` makes it)."""
+    loss, lrs, tokens, seconds = step.get("loss"), step["lrs"], step["tokens"], step["seconds"]
+    if type(loss) is not float or len(lrs) != 1 or type(lrs[0]) is not float or not tokens or not seconds:
+        return None
+    if factor != 1.0:
+        loss *= factor
+    tokens_per_s = tokens / seconds
+    if not (_isfinite(loss) and _isfinite(lrs[0]) and _isfinite(tokens_per_s)):
+        return None
+    return _SHORT_METRICS % (step["step"], loss, _loss_source(factor), lrs[0], tokens, tokens_per_s, at - t0, at)
+
+
+def _loss_source(factor: float) -> str:
+    return '"model"' if factor == 1.0 else _encode(_factor_source(factor))
+
+
+def _factor_source(factor: float) -> str:
+    return f"model x {factor:.3g} (its loss came pre-divided; the factor is read at the logits)"
 
 
 def grads_record(step: dict, g: dict) -> dict:

@@ -83,11 +83,11 @@ class UpdateSnapshot:
         weights = torch.stack(tensor_norms([p.detach() for _, p in named])).float()
         updates = torch.stack(tensor_norms([p.detach() - old for (_, p), old in zip(named, self.before)])).float()
         in_opt = {id(p) for g in optimizer.param_groups for p in g["params"]}
-        return {
-            "names": [n for n, _ in named],
-            "shapes": [list(p.shape) for _, p in named],
-            "requires_grad": [p.requires_grad for _, p in named],
-            "in_optimizer": [id(p) in in_opt for _, p in named],
+        return {  # tuples: the flush's search for tensors (`probes.to_host`) does not look into them
+            "names": tuple(n for n, _ in named),
+            "shapes": tuple(tuple(p.shape) for _, p in named),
+            "requires_grad": tuple(p.requires_grad for _, p in named),
+            "in_optimizer": tuple(id(p) in in_opt for _, p in named),
             "grad_norms": self.grad_norms,
             "weight_norms": weights,
             "update_norms": updates,
@@ -153,8 +153,28 @@ def short_line(s: LightStep, losses: list[float] | None) -> dict[str, Any]:
     `loop_log.STEP_DEFAULTS` (the reader puts them back). The flush makes one per step, inside the
     user's loop, so it builds one dict, not three."""
     w = s.window
-    counts = forward_counts(w)
     backwards = w.backwards or w.logit_backwards
+    fs = w.forwards
+    if len(fs) == 1 and fs[0].backwarded and fs[0].training:  # the usual step: one forward, trained
+        out = {
+            "kind": "step",
+            "step": s.step,
+            "backwards": backwards,
+            "micro_batches": backwards,
+            "train_forwards": 1,
+            "lrs": s.lrs,
+            "tokens": fs[0].tokens,
+            "seconds": s.seconds,
+            "grads_at_step": "present" if s.grads_present else "none",
+        }
+        if fs[0].autocast:
+            out["autocast"] = fs[0].autocast
+        if w.closure:
+            out["closure"] = True
+        if losses:
+            out["loss"] = sum(losses) / len(losses)
+        return out
+    counts = forward_counts(w)
     out: dict[str, Any] = {
         "kind": "step",
         "step": s.step,

@@ -55,6 +55,7 @@ from minigpt.model.gradstats import total_norm
 
 DEEP_FIRST_STEPS = 3  # steps always read in full at the start
 DEFER_BYTES = 32 << 20  # sampled logits rows and their gradients held for the flush's loss weights, at most
+BATCH_BYTES = 512 << 10  # the flush computes loss weights in batches of at most this much a tensor
 FLUSH_SECONDS = 1.0  # a full reading writes what is buffered when this much time has passed since the last write
 
 
@@ -316,11 +317,14 @@ class Watch:
         batches: dict[tuple, list] = {}
         for item in deferred:
             batches.setdefault((item[1].shape, item[1].device), []).append(item)
-        for items in batches.values():
-            grads, rows = torch.stack([item[1] for item in items]), torch.stack([item[2] for item in items])
-            sums = probes.loss_weight_batch(grads, rows)
-            for (entry, _, _), row in zip(items, sums.tolist(), strict=True):
-                entry[0] = row
+        for same in batches.values():
+            # batches of at most BATCH_BYTES a tensor: past about 1 MB each new tensor costs page faults
+            k = max(1, BATCH_BYTES // same[0][1].nbytes)
+            for at in range(0, len(same), k):
+                items = same[at : at + k]
+                grads, rows = torch.stack([item[1] for item in items]), torch.stack([item[2] for item in items])
+                for (entry, _, _), row in zip(items, probes.loss_weight_batch(grads, rows).tolist(), strict=True):
+                    entry[0] = row
 
     def _before_accumulate(self, grad) -> None:
         """Before the probe's gradient is added (full readings): were the gradients cleared since the
