@@ -156,7 +156,7 @@ def short_line(s: LightStep, losses: list[float] | None) -> dict[str, Any]:
     backwards = w.backwards or w.logit_backwards
     fs = w.forwards
     if len(fs) == 1 and fs[0].backwarded and fs[0].training:  # the usual step: one forward, trained
-        out = {
+        out: dict[str, Any] = {
             "kind": "step",
             "step": s.step,
             "backwards": backwards,
@@ -175,7 +175,7 @@ def short_line(s: LightStep, losses: list[float] | None) -> dict[str, Any]:
             out["loss"] = sum(losses) / len(losses)
         return out
     counts = forward_counts(w)
-    out: dict[str, Any] = {
+    out = {
         "kind": "step",
         "step": s.step,
         "backwards": backwards,
