@@ -213,8 +213,9 @@ class Watch:
     def _install(self) -> None:
         m, opt = self.model, self.optimizer
         # one hook after the forward reads the call too (its inputs, modes and autocast are as they were before it)
-        self._handles.append(m.register_forward_hook(self._guard(self._on_forward), with_kwargs=True))
-        self._handles.append(opt.register_step_post_hook(self._guard(self._on_step_post)))
+        # the three hooks every step calls guard themselves (see `_guard`): one call less each, in the user's loop
+        self._handles.append(m.register_forward_hook(self._on_forward, with_kwargs=True))
+        self._handles.append(opt.register_step_post_hook(self._on_step_post))
         in_opt = {id(p) for g in opt.param_groups for p in g["params"]}
         candidates = [p for p in m.parameters() if p.requires_grad and id(p) in in_opt]
         if not candidates:
@@ -225,7 +226,7 @@ class Watch:
         self._opt_params = [p for g in opt.param_groups for p in g["params"]]
         self._in_opt = {id(p) for p in self._opt_params}
         if self._probe is not None:
-            self._handles.append(self._probe.register_post_accumulate_grad_hook(self._guard(self._after_accumulate)))
+            self._handles.append(self._probe.register_post_accumulate_grad_hook(self._after_accumulate))
         self._open_window(1)
 
     def _guard(self, fn):
@@ -243,10 +244,41 @@ class Watch:
     # --- hooks ---------------------------------------------------------------------------------
 
     def _on_forward(self, module, args, kwargs, output) -> None:
-        window = self._window
-        fwd, logits, loss = self._note_forward(window, module, args, kwargs, output)
-        if not window.deep and not self._count_on_logits:
-            return
+        """After every forward: its modes, tokens and loss (`model(idx, targets)` taken straight off its
+        arguments); at full readings, `_read_forward` reads the rest. This runs cold after every forward
+        of the user's loop, so it reads as little as it can."""
+        if not self.active or (self.samples is not None and self.samples.drawing):
+            return None
+        try:
+            window = self._window
+            fwd = Forward(module.training, torch.is_grad_enabled(), None)
+            window.forwards.append(fwd)
+            if fwd.grad_enabled:
+                window.grad_forward = fwd
+            ids = args[0] if args and not kwargs and probes.is_ids(args[0]) else probes.forward_inputs(args, kwargs).ids
+            if ids is not None:
+                fwd.tokens = ids.numel()
+            logits, loss = probes.model_outputs(output)
+            if loss is not None:
+                fwd.loss = loss.detach()
+                self._model_loss_seen = True
+            if window.deep or self._count_on_logits:
+                self._read_forward(window, fwd, args, kwargs, logits, loss)
+        except Exception as exc:
+            self._fail(exc, "_on_forward")
+        return None  # never change what the loop computes
+
+    def _read_forward(
+        self,
+        window: Window,
+        fwd: Forward,
+        args: tuple,
+        kwargs: dict,
+        logits: torch.Tensor | None,
+        loss: torch.Tensor | None,
+    ) -> None:
+        """A forward of a full reading (or of a model whose backwards are counted at its logits):
+        autocast, the batch's fingerprint, targets, graphs kept alive, the hook on the logits' gradient."""
         if torch.is_autocast_enabled(self._device_type):
             fwd.autocast = str(torch.get_autocast_dtype(self._device_type)).replace("torch.", "")
         if window.deep:  # batches and targets are read at full readings (every `interval` steps)
@@ -277,26 +309,6 @@ class Watch:
                     fwd.rows = None  # free it: one backward per forward is what loops do
 
             logits.register_hook(self._guard(on_logits_grad))
-
-    def _note_forward(
-        self, window: Window, module: nn.Module, args: tuple, kwargs: dict, output: object
-    ) -> tuple[Forward, torch.Tensor | None, torch.Tensor | None]:
-        """What every forward notes: its modes, tokens and loss (the rest is read at full readings).
-        This runs cold after every forward of the user's loop, so it reads as little as it can:
-        `model(idx, targets)` is taken straight off its arguments. Returns the Forward and the
-        output's (logits, loss)."""
-        fwd = Forward(module.training, torch.is_grad_enabled(), None)
-        window.forwards.append(fwd)
-        if fwd.grad_enabled:
-            window.grad_forward = fwd
-        ids = args[0] if args and not kwargs and probes.is_ids(args[0]) else probes.forward_inputs(args, kwargs).ids
-        if ids is not None:
-            fwd.tokens = ids.numel()
-        logits, loss = probes.model_outputs(output)
-        if loss is not None:
-            fwd.loss = loss.detach()
-            self._model_loss_seen = True
-        return fwd, logits, loss
 
     def _loss_weight(self, grad: torch.Tensor, rows: torch.Tensor) -> list:
         """The backward's `[sums, n_rows, n_total]` for `runlog.loss_weight_of`. The sums are left to
@@ -337,13 +349,20 @@ class Watch:
             w.grad_before.append(torch.linalg.vector_norm(p.grad.detach()).float())
 
     def _after_accumulate(self, p) -> None:
-        w = self._window
-        w.backwards += 1
-        fwd = w.grad_forward  # the forward this backward went through (models without logits hooks)
-        if fwd is not None:
-            fwd.backwarded = True
-        if w.deep and not w.closure:
-            w.probe_after = torch.linalg.vector_norm(p.grad.detach()).float()
+        """After each backward reached the probe (guards itself: see `_guard`)."""
+        if not self.active or (self.samples is not None and self.samples.drawing):
+            return None
+        try:
+            w = self._window
+            w.backwards += 1
+            fwd = w.grad_forward  # the forward this backward went through (models without logits hooks)
+            if fwd is not None:
+                fwd.backwarded = True
+            if w.deep and not w.closure:
+                w.probe_after = torch.linalg.vector_norm(p.grad.detach()).float()
+        except Exception as exc:
+            self._fail(exc, "_after_accumulate")
+        return None
 
     def _on_step_pre(self, optimizer, args, kwargs) -> None:
         if not _has_closure(args, kwargs):  # with a closure the post hook reads the step
@@ -377,26 +396,36 @@ class Watch:
         self._step_reading = rec
 
     def _on_step_post(self, optimizer, args, kwargs) -> None:
-        w = self._window
-        if (len(args) > 1 or kwargs) and _has_closure(args, kwargs):
-            w.closure = True  # Lightning, LBFGS: forward and backward ran inside step()
-            self._at_step(w)
-        self.step += 1
-        step = self.step
-        now = time.perf_counter()
-        seconds, self._t_last = now - self._t_last, now
-        # the learning rates the update used, and whether gradients reached it (the step leaves both as they were)
-        lrs = [lr if type(lr) is float else as_float(lr) for lr in [g.get("lr") for g in optimizer.param_groups]]
-        present = int(any(p.grad is not None for p in self._opt_params))
-        if w.deep or self._snapshot is not None:
-            self._pending.append(self._full_record(w, step, seconds, lrs, present))
-        else:  # the flush builds its record
-            self._pending.append(LightStep(step, time.time(), seconds, w, lrs, present))
-        self._open_window(step + 1)
-        if w.deep and (now - self._t_flushed >= FLUSH_SECONDS or step <= DEEP_FIRST_STEPS):
-            self.flush()
-        if self.samples is not None and self.samples.due(step):
-            self.samples.draw(self.model, step, self._val_at(step))
+        """After every optimizer step (guards itself: see `_guard`)."""
+        if not self.active or (self.samples is not None and self.samples.drawing):
+            return None
+        try:
+            w = self._window
+            if (len(args) > 1 or kwargs) and _has_closure(args, kwargs):
+                w.closure = True  # Lightning, LBFGS: forward and backward ran inside step()
+                self._at_step(w)
+            self.step = step = self.step + 1
+            now = time.perf_counter()
+            seconds, self._t_last = now - self._t_last, now
+            # the learning rates the update used, and whether gradients reached it (the step leaves both as they were)
+            lrs = []
+            for group in optimizer.param_groups:
+                lr = group.get("lr")
+                lrs.append(lr if type(lr) is float else as_float(lr))
+            params = self._opt_params
+            present = 1 if params and params[0].grad is not None else int(any(p.grad is not None for p in params))
+            if w.deep or self._snapshot is not None:
+                self._pending.append(self._full_record(w, step, seconds, lrs, present))
+            else:  # the flush builds its record
+                self._pending.append(LightStep(step, time.time(), seconds, w, lrs, present))
+            self._open_window(step + 1)
+            if w.deep and (now - self._t_flushed >= FLUSH_SECONDS or step <= DEEP_FIRST_STEPS):
+                self.flush()
+            if self.samples is not None and self.samples.due(step):
+                self.samples.draw(self.model, step, self._val_at(step))
+        except Exception as exc:
+            self._fail(exc, "_on_step_post")
+        return None
 
     def _val_at(self, step: int) -> float | None:
         """The validation loss `log()` gave for `step`, if it gave one."""
@@ -436,7 +465,9 @@ class Watch:
         and it and a step that snapshots the weights (`grads_every`) the step-pre hook: the other steps
         read nothing before the update, and a hook not called costs nothing."""
         deep = step <= DEEP_FIRST_STEPS or step % self.interval == 0
-        self._window = Window(deep=deep)
+        self._window = Window(deep)
+        if not deep and self._pre_hook is None and self._clear_hook is None and step % self.grads_every:
+            return  # the usual step: no hook to hold or to let go
         if deep or step == 1 or step % self.grads_every == 0:
             if self._pre_hook is None:
                 self._pre_hook = self.optimizer.register_step_pre_hook(self._guard(self._on_step_pre))
