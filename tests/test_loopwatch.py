@@ -385,6 +385,22 @@ def test_loss_weights_left_to_the_flush_equal_those_computed_in_the_backward(tmp
     assert all(a == pytest.approx(b, rel=1e-5, abs=1e-6) for a, b in zip(read[0], read[1], strict=True))
 
 
+def test_target_relation_counts_pool_over_micro_batches_of_any_size():
+    torch.manual_seed(0)
+    ids = torch.randint(0, 50, (4, 17))
+    shifted = torch.cat([ids[:, 1:], torch.randint(0, 50, (4, 1))], dim=1)  # y = x moved left by one
+    counts, totals = [], []
+    for x, y in [(ids, shifted), (ids[:1], ids[:1].clone())]:  # a healthy batch, then one of targets = inputs
+        c, n = probes.target_relation(x, y)
+        counts.append(c.tolist()), totals.append(n)
+    assert totals == [[68, 64], [17, 16]]
+    equal, shift = runlog.relation_shares(counts, totals)
+    own_equal = int((ids == shifted).sum()) + 17
+    own_shift = 64 + int((ids[:1, 1:] == ids[:1, :-1]).sum())
+    assert equal == pytest.approx(own_equal / 85) and shift == pytest.approx(own_shift / 80)
+    assert probes.target_relation(ids, ids[:, :5]) is None  # shapes that do not match: nothing to say
+
+
 def test_watch_refuses_what_is_not_a_model_or_an_optimizer(tmp_path):
     model = torch.nn.Linear(2, 2)
     with pytest.raises(TypeError, match="torch.nn.Module"):

@@ -94,26 +94,30 @@ class Fingerprinter:
 
     def __call__(self, ids: torch.Tensor) -> torch.Tensor:
         flat = ids.detach().reshape(-1)
-        step = max(1, flat.numel() // FINGERPRINT_ELEMENTS)
-        flat = flat[::step][:FINGERPRINT_ELEMENTS].long()
+        if flat.numel() > FINGERPRINT_ELEMENTS:
+            flat = flat[:: flat.numel() // FINGERPRINT_ELEMENTS][:FINGERPRINT_ELEMENTS]
+        flat = flat.long()
         key = (flat.device, flat.numel())
         coef = self._coef.get(key)
         if coef is None:
             gen = torch.Generator().manual_seed(self.seed)
             coef = torch.randint(1, 2**31 - 1, (flat.numel(),), generator=gen, dtype=torch.long).to(flat.device)
             self._coef[key] = coef
-        return ((flat + 1) * coef).sum()  # +1: an all-zero batch is not the empty fingerprint
+        if flat.device.type == "cpu":  # one kernel for the product and the sum (CUDA has no integer dot)
+            return torch.dot(flat + 1, coef)  # +1: an all-zero batch is not the empty fingerprint
+        return ((flat + 1) * coef).sum()
 
 
-def target_relation(ids: torch.Tensor, targets: torch.Tensor) -> torch.Tensor | None:
-    """[share of targets equal to the inputs, share equal to the inputs shifted by one], or None
-    when the shapes are not (B, T) alike (then nothing can be said)."""
+def target_relation(ids: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, list[int]] | None:
+    """How many targets equal the inputs, and how many equal the inputs shifted by one, as counts
+    left on the device with the numbers of positions each is out of (`runlog.relation_shares`
+    divides on the host); None when the shapes are not (B, T) alike (then nothing can be said)."""
     if ids.shape != targets.shape or ids.dim() < 1 or ids.shape[-1] < 2:
         return None
     ids, targets = ids.detach(), targets.detach()
-    equal = (ids == targets).float().mean()
-    shifted = (ids[..., 1:] == targets[..., :-1]).float().mean()
-    return torch.stack([equal, shifted])
+    counts = torch.stack([(ids == targets).sum(), (ids[..., 1:] == targets[..., :-1]).sum()])
+    n = ids.numel()
+    return counts, [n, n - n // ids.shape[-1]]
 
 
 def row_step(n_rows: int) -> int:

@@ -190,8 +190,8 @@ def loop_record(r: dict) -> dict:
     present = r.get("grads_present", 0)
     at_step = r.get("grad_norm_at_step")
     out["grads_at_step"] = "none" if present == 0 else ("zero" if at_step == 0.0 else "present")
-    if r.get("relation") is not None:
-        out["targets_equal"], out["targets_shifted"] = r["relation"]
+    if r.get("relation") is not None:  # [the micro-batches' counts, what each is out of]
+        out["targets_equal"], out["targets_shifted"] = relation_shares(*r["relation"])
     loss = r.get("loss")
     if isinstance(loss, list):  # one per micro-batch (the watch averages them here, on the host)
         loss = sum(loss) / len(loss)
@@ -219,6 +219,11 @@ def loop_record(r: dict) -> dict:
         out["memory"], out["memory_source"] = r.get("memory"), r.get("memory_source")
         out["old_graphs_alive"] = r.get("old_graphs_alive", 0)
     return out
+
+
+def relation_shares(counts: list[list[int]], totals: list[list[int]]) -> list[float]:
+    """[share equal, share shifted] of the micro-batches' `probes.target_relation`s, pooled."""
+    return [sum(c[i] for c in counts) / max(1, sum(t[i] for t in totals)) for i in range(2)]
 
 
 def loss_weight_of(sums: list[float], n_rows: int, n_total: int) -> list[float]:

@@ -27,7 +27,7 @@ class Forward:
     autocast: str | None
     tokens: int = 0
     fingerprint: torch.Tensor | None = None
-    relation: torch.Tensor | None = None  # [share equal, share shifted]
+    relation: tuple[torch.Tensor, list[int]] | None = None  # probes.target_relation: counts, out of
     target_name: str | None = None
     loss: torch.Tensor | None = None  # the model's own loss
     rows: torch.Tensor | None = None  # sampled logits rows (deep windows)

@@ -112,7 +112,7 @@ class Watch:
         self._count_on_logits = False  # the probe parameter gets no gradient: count backwards at the logits
         self._device_type = "cpu"
         self._opt_params: list[torch.Tensor] = []
-        self._in_opt: set[int] = set()  # ids of `_opt_params`
+        self._outside: list[torch.Tensor] = []  # the model's parameters in no group of the optimizer
         self.rank, self.world_size = rank_and_world()
         self.names = param_names(model)
         self._model_params = list(model.parameters())  # as at the start (read at every full reading)
@@ -223,11 +223,16 @@ class Watch:
         # the first trainable parameter (the token embedding, usually): every backward through the model reaches it
         self._probe = candidates[0] if candidates else None
         self._device_type = candidates[0].device.type if candidates else "cpu"
-        self._opt_params = [p for g in opt.param_groups for p in g["params"]]
-        self._in_opt = {id(p) for p in self._opt_params}
+        self._set_opt_params()
         if self._probe is not None:
             self._handles.append(self._probe.register_post_accumulate_grad_hook(self._after_accumulate))
         self._open_window(1)
+
+    def _set_opt_params(self) -> None:
+        """The optimizer's parameters, and the model's that are in none of its groups (read at full readings)."""
+        self._opt_params = [p for g in self.optimizer.param_groups for p in g["params"]]
+        in_opt = {id(p) for p in self._opt_params}
+        self._outside = [p for p in self._model_params if id(p) not in in_opt]
 
     def _guard(self, fn):
         def hook(*args, **kwargs):
@@ -375,9 +380,8 @@ class Watch:
         rec: dict[str, Any] = {}
         if w.deep:
             if sum(len(g["params"]) for g in self.optimizer.param_groups) != len(self._opt_params):
-                self._opt_params = [p for g in self.optimizer.param_groups for p in g["params"]]  # a group was added
-                self._in_opt = {id(p) for p in self._opt_params}
-            opt_params, in_opt = self._opt_params, self._in_opt
+                self._set_opt_params()  # a group was added
+            opt_params = self._opt_params
             grads = [p.grad for p in opt_params if p.grad is not None]
             rec["grad_norm_at_step"] = total_norm(grads).float() if grads else 0.0
             probe = self._probe
@@ -386,9 +390,7 @@ class Watch:
                 if probe is not None and probe.grad is not None
                 else 0.0
             )
-            rec["outside_optimizer"] = [
-                self.names.get(id(p), "?") for p in self._model_params if p.grad is not None and id(p) not in in_opt
-            ][:20]
+            rec["outside_optimizer"] = [self.names.get(id(p), "?") for p in self._outside if p.grad is not None][:20]
             if self.scaler is not None and hasattr(self.scaler, "get_scale"):
                 rec["loss_scale"] = float(self.scaler.get_scale())
         if step == 1 or step % self.grads_every == 0:
@@ -443,12 +445,10 @@ class Watch:
         }
         train = [f for f in w.forwards if f.backwarded]
         record["fingerprints"] = [f.fingerprint for f in train if f.fingerprint is not None]
-        rel = [f for f in train if f.relation is not None]
-        record["targets"] = rel[0].target_name if rel else None
-        if len(rel) > 1:  # micro-batches: their mean
-            record["relation"] = torch.stack([f.relation for f in rel]).mean(0)  # type: ignore[misc]
-        else:
-            record["relation"] = rel[0].relation if rel else None
+        rel = [f.relation for f in train if f.relation is not None]
+        record["targets"] = next(f.target_name for f in train if f.relation is not None) if rel else None
+        # micro-batches' counts, pooled on the host (runlog.loop_record)
+        record["relation"] = [[c for c, _ in rel], [n for _, n in rel]] if rel else None
         losses = [f.loss for f in train if f.loss is not None]
         record["loss"] = losses or None  # micro-batches' losses are averaged on the host
         if w.deep:
