@@ -487,6 +487,7 @@ class Watch:
             return
         self.active = False
         self._remove_hooks()
+        self._deferred, self._deferred_bytes = [], 0  # the copies kept for the flush: it will not come
         frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
         at = f" ({Path(frame.filename).name}:{frame.lineno})" if frame else ""
         message = f"minigpt.watch turned itself off after an error while {where}: {type(exc).__name__}: {exc}{at}"
