@@ -354,9 +354,12 @@ def test_loss_weight_reads_the_division_of_a_cross_entropy():
     for scale, expected in [(1.0, 1.0), (0.25, 0.25), (3.0, 3.0)]:
         logits.grad = None
         (F.cross_entropy(logits.view(-1, 11), targets.view(-1)) * scale).backward()
-        weight, misfit, loss, share = probes.loss_weight(logits.grad, rows)
+        weight, misfit, loss, share, loss_se = probes.loss_weight(logits.grad, rows)
         assert weight == pytest.approx(expected, rel=1e-4) and misfit < 1e-4 and share == 1.0
-        assert loss == pytest.approx(F.cross_entropy(logits.view(-1, 11), targets.view(-1)).item(), rel=1e-4)
+        per_row = F.cross_entropy(logits.view(-1, 11), targets.view(-1), reduction="none")
+        assert loss == pytest.approx(per_row.mean().item(), rel=1e-4)
+        # the sampled loss's standard error: the rows' spread over the square root of their number
+        assert loss_se == pytest.approx(per_row.std(unbiased=False).item() / 64**0.5, rel=1e-3)
     logits.grad = None
     (F.cross_entropy(logits.view(-1, 11), targets.view(-1), reduction="sum")).backward()
     assert probes.loss_weight(logits.grad, rows)[0] == pytest.approx(64, rel=1e-4)  # the token count
@@ -364,7 +367,7 @@ def test_loss_weight_reads_the_division_of_a_cross_entropy():
     ignored = targets.clone()
     ignored[:, 8:] = -1  # half the positions ignored (padding): the weight is still one mean, over the rest
     F.cross_entropy(logits.view(-1, 11), ignored.view(-1), ignore_index=-1).backward()
-    weight, misfit, _, share = probes.loss_weight(logits.grad, rows)
+    weight, misfit, _, share, _ = probes.loss_weight(logits.grad, rows)
     assert weight == pytest.approx(1.0, rel=1e-4) and misfit < 1e-4 and share == 0.5
     logits.grad = None
     ((logits.softmax(-1) - 0.1) ** 2).mean().backward()  # not a cross-entropy
@@ -399,6 +402,43 @@ def test_target_relation_counts_pool_over_micro_batches_of_any_size():
     own_shift = 64 + int((ids[:1, 1:] == ids[:1, :-1]).sum())
     assert equal == pytest.approx(own_equal / 85) and shift == pytest.approx(own_shift / 80)
     assert probes.target_relation(ids, ids[:, :5]) is None  # shapes that do not match: nothing to say
+
+
+def test_a_healthy_runs_loss_is_never_scaled_by_the_sampling_noise_of_the_logits_reading(tmp_path):
+    # GIVEN a plain loop (no accumulation) trained until its per-token losses spread out: the
+    # cross-entropy read on 128 of its 256 rows is then several per cent off the batch's mean
+    torch.manual_seed(0)
+    data, vocab = loops.demo_ids()
+    model = loops.small_model(vocab, dropout=0.0)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    with minigpt.watch(model, opt, workspace=tmp_path / "run", interval=5):
+        for _ in range(800):
+            ix = torch.randint(len(data) - 33, (8,))
+            x = torch.stack([data[i : i + 32] for i in ix])
+            y = torch.stack([data[i + 1 : i + 33] for i in ix])
+            _, loss = model(x, y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+    # THEN every metrics line gives the model's own loss as it is (a 5 % rule scaled 14 of 163 readings)
+    lines = [json.loads(line) for line in Workspace(tmp_path / "run").metrics.read_text().splitlines()]
+    assert len(lines) == 800 and {line["loss_source"] for line in lines} == {"model"}
+
+
+@pytest.mark.parametrize(
+    "model, at_logits, se, weight, expected",
+    [
+        (2.0, 2.2, 0.08, 1.0, 1.0),  # 2.5 standard errors off: noise, the model's loss as it is
+        (2.0, 2.2, 0.01, 1.0, 1.1),  # 20 of them: a factor, the ratio read
+        (1.1, 2.3, 0.05, 1.0, 2.0),  # the model divided by 2 (each backward carries half a mean), the loop not
+        (1.0, 2.0, 0.01, 0.5, 2.0),  # the loop divided too (a quarter a backward does not explain 2): the ratio
+    ],
+)
+def test_loss_factor_reads_a_pre_divided_loss_and_not_noise(model, at_logits, se, weight, expected):
+    reading = {"loss": model, "loss_from_logits": at_logits, "loss_from_logits_se": se, "loss_weight_misfit": 0.0}
+    reading.update(loss_weight=weight, micro_batches=2)
+    assert runlog.loss_factor(reading, previous=0.7) == pytest.approx(expected, rel=1e-9)
+    assert runlog.loss_factor({**reading, "loss_weight_misfit": 0.9}, previous=0.7) == 0.7  # not a cross-entropy
 
 
 def test_watch_refuses_what_is_not_a_model_or_an_optimizer(tmp_path):

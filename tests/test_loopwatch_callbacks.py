@@ -3,6 +3,8 @@ loop checks clean on them. Skipped where the extra does not install."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -65,6 +67,11 @@ def test_hf_trainer_run_is_watched_and_clean(tmp_path):
     assert verdicts["loop_accumulation"][0] == "pass"  # the Trainer divides the loss over its 2 micro-batches
     assert verdicts["loop_targets_shifted"][0] == "pass"  # labels = input_ids, shifted inside GPT-2
     assert verdicts["loop_scheduler"][0] == "pass"  # its linear schedule is stepped
+    # GPT-2 given `num_items_in_batch` returns its loss pre-divided over the 2 micro-batches: the
+    # metrics give the mean cross-entropy, scaled back by exactly 2 (the backward's weight says so)
+    lines = [json.loads(line) for line in Workspace(run).metrics.read_text().splitlines()]
+    sources = {line["loss_source"] for line in lines if "loss_source" in line}
+    assert sources == {"model x 2 (its loss came pre-divided; the factor is read at the logits)"}
 
 
 def test_lightning_fit_is_watched_and_clean(tmp_path):

@@ -155,8 +155,9 @@ def loss_weight_sums(grad: torch.Tensor, rows: torch.Tensor) -> list:
 
 def loss_weight_batch(g: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     """The loss-weight sums of k backwards at once: `g` and `rows` are (k, R, V), the sampled rows'
-    float32 gradients and logits; returns (k, 4), each row `[c, sum of the rows' misfits, sum of their
-    cross-entropies, rows with a gradient]` (the watch computes a second's backwards in one go).
+    float32 gradients and logits; returns (k, 5), each row `[c, sum of the rows' misfits, sum of their
+    cross-entropies, rows with a gradient, sum of the squared cross-entropies]` (the watch computes a
+    second's backwards in one go; the squares give the sampled loss's standard error).
 
     For a loss `w * mean CE` over N rows, each row's gradient is `w / N * (softmax - onehot)`; its
     target is the one negative entry. So `c = -g_t / (1 - p_t)` is `w / N` on every row, and
@@ -172,19 +173,21 @@ def loss_weight_batch(g: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     gt = g.gather(-1, t).squeeze(-1)
     pt = p.gather(-1, t).squeeze(-1)
     # every sum over the rows with a gradient is a product with `has`: one kernel for all four
-    sums = (torch.stack([gt, pt, pt.clamp_min(1e-30).log(), has], dim=1) @ has.unsqueeze(-1)).squeeze(-1)
-    g_sum, p_sum, log_sum, n_has = sums.unbind(-1)  # each (k,)
+    log_pt = pt.clamp_min(1e-30).log()
+    sums = (torch.stack([gt, pt, log_pt, log_pt * log_pt, has], dim=1) @ has.unsqueeze(-1)).squeeze(-1)
+    g_sum, p_sum, log_sum, log_sq_sum, n_has = sums.unbind(-1)  # each (k,)
     # c = -g_t / (1 - p_t) on every row; pooled with weights (1 - p_t), so rows the model already
     # predicts with certainty (0 / 0) do not decide it
     c = -g_sum / (n_has - p_sum).clamp_min(1e-12)
     cb = c[:, None, None]
     residual = torch.addcmul(g, p, cb, value=-1).scatter_add_(-1, t, cb.expand(t.shape))  # g - c * (p - onehot)
     misfit_sum = ((residual.abs().sum(-1) / g_abs.clamp_min(1e-30)) * has).sum(-1)
-    return torch.stack([c, misfit_sum, -log_sum, n_has], dim=-1)
+    return torch.stack([c, misfit_sum, -log_sum, n_has, log_sq_sum], dim=-1)
 
 
 def loss_weight(grad: torch.Tensor, rows: torch.Tensor) -> list[float]:
-    """[weight, misfit, loss, share] of one backward (see `loss_weight_sums`), read on the host now."""
+    """[weight, misfit, loss, share, loss's standard error] of one backward (see `loss_weight_sums`),
+    read on the host now."""
     sums, n_rows, n_total = loss_weight_sums(grad, rows)
     return loss_weight_of(sums.tolist(), n_rows, n_total)
 

@@ -201,6 +201,7 @@ def loop_record(r: dict) -> dict:
         out["loss_weight"] = sum(w[0] for w in used)
         out["loss_weight_misfit"] = max(w[1] for w in used)
         out["loss_from_logits"] = sum(w[2] for w in used) / len(used)
+        out["loss_from_logits_se"] = math.sqrt(sum(w[4] * w[4] for w in used)) / len(used)
         if r.get("loss_scale"):
             out["loss_scale"] = r["loss_scale"]
             out["loss_weight"] /= r["loss_scale"]
@@ -227,11 +228,15 @@ def relation_shares(counts: list[list[int]], totals: list[list[int]]) -> list[fl
 
 
 def loss_weight_of(sums: list[float], n_rows: int, n_total: int) -> list[float]:
-    """[weight, misfit, loss, share] of one backward from `probes.loss_weight_sums`'s sums (on the host)."""
-    c, misfit_sum, loss_sum, n_has = sums
+    """[weight, misfit, loss, share, loss_se] of one backward from `probes.loss_weight_sums`'s sums (on
+    the host): `loss` is the cross-entropy of the sampled rows, `loss_se` its standard error as an
+    estimate of the whole batch's."""
+    c, misfit_sum, loss_sum, n_has, loss_sq_sum = sums
     share = n_has / n_rows
     n = max(n_has, 1.0)
-    return [c * share * n_total, misfit_sum / n, loss_sum / n, share]
+    mean = loss_sum / n
+    variance = max(loss_sq_sum / n - mean * mean, 0.0)
+    return [c * share * n_total, misfit_sum / n, mean, share, math.sqrt(variance / n)]
 
 
 def loss_factor(step: dict, previous: float) -> float:
@@ -239,13 +244,26 @@ def loss_factor(step: dict, previous: float) -> float:
 
     Usually 1. A model that divides its loss itself (Hugging Face models given `num_items_in_batch`
     by the Trainer return sum / all tokens of the accumulated step, about loss / K per micro-batch)
-    returns a fraction: the cross-entropy read at the logits says which. Kept from the last full
-    reading that had both."""
+    returns a fraction: the cross-entropy read at the logits says which. That reading is of up to 128
+    sampled rows, 5-15 % off the batch's mean on a healthy run: only a difference beyond four of its
+    standard errors (and 5 %) is a factor; within them the model's loss is taken as it is. A factor
+    that the gradient's own weight explains (a backward of loss / K carries 1/K of a mean: the model
+    divided, the loop did not) is that weight's inverse, exact; another is the ratio read. Kept from
+    the last full reading that had both."""
     model, at_logits = step.get("loss"), step.get("loss_from_logits")
     if model is None or at_logits is None or not model or step.get("loss_weight_misfit", 1.0) > 0.25:
         return previous
-    ratio = at_logits / model
-    return 1.0 if abs(ratio - 1) <= 0.05 else ratio
+    se = step.get("loss_from_logits_se") or 0.0
+
+    def explains(factor: float) -> bool:  # the model's loss times `factor` is the sampled one, within its noise
+        return abs(at_logits - model * factor) <= max(0.05 * abs(model * factor), 4 * se)
+
+    if explains(1.0):
+        return 1.0
+    per_backward = (step.get("loss_weight") or 0.0) / max(1, step.get("micro_batches") or 1)
+    if per_backward > 0 and explains(1.0 / per_backward):
+        return 1.0 / per_backward
+    return at_logits / model
 
 
 def metrics_record(step: dict, r: dict, logged_loss: bool, t0: float, factor: float = 1.0) -> dict:
