@@ -22,6 +22,7 @@ from textual.binding import Binding
 from textual.containers import Container
 from textual.events import Resize
 from textual.message import Message
+from textual.screen import Screen
 from textual.widgets import Header, Input, TabbedContent
 from textual.worker import Worker, WorkerState
 
@@ -47,7 +48,7 @@ from minigpt_tui.screens.quit import QuitTrainingScreen
 from minigpt_tui.screens.setup import DemoOutcome, DemoSetupScreen
 from minigpt_tui.session import Session
 from minigpt_tui.widgets.key_footer import KeyFooter
-from minigpt_tui.workbench import PANES, Workbench, build_panes
+from minigpt_tui.workbench import PANES, Workbench, WorkScreen, build_panes
 
 JUDGED_POLL_S = 2.0  # how often the judged checkpoint is stat-ed (two stat calls: cheap)
 LOOP_RECHECK_S = 10.0  # a watched loop's log that grew is re-judged this often (the loop checks read logs only)
@@ -149,6 +150,9 @@ class MiniGPTApp(App):
         return not self.workspace.tokenizer.is_file() and not self.workspace.loop_log.is_file()
 
     # -- layout -----------------------------------------------------------------------------
+    def get_default_screen(self) -> Screen:
+        return WorkScreen(id="_default")  # focus changes repaint what they change only (workbench.py)
+
     def compose(self) -> ComposeResult:
         yield Header()
         with Container(id="main"):
@@ -380,7 +384,11 @@ class MiniGPTApp(App):
         if not self.panes:
             return
         self.query_one(TabbedContent).active = pane_id
-        self.call_after_refresh(self._focus_pane, pane_id)
+        pane = self.panes.get(pane_id)
+        if pane is not None and pane.is_mounted:
+            self._focus_pane(pane_id)  # now: the focus and the footer's keys change in the switch's frame
+        else:  # not built yet (a key in the first instants): once it is drawn
+            self.call_after_refresh(self._focus_pane, pane_id)
 
     def _focus_pane(self, pane_id: str) -> None:
         # focusing a widget in another pane makes TabbedContent switch to it: a late call

@@ -7,6 +7,8 @@ from importlib import import_module
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.reactive import Reactive
+from textual.screen import Screen
 from textual.widget import MountError, Widget
 from textual.widgets import TabbedContent, TabPane
 
@@ -60,6 +62,19 @@ class PaneTabs(TabbedContent):
         if focused is None or event.tab_pane not in focused.ancestors_with_self:
             event.prevent_default()  # Textual calls the base class's handler too unless prevented
             event.stop()
+
+
+class WorkScreen(Screen):
+    """The app's main screen: a focus change does not repaint the whole screen.
+
+    Textual's Screen repaints everything when its `focused` reactive changes, and a pane switch
+    changes it twice (the hidden pane's widget loses the focus, the new pane's gets it): two
+    full-screen frames per switch, the largest share of a switch's work (the bare app, whose focus
+    stays put, has none). What the focus changes is already restyled and redrawn by Textual's own
+    focus styling (`:focus`, `:focus-within`, each widget's `has_focus` watcher); this only drops the
+    redundant repaint of the rest."""
+
+    focused: Reactive[Widget | None] = Reactive(None, repaint=False)
 
 
 class AfterFirstFrame(Widget):

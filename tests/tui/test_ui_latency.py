@@ -11,7 +11,6 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Footer, Static
-from textual.widgets._footer import FooterKey
 
 from minigpt_tui.app import SWITCH_INTERVAL_S
 from minigpt_tui.widgets.key_footer import KeyFooter
@@ -80,27 +79,39 @@ class PaneWithKey(Pane):
     BINDINGS = [Binding("n", "app.bell", "New")]
 
 
-def _keys(app: App) -> list[FooterKey]:
-    return list(app.query(FooterKey))
-
-
 def _descriptions(app: App) -> list[str]:
-    return [k.description for k in _keys(app)]
+    return app.query_one(KeyFooter).descriptions()
 
 
-async def test_the_footer_is_rebuilt_only_when_focus_brings_other_keys():
+async def test_the_footer_is_redrawn_only_when_focus_brings_other_keys():
     app = TwoPanes(KeyFooter)
     async with app.run_test() as pilot:
         app.query_one("#a").focus()
         await wait_until(pilot, lambda: _descriptions(app) == ["Quit", "palette"], 10, "pane a's keys")
-        shown = _keys(app)
+        footer = app.query_one(KeyFooter)
+        rebuilds = footer.rebuilds
         # WHEN the focus moves to a pane with the same keys, and the footer has had time to settle
         app.query_one("#b").focus()
         await pilot.pause(0.3)
-        # THEN its key widgets are the ones it had: not rebuilt
-        assert _keys(app) == shown
+        # THEN it was not redrawn, and it is still one widget (no widget per key to mount)
+        assert footer.rebuilds == rebuilds and not footer.children
         # WHEN it moves to a pane with a key of its own THEN the footer shows it, as Textual's does
         app.query_one("#c").focus()
         await wait_until(pilot, lambda: _descriptions(app) == ["New", "Quit", "palette"], 10, "pane c's keys")
+        assert footer.rebuilds == rebuilds + 1
         app.query_one("#a").focus()
         await wait_until(pilot, lambda: _descriptions(app) == ["Quit", "palette"], 10, "pane a's keys again")
+
+
+async def test_the_footer_draws_its_keys_on_one_line_and_a_click_presses_one():
+    app = TwoPanes(KeyFooter)
+    async with app.run_test(size=(60, 6)) as pilot:
+        app.query_one("#c").focus()
+        await wait_until(pilot, lambda: _descriptions(app) == ["New", "Quit", "palette"], 10, "pane c's keys")
+        footer = app.query_one(KeyFooter)
+        # THEN the keys read as Textual's compact footer writes them: key, description, a space between
+        assert footer.render().plain.startswith("n New q Quit ^p palette")
+        # WHEN the footer's "q" is clicked THEN the app quits, as with Textual's footer
+        await pilot.click(KeyFooter, offset=(footer.render().plain.index("q"), 0))
+        await pilot.pause(0.2)
+        assert not app.is_running
