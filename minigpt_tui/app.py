@@ -384,11 +384,7 @@ class MiniGPTApp(App):
         if not self.panes:
             return
         self.query_one(TabbedContent).active = pane_id
-        pane = self.panes.get(pane_id)
-        if pane is not None and pane.is_mounted:
-            self._focus_pane(pane_id)  # now: the focus and the footer's keys change in the switch's frame
-        else:  # not built yet (a key in the first instants): once it is drawn
-            self.call_after_refresh(self._focus_pane, pane_id)
+        self.call_after_refresh(self._focus_pane, pane_id)
 
     def _focus_pane(self, pane_id: str) -> None:
         # focusing a widget in another pane makes TabbedContent switch to it: a late call
