@@ -17,8 +17,7 @@ import torch.nn.functional as F
 import minigpt
 from minigpt.io.workspace import Workspace
 from minigpt.logs.metrics import read_metrics
-from minigpt.loopwatch import loop_log, probes, runlog
-from minigpt.loopwatch import watch as watch_module
+from minigpt.loopwatch import loop_log, loss_weights, probes, runlog
 from minigpt.loopwatch.loop_log import STEP_DEFAULTS, read_loop_log
 from minigpt.loopwatch.steps import Forward, LightStep, Window, short_line, step_record
 from tests.fixtures import loops
@@ -377,7 +376,7 @@ def test_loss_weight_reads_the_division_of_a_cross_entropy():
 def test_loss_weights_left_to_the_flush_equal_those_computed_in_the_backward(tmp_path, monkeypatch):
     # the flush computes a second's loss weights in one batch; past DEFER_BYTES the backward does
     plain_loop(tmp_path / "later", steps=25, interval=5)
-    monkeypatch.setattr(watch_module, "DEFER_BYTES", 0)
+    monkeypatch.setattr(loss_weights, "DEFER_BYTES", 0)
     plain_loop(tmp_path / "now", steps=25, interval=5)
     later, now = (read_loop_log(Workspace(tmp_path / name)) for name in ("later", "now"))
     assert later is not None and now is not None

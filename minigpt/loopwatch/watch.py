@@ -40,6 +40,7 @@ import torch.nn as nn
 from minigpt.io.workspace import Workspace
 from minigpt.loopwatch import probes
 from minigpt.loopwatch.describe import as_float, describe_run, memory_in_use, param_names, rank_and_world
+from minigpt.loopwatch.loss_weights import DeferredLossWeights
 from minigpt.loopwatch.runlog import RunLog
 from minigpt.loopwatch.samples import WatchSamples
 from minigpt.loopwatch.steps import (
@@ -54,8 +55,6 @@ from minigpt.loopwatch.steps import (
 from minigpt.model.gradstats import total_norm
 
 DEEP_FIRST_STEPS = 3  # steps always read in full at the start
-DEFER_BYTES = 32 << 20  # sampled logits rows and their gradients held for the flush's loss weights, at most
-BATCH_BYTES = 512 << 10  # the flush computes loss weights in batches of at most this much a tensor
 FLUSH_SECONDS = 1.0  # a full reading writes what is buffered when this much time has passed since the last write
 
 
@@ -105,8 +104,7 @@ class Watch:
         self._t_flushed = self._t_last  # perf_counter of the last write of buffered records
         self._snapshot: UpdateSnapshot | None = None  # taken before a `grads_every` step's update
         self._step_reading: dict[str, Any] = {}
-        self._deferred: list[tuple[list, torch.Tensor, torch.Tensor]] = []  # loss weights the flush computes
-        self._deferred_bytes = 0
+        self._weights = DeferredLossWeights()  # the full readings' loss weights, computed at the write
         self._logged_loss = False  # the user passes `loss=` to log(): the metrics take that
         self._model_loss_seen = False  # the model returns its loss: a logged `loss=` is kept apart
         self._count_on_logits = False  # the probe parameter gets no gradient: count backwards at the logits
@@ -175,8 +173,8 @@ class Watch:
         if not self.active or not self._pending:
             return
         try:
-            if self._deferred:
-                self._settle_deferred()
+            if self._weights:
+                self._weights.settle()
             pending, self._pending = self._pending, []
             self._t_flushed = time.perf_counter()
             assert self.log_writer is not None
@@ -310,38 +308,10 @@ class Watch:
                     fwd.rows = None
                     return
                 if fwd.rows is not None and window is self._window:
-                    window.weights.append(self._loss_weight(grad, fwd.rows))
+                    window.weights.append(self._weights.take(grad, fwd.rows))
                     fwd.rows = None  # free it: one backward per forward is what loops do
 
             logits.register_hook(self._guard(on_logits_grad))
-
-    def _loss_weight(self, grad: torch.Tensor, rows: torch.Tensor) -> list:
-        """The backward's `[sums, n_rows, n_total]` for `runlog.loss_weight_of`. The sums are left to
-        the flush, which computes all of them in one batch (about twenty kernels each, run cold here
-        in the user's backward), while the copies it holds stay under DEFER_BYTES; past that (a
-        large vocabulary) they are computed now."""
-        if self._deferred_bytes + 2 * rows.nbytes > DEFER_BYTES:
-            return probes.loss_weight_sums(grad, rows)
-        g, n_total = probes.grad_rows(grad, rows.shape[0])
-        entry: list = [None, rows.shape[0], n_total]
-        self._deferred.append((entry, g, rows))
-        self._deferred_bytes += g.nbytes + rows.nbytes
-        return entry
-
-    def _settle_deferred(self) -> None:
-        """The deferred loss-weight sums (see `_loss_weight`), a batch per shape and device."""
-        deferred, self._deferred, self._deferred_bytes = self._deferred, [], 0
-        batches: dict[tuple, list] = {}
-        for item in deferred:
-            batches.setdefault((item[1].shape, item[1].device), []).append(item)
-        for same in batches.values():
-            # batches of at most BATCH_BYTES a tensor: past about 1 MB each new tensor costs page faults
-            k = max(1, BATCH_BYTES // same[0][1].nbytes)
-            for at in range(0, len(same), k):
-                items = same[at : at + k]
-                grads, rows = torch.stack([item[1] for item in items]), torch.stack([item[2] for item in items])
-                for (entry, _, _), row in zip(items, probes.loss_weight_batch(grads, rows).tolist(), strict=True):
-                    entry[0] = row
 
     def _before_accumulate(self, grad) -> None:
         """Before the probe's gradient is added (full readings): were the gradients cleared since the
@@ -487,7 +457,7 @@ class Watch:
             return
         self.active = False
         self._remove_hooks()
-        self._deferred, self._deferred_bytes = [], 0  # the copies kept for the flush: it will not come
+        self._weights.drop()  # the copies kept for the write: it will not come
         frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
         at = f" ({Path(frame.filename).name}:{frame.lineno})" if frame else ""
         message = f"minigpt.watch turned itself off after an error while {where}: {type(exc).__name__}: {exc}{at}"
