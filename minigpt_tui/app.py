@@ -159,7 +159,10 @@ class MiniGPTApp(App):
             if not self.needs_setup:
                 self.panes = build_panes(["checks"])  # the others after the first frame
                 yield Workbench(self.panes)
-        yield KeyFooter(compact=True, show_command_palette=False)  # ctrl+p is in ? (help)
+        # in a bar of its own: Textual redraws every child of the screen on every frame (a tab's
+        # underline sliding is ~15 frames a switch), a child of the bar only when the bar's row changes
+        with Container(id="footer-bar"):
+            yield KeyFooter(compact=True, show_command_palette=False)  # ctrl+p is in ? (help)
 
     def on_mount(self) -> None:
         self._update_title()

@@ -18,6 +18,7 @@ from textual.widgets import Static
 from minigpt_tui.host import session_of
 from minigpt_tui.messages import CheckFinished, ChecksFinished, FaultChanged
 from minigpt_tui.widgets.deferred import RenderWhenShown
+from minigpt_tui.widgets.live_static import LiveStatic
 from minigpt_tui.widgets.status import status_text, visible_char
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ class BatchesPane(VerticalScroll, RenderWhenShown, can_focus=True):
         self.shift_check: CheckResult | None = None  # of batch_shift
 
     def compose(self) -> ComposeResult:
-        yield Static("drawing a batch…", id="batch-view", markup=False)
+        yield LiveStatic("drawing a batch…", id="batch-view", markup=False)
 
     def on_mount(self) -> None:
         self.call_after_refresh(self.draw_batch)  # after the first frame: the worker imports torch

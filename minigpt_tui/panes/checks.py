@@ -18,6 +18,7 @@ from minigpt_tui.host import host
 from minigpt_tui.messages import CheckFinished, CheckProgressed, ChecksFinished, ChecksStarted, CheckStarted
 from minigpt_tui.widgets.humanize import values_grid
 from minigpt_tui.widgets.status import status_text
+from minigpt_tui.widgets.steady_table import SteadyTable
 from minigpt_tui.widgets.table_filter import TableFilter, matches
 
 if TYPE_CHECKING:
@@ -31,7 +32,7 @@ DEMO_EXPECTED = {
 }
 
 
-class ChecksTable(DataTable):
+class ChecksTable(SteadyTable):
     """The checks, one row each; `enter` re-runs the highlighted one (not a mouse click)."""
 
     BINDINGS = [

@@ -23,6 +23,7 @@ from minigpt_tui.messages import CheckFinished
 from minigpt_tui.widgets.deferred import RenderWhenShown
 from minigpt_tui.widgets.device_stats import DeviceSample, DeviceSampler
 from minigpt_tui.widgets.humanize import human_bytes, human_scalar, shorten_left
+from minigpt_tui.widgets.live_static import LiveStatic
 from minigpt_tui.widgets.status import status_text
 
 if TYPE_CHECKING:
@@ -110,14 +111,15 @@ class DeviceFilesPane(VerticalScroll, RenderWhenShown):
         self.files: CheckResult | None = None  # of "files"
         self.sample: DeviceSample | None = None
         self.samples = 0
+        self._files_width = -1  # the width the files table was cut to
         self._shown = threading.Event()  # sample only while someone looks
         self._stop = threading.Event()
         self._finished = threading.Event()
 
     def compose(self) -> ComposeResult:
-        yield Static("environment: waiting for the environment check…", id="device-env", markup=False)
-        yield Static("files: waiting for the files check…", id="device-files", markup=False)
-        yield Static("live: sampled while this pane is shown", id="device-live", markup=False)
+        yield LiveStatic("environment: waiting for the environment check…", id="device-env", markup=False)
+        yield LiveStatic("files: waiting for the files check…", id="device-files", markup=False)
+        yield LiveStatic("live: sampled while this pane is shown", id="device-live", markup=False)
 
     def on_mount(self) -> None:
         workspace = host(self).workspace
@@ -153,7 +155,8 @@ class DeviceFilesPane(VerticalScroll, RenderWhenShown):
         self.query_one("#device-live", Static).update(live_table(message.sample))
 
     def on_resize(self) -> None:
-        if self.files is not None:  # the paths are shortened to the width
+        # the paths are shortened to the width; a pane shown again gets a Resize of the same size
+        if self.files is not None and self.size.width != self._files_width:
             self.query_one("#device-files", Static).update(self._files_table(self.files))
 
     @on(CheckFinished)
@@ -214,6 +217,7 @@ class DeviceFilesPane(VerticalScroll, RenderWhenShown):
                 (role, Text(f"{FILE_MARK.get(status, '?')} {status}", style=FILE_STYLE.get(status, "")), size, path)
             )
         widths = [max([len(c[i]) if isinstance(c[i], str) else c[i].cell_len for c in cells] + [4]) for i in range(3)]
+        self._files_width = self.size.width
         path_w = max(12, (self.size.width or 80) - sum(widths) - 2 * 3 - 3)
         table.add_column("role", no_wrap=True)
         table.add_column("status", no_wrap=True)

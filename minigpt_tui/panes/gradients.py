@@ -30,7 +30,9 @@ from minigpt_tui.messages import ChecksFinished, GradientsMeasured
 from minigpt_tui.widgets.deferred import RenderWhenShown
 from minigpt_tui.widgets.humanize import human_float
 from minigpt_tui.widgets.jsonl_follow import JsonlFollower
+from minigpt_tui.widgets.live_static import LiveStatic
 from minigpt_tui.widgets.status import status_text
+from minigpt_tui.widgets.steady_table import SteadyTable
 from minigpt_tui.widgets.table_filter import TableFilter, matches
 
 if TYPE_CHECKING:
@@ -134,9 +136,9 @@ class GradientsPane(Vertical, RenderWhenShown):
         return self.current.label if self.current else "none yet"
 
     def compose(self) -> ComposeResult:
-        yield Static(id="grad-header", markup=False)
+        yield LiveStatic(id="grad-header", markup=False)
         yield TableFilter(id="grad-filter")
-        yield DataTable(id="grad-table", cursor_type="row", zebra_stripes=True)
+        yield SteadyTable(id="grad-table", cursor_type="row", zebra_stripes=True)
 
     def on_mount(self) -> None:
         self._render_header()

@@ -33,6 +33,7 @@ from minigpt_tui.panes.training_controls import TrainingControls
 from minigpt_tui.training import OtherTrainer
 from minigpt_tui.widgets.deferred import RenderWhenShown
 from minigpt_tui.widgets.humanize import shorten_left
+from minigpt_tui.widgets.live_static import LiveStatic
 from minigpt_tui.widgets.loss_plot import (
     EMA_CHOICES,
     ZOOM_CHOICES,
@@ -97,11 +98,11 @@ class LossPane(Vertical, RenderWhenShown):
         self._shown: dict[str, tuple] = {}  # widget id -> what it shows now
 
     def compose(self) -> ComposeResult:
-        yield Static("waiting for the metrics log...", id="loss-status", markup=False)
+        yield LiveStatic("waiting for the metrics log...", id="loss-status", markup=False)
         with Horizontal(id="loss-row"):
             yield self._plot
             yield SamplesView(id="loss-samples")
-        yield Static("", id="loss-diagnosis", markup=False)
+        yield LiveStatic("", id="loss-diagnosis", markup=False)
         yield self.controls
 
     def on_mount(self) -> None:

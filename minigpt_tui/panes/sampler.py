@@ -40,6 +40,7 @@ from minigpt_tui.panes.sampler_run import (
     next_token_stages,
     stream_samples,
 )
+from minigpt_tui.widgets.live_static import LiveStatic
 from minigpt_tui.widgets.prob_bars import StageBars
 from minigpt_tui.widgets.status import visible_char, visible_output
 
@@ -103,7 +104,7 @@ class SamplerPane(VerticalScroll):
             yield Button("Generate A", id="generate", compact=True)
             yield Button("Compare A/B", id="compare", compact=True)
             yield Button("Stop", id="stop", compact=True)
-        yield Static("", id="prompt-check", markup=False)
+        yield LiveStatic("", id="prompt-check", markup=False)
         with Grid(id="settings"):
             yield Static("setting")
             yield Static("A", classes="col-head")
@@ -117,15 +118,15 @@ class SamplerPane(VerticalScroll):
                             continue
                         value = defaults[col][field]
                         yield Input("" if value is None else str(value), id=f"{col}-{field}", compact=True)
-                        yield Static("", id=f"{col}-{field}-error", classes="field-error", markup=False)
-        yield Static("", id="settings-notes", markup=False)
-        yield Static("model: loaded on first generate", id="sampler-status", markup=False)
+                        yield LiveStatic("", id=f"{col}-{field}-error", classes="field-error", markup=False)
+        yield LiveStatic("", id="settings-notes", markup=False)
+        yield LiveStatic("model: loaded on first generate", id="sampler-status", markup=False)
         with Horizontal(id="outputs"):
             for col in COLUMNS:
                 with Vertical(classes="output-col"):
-                    yield Static(f"{col}:", id=f"{col}-title", markup=False)
-                    yield Static("", id=f"{col}-output", classes="output", markup=False)
-                    yield Static("", id=f"{col}-report", markup=False)
+                    yield LiveStatic(f"{col}:", id=f"{col}-title", markup=False)
+                    yield LiveStatic("", id=f"{col}-output", classes="output", markup=False)
+                    yield LiveStatic("", id=f"{col}-report", markup=False)
         yield StageBars(id="stages-A")
         yield StageBars(id="stages-B")
 

@@ -17,6 +17,7 @@ from textual.widgets import Input, Static
 from minigpt_tui.host import session_of
 from minigpt_tui.messages import CheckFinished
 from minigpt_tui.widgets.deferred import RenderWhenShown
+from minigpt_tui.widgets.live_static import LiveStatic
 from minigpt_tui.widgets.status import status_text, visible_char
 
 if TYPE_CHECKING:
@@ -43,10 +44,10 @@ class TokenizerPane(VerticalScroll, RenderWhenShown):
         self.last_unknown: dict[str, list[int]] = {}
 
     def compose(self) -> ComposeResult:
-        yield Static("vocabulary: waiting for the tokenizer checks…", id="tok-info", markup=False)
+        yield LiveStatic("vocabulary: waiting for the tokenizer checks…", id="tok-info", markup=False)
         yield Input(placeholder="type text to encode (unknown characters are flagged)", id="tok-input")
-        yield Static("", id="tok-encoded", markup=False)
-        yield Static("decoded sample: waiting for the decoded_sample check…", id="tok-sample", markup=False)
+        yield LiveStatic("", id="tok-encoded", markup=False)
+        yield LiveStatic("decoded sample: waiting for the decoded_sample check…", id="tok-sample", markup=False)
 
     def on_mount(self) -> None:
         self.call_after_refresh(self._start_loading)

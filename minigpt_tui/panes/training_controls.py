@@ -14,13 +14,13 @@ from pathlib import Path
 from rich.text import Text
 from textual import on, work
 from textual.message import Message
-from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
 from minigpt_tui.host import host, workspace_of
 from minigpt_tui.messages import TrainingEnded, TrainingStarted
 from minigpt_tui.train_args import DEFAULT_PRESET, TrainPlan
 from minigpt_tui.training import OtherTrainer, TrainingRun
+from minigpt_tui.widgets.live_static import LiveStatic
 
 
 @dataclass
@@ -30,7 +30,7 @@ class TrainingPlanned(Message):
     plan: TrainPlan
 
 
-class TrainingControls(Static):
+class TrainingControls(LiveStatic):
     """One line (more when a run failed): the UI's own run, how the last one ended, or how `s` would
     start one. It posts `TrainingStarted`/`TrainingEnded`, which bubble to the pane and the app."""
 

@@ -8,8 +8,8 @@ from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
-from textual.widgets import Static
 
+from minigpt_tui.widgets.live_static import LiveStatic
 from minigpt_tui.widgets.status import visible_char
 
 _EIGHTHS = " ▏▎▍▌▋▊▉█"
@@ -23,7 +23,7 @@ def prob_bar(p: float, width: int = 5) -> str:
     return ("█" * full + (_EIGHTHS[part] if part else "")).ljust(width)
 
 
-class StageBars(Static):
+class StageBars(LiveStatic):
     """One column per stage: its name, how many tokens survive it, and its most likely tokens.
 
     `stages` are plain values: [{"name": str, "survivors": int, "top": [(char, prob), ...]}]."""

@@ -14,6 +14,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import Static
 
 from minigpt.logs.samples import SampleRecord
+from minigpt_tui.widgets.live_static import LiveStatic
 
 SHOWN = 40  # the newest samples shown (a long run writes one per evaluation)
 
@@ -47,7 +48,7 @@ class SamplesView(VerticalScroll):
         self._seen: tuple | None = None  # (size, mtime) of the file last read
 
     def compose(self) -> ComposeResult:
-        yield Static("", id=f"{self.id}-body" if self.id else None, markup=False)
+        yield LiveStatic("", id=f"{self.id}-body" if self.id else None, markup=False)
 
     def on_mount(self) -> None:
         self.set_interval(self.POLL_S, self._poll)

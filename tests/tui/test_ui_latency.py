@@ -10,13 +10,15 @@ import sys
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.widgets import Footer, Static
+from textual.widgets import Button, Footer, Static, TabbedContent, TabPane
 
 from minigpt_tui.app import SWITCH_INTERVAL_S
 from minigpt_tui.widgets.key_footer import KeyFooter
+from minigpt_tui.widgets.live_static import LiveStatic
+from minigpt_tui.widgets.steady_table import SteadyTable
 from minigpt_tui.workbench import PANES
 
-from .conftest import SIZE, wait_until
+from .conftest import SIZE, wait_for_report, wait_until
 
 
 def test_composing_the_app_imports_no_pane_but_the_checks_pane(workspace, tmp_path):
@@ -115,3 +117,118 @@ async def test_the_footer_draws_its_keys_on_one_line_and_a_click_presses_one():
         await pilot.click(KeyFooter, offset=(footer.render().plain.index("q"), 0))
         await pilot.pause(0.2)
         assert not app.is_running
+
+
+class Lines(App):
+    CSS = "#auto { width: auto; }"
+
+    def compose(self) -> ComposeResult:
+        yield LiveStatic("one\ntwo", id="fill")
+        yield LiveStatic("short", id="auto")
+
+
+async def test_a_live_static_skips_the_layout_only_when_its_size_cannot_change():
+    app = Lines()
+    async with app.run_test(size=(40, 10)) as pilot:
+        await pilot.pause()
+        fill, auto = app.query_one("#fill", LiveStatic), app.query_one("#auto", LiveStatic)
+        assert fill.size.height == 2 and auto.size.width == len("short")
+        # WHEN a line changes and the content keeps its two lines THEN only the widget is redrawn
+        fill.update("three\nfour")
+        await pilot.pause()
+        assert fill.layouts_skipped == 1 and fill.render_line(0).text.startswith("three")
+        # WHEN it grows a line THEN it is laid out again and takes three rows
+        fill.update("three\nfour\nfive")
+        await pilot.pause()
+        assert fill.layouts_skipped == 1 and fill.size.height == 3
+        # WHEN a `width: auto` line gets longer THEN it is laid out again and gets wider
+        auto.update("a longer line")
+        await pilot.pause()
+        assert auto.layouts_skipped == 0 and auto.size.width == len("a longer line")
+
+
+class TableTabs(App):
+    """A table in one tab, a line in the other; keys a/b switch and move the focus as the inspector does."""
+
+    BINDINGS = [Binding("a", "show('a')"), Binding("b", "show('b')")]
+    CSS = "#table { width: 1fr; } #table.alert > .datatable--cursor { background: red; }"
+
+    def compose(self) -> ComposeResult:
+        with TabbedContent():
+            with TabPane("table", id="a"):
+                yield SteadyTable(id="table")
+            with TabPane("line", id="b"):
+                yield Button("line", id="line")
+
+    def on_mount(self) -> None:
+        table = self.query_one(SteadyTable)
+        table.add_columns("name", "value")
+        table.add_rows((f"row {i}", f"{i * 0.1:.1f}") for i in range(8))
+        table.focus()
+
+    def action_show(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab
+        self.query_one("#table" if tab == "a" else "#line").focus()
+
+
+def _cells_rendered(table: SteadyTable) -> list[int]:
+    calls = [0]
+    render_cell = table._render_cell
+
+    def counted(*args, **kwargs):
+        calls[0] += 1
+        return render_cell(*args, **kwargs)
+
+    table._render_cell = counted  # type: ignore[method-assign]
+    return calls
+
+
+async def test_a_table_shown_again_keeps_its_lines_and_a_restyle_redraws_them():
+    app = TableTabs()
+    async with app.run_test(size=(40, 12)) as pilot:
+        await pilot.pause()
+        table = app.query_one(SteadyTable)
+        calls = _cells_rendered(table)
+        # WHEN the user leaves the table's tab and comes back (a same-size Resize, a blur, a focus)
+        await pilot.press("b")
+        await pilot.pause()
+        await pilot.press("a")
+        await pilot.pause()
+        # THEN no cell was rendered again: the lines drawn before are drawn as they were
+        assert table.resizes_kept >= 1 and table.restyles_kept >= 1
+        assert calls[0] == 0 and table.has_focus
+        cursor_before = next(iter(table.render_line(1))).style
+        # WHEN a restyle changes how the cursor row looks and nothing else (the lines' cache keys stay the same)
+        table.add_class("alert")
+        # THEN the cells are rendered again, the cursor row in its new colour
+        await wait_until(pilot, lambda: calls[0] > 0, 10, "the table drawn again")
+        cursor_now = next(iter(table.render_line(1))).style
+        assert cursor_now is not None and cursor_now != cursor_before
+        assert cursor_now.bgcolor is not None and tuple(cursor_now.bgcolor.get_truecolor()) == (255, 0, 0)
+        # WHEN the terminal gets wider THEN the Resize is not kept from the table: it draws at the new width
+        kept = table.resizes_kept
+        await pilot.resize_terminal(60, 12)
+        await wait_until(pilot, lambda: table.size.width == 60, 10, "the table at the new size")
+        assert table.resizes_kept == kept and table.render_line(1).cell_length == 60
+
+
+async def test_a_frame_that_does_not_reach_the_footer_does_not_redraw_it(workspace, make_app):
+    app = make_app(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for_report(pilot, app)
+        await pilot.pause(0.5)  # the hidden panes built, the footer's keys settled
+        footer = app.query_one(KeyFooter)
+        drawn = [0]
+        render_lines = footer.render_lines
+
+        def counted(crop):
+            drawn[0] += 1
+            return render_lines(crop)
+
+        footer.render_lines = counted  # type: ignore[method-assign]
+        # WHEN a line in the middle of the screen is redrawn (a tab's underline sliding, a table row)
+        for _ in range(3):
+            app.query_one("Underline").refresh()
+            await pilot.pause(0.05)
+        # THEN the footer on the last row is not drawn again (a child of the screen would be, every frame)
+        assert drawn[0] == 0

@@ -1,0 +1,69 @@
+"""A DataTable that keeps its rendered lines when its tab is shown again or focus comes back.
+
+A pane switch to a table re-rendered every visible cell (6-25 ms here for the checks and
+gradients tables, the costliest part of the switch), for two reasons that change nothing drawn:
+Textual sends a Resize each time a tab is shown, same size or not, and DataTable drops its
+caches on every Resize; and leaving the pane blurs the table, which restyles it, and DataTable
+drops its caches on every restyle. Its cache keys already hold the size and the focus state
+(`_pseudo_class_state`), so `SteadyTable` keeps them unless the size or, for the state the
+table is in, the styles it draws with changed (a theme switch, a new stylesheet)."""
+
+from __future__ import annotations
+
+from rich.style import Style
+from textual import events
+from textual.geometry import Size
+from textual.strip import Strip
+from textual.widget import PseudoClasses
+from textual.widgets import DataTable
+
+
+class SteadyTable(DataTable):
+    """DataTable whose same-size Resize and focus-only restyle keep the rendered lines."""
+
+    resizes_kept = 0  # same-size Resizes that kept the lines (tests read these two)
+    restyles_kept = 0  # restyles to a look drawn before that kept them
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._sized_for: Size | None = None
+        self._looks: dict[PseudoClasses, tuple[Style, ...]] = {}  # per focus/hover state: the styles drawn with
+        self._restyled = False  # restyled since the last line drawn
+
+    def _on_resize(self, event: events.Resize) -> None:
+        if event.size == self._sized_for:
+            self.resizes_kept += 1
+            event.prevent_default()  # DataTable's own handler would drop every rendered line
+        self._sized_for = event.size
+
+    def notify_style_update(self) -> None:
+        # DataTable drops every rendered line here; the styles may still be settling (its component
+        # styles follow its own), so they are compared when the next line is drawn
+        super(DataTable, self).notify_style_update()  # the widget's own style caches
+        self._get_styles_to_render_cell.cache_clear()  # not keyed by the focus state
+        self._restyled = True
+        self.refresh()
+
+    def render_line(self, y: int) -> Strip:
+        if self._restyled:
+            self._restyled = False
+            self._keep_or_drop_lines()
+        return super().render_line(y)
+
+    def _keep_or_drop_lines(self) -> None:
+        """Keep the rendered lines when the table looks, in its present state, as it did the last time it
+        was in that state; else drop them all (a theme switch, a new stylesheet)."""
+        state = self.get_pseudo_class_state()
+        try:
+            look = (self.rich_style, *(self.get_component_rich_style(name) for name in sorted(self.COMPONENT_CLASSES)))
+        except KeyError:  # the component styles are not in place yet (mounting)
+            self._looks.clear()
+            self._clear_caches()
+            return
+        if self._looks.get(state) == look:
+            self.restyles_kept += 1
+            return
+        if state in self._looks:  # this state's styles changed: every cached line may be stale
+            self._looks.clear()
+        self._looks[state] = look
+        self._clear_caches()
