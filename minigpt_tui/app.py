@@ -8,6 +8,7 @@ menu read them directly.
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 import threading
 import time
@@ -101,6 +102,10 @@ class MiniGPTApp(App):
         started_at: float | None = None,
     ) -> None:
         super().__init__()
+        if "TEXTUAL_ANIMATIONS" not in os.environ:  # the user's own setting wins
+            # no sliding tab underline: ~15 frames a pane switch, each a redraw of the tab bar,
+            # are the CPU a switch costs a loaded machine (and bytes over SSH); the tab jumps
+            self.animation_level = "none"
         self.started_at = time.perf_counter() if started_at is None else started_at
         self.timings: dict[str, float] = {}
         self.device_name = device

@@ -232,3 +232,12 @@ async def test_a_frame_that_does_not_reach_the_footer_does_not_redraw_it(workspa
             await pilot.pause(0.05)
         # THEN the footer on the last row is not drawn again (a child of the screen would be, every frame)
         assert drawn[0] == 0
+
+
+def test_the_tab_underline_does_not_slide_unless_the_user_asks_for_animations(workspace, make_app, monkeypatch):
+    # GIVEN no TEXTUAL_ANIMATIONS: the app draws no animation frames (a sliding underline is ~15 a switch)
+    monkeypatch.delenv("TEXTUAL_ANIMATIONS", raising=False)
+    assert make_app(workspace).animation_level == "none"
+    # GIVEN the user's own setting THEN it is kept
+    monkeypatch.setenv("TEXTUAL_ANIMATIONS", "full")
+    assert make_app(workspace).animation_level != "none"
