@@ -204,3 +204,37 @@ def test_an_nvml_reading_the_device_does_not_support_is_skipped_not_fatal(tmp_pa
     )
     sample = DeviceSampler(None, proc=tmp_path).sample()
     assert sample.gpu_name is None and "NVML" not in sample.sources
+
+
+async def test_the_files_table_is_cut_again_only_when_the_width_changes(workspace, make_app):
+    app = make_app(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for_report(pilot, app)
+        for key in "2323":  # each pane drawn at this size; the live table has its second sample (CPU %)
+            await pilot.press(key)
+            await pilot.pause(0.3)
+        await pilot.press("2")
+        await pilot.pause(0.3)
+        pane = app.query_one(DeviceFilesPane)
+        files = pane.query_one("#device-files")
+        widest = max(files.render_line(y).cell_length for y in range(files.size.height))
+        layouts = [0]
+        screen_layout = app.screen._refresh_layout
+
+        def counted(*args, **kwargs):
+            layouts[0] += 1
+            return screen_layout(*args, **kwargs)
+
+        app.screen._refresh_layout = counted  # type: ignore[method-assign]
+        # WHEN the pane is left and shown again at the same width THEN one layout each way: nothing is
+        # cut again, and the live table's new sample (same rows) is drawn without one
+        await pilot.press("3")
+        await pilot.pause(0.3)
+        await pilot.press("2")
+        await pilot.pause(0.3)
+        assert layouts[0] == 2 and pane._files_width == pane.size.width
+        # WHEN the terminal gets narrower THEN the paths are cut to the new width
+        await pilot.resize_terminal(60, SIZE[1])  # narrower than the widest row
+        await pilot.pause(0.3)
+        now = max(files.render_line(y).cell_length for y in range(files.size.height))
+        assert pane._files_width == pane.size.width and now <= pane.size.width < widest
