@@ -160,10 +160,9 @@ class MiniGPTApp(App):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        with Container(id="main"):
-            if not self.needs_setup:
-                self.panes = build_panes(["checks"])  # the others after the first frame
-                yield Workbench(self.panes)
+        if not self.needs_setup:
+            self.panes = build_panes(["checks"])  # the others after the first frame
+            yield Workbench(self.panes)
         # in a bar of its own: Textual redraws every child of the screen on every frame (a tab's
         # underline sliding is ~15 frames a switch), a child of the bar only when the bar's row changes
         with Container(id="footer-bar"):
@@ -228,7 +227,7 @@ class MiniGPTApp(App):
     async def _open_workbench(self) -> None:
         if not self.panes:
             self.panes = build_panes()
-            await self.query_one("#main", Container).mount(Workbench(self.panes))
+            await self.mount(Workbench(self.panes), after=self.query_one(Header))
             self.call_after_refresh(self._focus_pane, "checks")
         self.run_checks()
 
