@@ -67,13 +67,11 @@ class SamplerPane(VerticalScroll):
     SamplerPane { height: 1fr; }
     SamplerPane #prompt-row { height: auto; }
     SamplerPane #prompt { width: 1fr; }
-    SamplerPane #prompt-check, SamplerPane #sampler-status, SamplerPane #settings-notes {
+    SamplerPane #prompt-check, SamplerPane #sampler-status, SamplerPane #settings-notes, SamplerPane #field-errors {
         height: auto; padding: 0 1;
     }
     SamplerPane #settings { grid-size: 3; grid-columns: 14 1fr 1fr; grid-rows: auto; height: auto; padding: 0 1; }
-    SamplerPane .field { height: auto; }
-    SamplerPane .field-error { display: none; height: auto; }
-    SamplerPane .field-error.-shown { display: block; }
+    SamplerPane #field-errors { display: none; }
     SamplerPane #outputs { height: auto; }
     SamplerPane .output-col { width: 1fr; height: auto; padding: 0 1; }
     SamplerPane .output { height: auto; min-height: 3; }
@@ -109,16 +107,17 @@ class SamplerPane(VerticalScroll):
             yield Static("setting")
             yield Static("A", classes="col-head")
             yield Static("B", classes="col-head")
+            # the inputs sit in the grid itself and their errors on one line below it: a container and
+            # an error line per field made the pane the slowest to switch to (30 widgets more to lay out)
             for field, label, _ in FIELDS:
                 yield Static(label)
                 for col in COLUMNS:
-                    with Vertical(classes="field"):
-                        if field == "seed" and col == "B":
-                            yield Static("same as A", markup=False)
-                            continue
-                        value = defaults[col][field]
-                        yield Input("" if value is None else str(value), id=f"{col}-{field}", compact=True)
-                        yield LiveStatic("", id=f"{col}-{field}-error", classes="field-error", markup=False)
+                    if field == "seed" and col == "B":
+                        yield Static("same as A", markup=False)
+                        continue
+                    value = defaults[col][field]
+                    yield Input("" if value is None else str(value), id=f"{col}-{field}", compact=True)
+        yield LiveStatic("", id="field-errors", markup=False)
         yield LiveStatic("", id="settings-notes", markup=False)
         yield LiveStatic("model: loaded on first generate", id="sampler-status", markup=False)
         with Horizontal(id="outputs"):
@@ -257,9 +256,15 @@ class SamplerPane(VerticalScroll):
                 continue
             msg = self.columns[col].errors.get(field)
             self.query_one(f"#{col}-{field}", Input).set_class(msg is not None, "-invalid")
-            error = self.query_one(f"#{col}-{field}-error", Static)
-            error.update(Text(f"x {msg}") if msg else "")
-            error.set_class(msg is not None, "-shown")
+        labels = {name: label for name, label, _ in FIELDS}
+        lines = [  # validate's messages name their field first; a parse error does not
+            f"x {c}: {msg}" if msg.split(" ", 1)[0].rstrip(":") in (f, labels[f]) else f"x {c} {labels[f]}: {msg}"
+            for c in COLUMNS
+            for f, msg in self.columns[c].errors.items()
+        ]
+        errors = self.query_one("#field-errors", Static)
+        errors.update(Text("\n".join(lines)) if lines else "")
+        errors.display = bool(lines)  # no blank line when all is well
 
     # -- generation -------------------------------------------------------------------------
     @on(Button.Pressed, "#generate")

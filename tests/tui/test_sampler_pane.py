@@ -32,13 +32,13 @@ async def test_invalid_temperature_shows_an_inline_message_and_does_not_generate
     async with app.run_test(size=(80, 24)) as pilot:
         pane = app.query_one(SamplerPane)
         await _set(pilot, pane, "#A-temperature", "abc")
-        assert "not a number" in _text(pane, "#A-temperature-error")
+        assert "x A: temperature: 'abc' is not a number" in _text(pane, "#field-errors")
         assert pane.query_one("#A-temperature", Input).has_class("-invalid")
         assert pane.generate(("A",)) is False
         assert "fix the marked settings" in _text(pane, "#sampler-status")
 
         await _set(pilot, pane, "#A-temperature", "-1")  # parses, but validate() rejects it (in a worker)
-        assert await _until(pilot, lambda: "temperature must be" in _text(pane, "#A-temperature-error"))
+        assert await _until(pilot, lambda: "x A: temperature must be" in _text(pane, "#field-errors"))
         assert pane.generate(("A",)) is False
 
         await _set(pilot, pane, "#A-temperature", "0.8")
@@ -111,7 +111,7 @@ async def test_settings_are_validated_at_once_and_a_warning_goes_when_the_value_
     async with app.run_test(size=(80, 24)) as pilot:
         pane = app.query_one(SamplerPane)
         await _set(pilot, pane, "#A-temperature", "-1")
-        assert "temperature must be" in _text(pane, "#A-temperature-error")  # no worker, no wait
+        assert "x A: temperature must be" in _text(pane, "#field-errors")  # no worker, no wait
         assert not [w for w in app.workers if w.group.startswith("sampler-validate")]
         await _set(pilot, pane, "#A-temperature", "1.0")
         await _set(pilot, pane, "#A-repetition_penalty", "2.0")
