@@ -114,6 +114,71 @@ def test_kv_cache_refuses_to_overflow_block_size():
         model(torch.zeros((1, 1), dtype=torch.long), cache=cache)
 
 
+def decode(model: MiniGPT, idx: torch.Tensor, cache) -> torch.Tensor:
+    """The prompt's first 3 tokens prefilled, then one token a step, as generation feeds them."""
+    pieces = [model(idx[:, :3], cache=cache)[0]]
+    pieces += [model(idx[:, i : i + 1], cache=cache)[0] for i in range(3, idx.shape[1])]
+    return torch.cat(pieces, dim=1)
+
+
+@torch.no_grad()
+def test_one_token_steps_use_transposed_weights_and_match_the_full_forward():
+    # GIVEN generation's setting: no autograd, one sequence, one token a step
+    model = tiny_model()
+    idx = torch.randint(V, (1, T))
+    cache = model.make_cache(batch_size=1)
+    # THEN the one-row products ran against the cache's copies, and the logits are the full forward's
+    torch.testing.assert_close(decode(model, idx, cache), model(idx)[0], rtol=1e-5, atol=1e-5)
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    assert set(cache.transposed) == set(linears)
+
+
+@torch.no_grad()
+def test_a_weight_changed_in_place_after_its_copy_is_copied_again():
+    # GIVEN a layer whose transposed copy was made, then its weight edited in place (a check, an
+    # optimizer step between two generations that share a cache)
+    model = tiny_model()
+    cache, fc, x = model.make_cache(batch_size=1), model.blocks[0].mlp.fc, torch.randn(1, 1, 32)
+    torch.testing.assert_close(cache.linear(fc, x), fc(x))
+    fc.weight.mul_(3.0)
+    # THEN the next one-row product uses the edited weight
+    torch.testing.assert_close(cache.linear(fc, x), fc(x))
+
+
+@torch.no_grad()
+def test_a_hooked_or_patched_layer_is_called_itself_in_one_token_steps():
+    # GIVEN a forward hook on one layer and another layer's forward replaced (what the checks and a
+    # user's instrumentation do), and a global forward hook counted separately
+    model = tiny_model()
+    idx = torch.randint(V, (1, T))
+    seen = []
+    model.blocks[0].attn.qkv.register_forward_hook(lambda m, args, out: seen.append(args[0].shape[1]))
+    proj = model.blocks[1].mlp.proj
+    proj.forward = lambda x: torch.nn.functional.linear(x, proj.weight, proj.bias) * 0.0  # zeroes the branch
+    cache = model.make_cache(batch_size=1)
+    # THEN the hook saw the prefill and every one-token step, and the patched layer was the one used
+    torch.testing.assert_close(decode(model, idx, cache), model(idx)[0], rtol=1e-5, atol=1e-5)
+    assert seen == [3] + [1] * (T - 3) + [T]
+    assert model.blocks[0].attn.qkv not in cache.transposed and proj not in cache.transposed
+    calls = []
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda m, args, out: calls.append(type(m)))
+    try:
+        cache.reset()
+        decode(model, idx, cache)
+    finally:
+        handle.remove()
+    linears = sum(isinstance(m, torch.nn.Linear) for m in model.modules())
+    assert calls.count(torch.nn.Linear) == linears * (T - 2)  # every Linear, every call
+
+
+def test_with_autograd_on_the_layer_is_called_itself():
+    # GIVEN autograd on (a training step that decodes through a cache): a detached copy would cut the graph
+    model = tiny_model()
+    cache, fc = model.make_cache(batch_size=1), model.blocks[0].mlp.fc
+    cache.linear(fc, torch.randn(1, 1, 32)).sum().backward()
+    assert fc.weight.grad is not None and not cache.transposed
+
+
 @pytest.mark.parametrize(
     "overrides",
     [
