@@ -20,7 +20,6 @@ from typing import Any, cast
 from textual import events, on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
-from textual.containers import Container
 from textual.events import Resize
 from textual.message import Message
 from textual.screen import Screen
@@ -48,6 +47,7 @@ from minigpt_tui.screens.help import HelpScreen
 from minigpt_tui.screens.quit import QuitTrainingScreen
 from minigpt_tui.screens.setup import DemoOutcome, DemoSetupScreen
 from minigpt_tui.session import Session
+from minigpt_tui.widgets.blank import BlankContainer
 from minigpt_tui.widgets.key_footer import KeyFooter
 from minigpt_tui.workbench import PANES, Workbench, WorkScreen, build_panes
 
@@ -165,7 +165,7 @@ class MiniGPTApp(App):
             yield Workbench(self.panes)
         # in a bar of its own: Textual redraws every child of the screen on every frame (a tab's
         # underline sliding is ~15 frames a switch), a child of the bar only when the bar's row changes
-        with Container(id="footer-bar"):
+        with BlankContainer(id="footer-bar"):
             yield KeyFooter(compact=True, show_command_palette=False)  # ctrl+p is in ? (help)
 
     def on_mount(self) -> None:

@@ -10,6 +10,8 @@ from textual.screen import Screen
 from textual.widget import MountError, Widget
 from textual.widgets import TabbedContent, TabPane
 
+from minigpt_tui.widgets.blank import BLANK_CONTAINERS
+
 # (tab id, title); key N shows PANES[N - 1]
 PANES = [
     ("checks", "Checks"),
@@ -62,6 +64,12 @@ class PaneTabs(TabbedContent):
             event.stop()
 
 
+class PaneTab(TabPane):
+    """A pane's tab page, drawn as its background (widgets/blank.py): it has padding, no border."""
+
+    BLANK = BLANK_CONTAINERS
+
+
 class WorkScreen(Screen):
     """The app's main screen: a focus change does not repaint the whole screen.
 
@@ -105,6 +113,8 @@ class Workbench(PaneTabs):
     itself, a child of the screen: Textual draws every container between the screen and a pane in
     full on every frame, so the stack is kept short (a bare app with two more layers: +1-2 ms a switch)."""
 
+    BLANK = BLANK_CONTAINERS  # drawn as its background (widgets/blank.py)
+
     def __init__(self, panes: dict[str, Widget], **kwargs) -> None:
         kwargs.setdefault("id", "tabs")
         super().__init__(initial="checks", **kwargs)
@@ -114,7 +124,7 @@ class Workbench(PaneTabs):
             # the hidden panes mount after the first frame (Lazy): 160 widgets styled before it
             # cost ~0.15 s of the 0.5 s budget for first paint
             children = [] if pane is None else [pane if pane_id == "checks" else AfterFirstFrame(pane)]
-            self.compose_add_child(TabPane(f"{n} {TAB_LABELS.get(pane_id, title)}", *children, id=pane_id))
+            self.compose_add_child(PaneTab(f"{n} {TAB_LABELS.get(pane_id, title)}", *children, id=pane_id))
 
     def add_panes(self, panes: dict[str, Widget]) -> None:
         """Mount panes built after the first frame into their empty tabs."""

@@ -17,6 +17,7 @@ from textual.widgets import Static
 
 from minigpt_tui.host import session_of
 from minigpt_tui.messages import CheckFinished, ChecksFinished, FaultChanged
+from minigpt_tui.widgets.blank import BLANK_CONTAINERS
 from minigpt_tui.widgets.deferred import RenderWhenShown
 from minigpt_tui.widgets.live_static import LiveStatic
 from minigpt_tui.widgets.status import status_text, visible_char
@@ -34,6 +35,7 @@ def mismatches(inputs: list[int], targets: list[int]) -> list[int]:
 
 
 class BatchesPane(VerticalScroll, RenderWhenShown, can_focus=True):
+    BLANK = BLANK_CONTAINERS  # a container without a border: drawn as its background (widgets/blank.py)
     BINDINGS = [
         Binding("up,k", "row(-1)", "Prev row"),
         Binding("down,j", "row(1)", "Next row"),

@@ -16,6 +16,7 @@ from textual.widgets import DataTable, Label, ProgressBar, Static
 
 from minigpt_tui.host import host
 from minigpt_tui.messages import CheckFinished, CheckProgressed, ChecksFinished, ChecksStarted, CheckStarted
+from minigpt_tui.widgets.blank import BLANK_CONTAINERS
 from minigpt_tui.widgets.humanize import values_grid
 from minigpt_tui.widgets.status import status_text
 from minigpt_tui.widgets.steady_table import SteadyTable
@@ -50,6 +51,8 @@ class ChecksTable(SteadyTable):
 
 class ChecksPane(Vertical):
     """Renders the engine's CheckResults as they arrive; never computes a result itself."""
+
+    BLANK = BLANK_CONTAINERS  # a container without a border: drawn as its background (widgets/blank.py)
 
     BINDINGS = [
         Binding("slash", "open_filter", "Filter"),

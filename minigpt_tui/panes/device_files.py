@@ -20,6 +20,7 @@ from textual.worker import get_current_worker
 
 from minigpt_tui.host import host
 from minigpt_tui.messages import CheckFinished
+from minigpt_tui.widgets.blank import BLANK_CONTAINERS
 from minigpt_tui.widgets.deferred import RenderWhenShown
 from minigpt_tui.widgets.device_stats import DeviceSample, DeviceSampler
 from minigpt_tui.widgets.humanize import human_bytes, human_scalar, shorten_left
@@ -103,6 +104,7 @@ def live_table(s: DeviceSample) -> Table:
 
 
 class DeviceFilesPane(VerticalScroll, RenderWhenShown):
+    BLANK = BLANK_CONTAINERS  # a container without a border: drawn as its background (widgets/blank.py)
     make_sampler = DeviceSampler  # (workspace) -> an object with .sample(); tests pass a fake
 
     def __init__(self, **kwargs) -> None:

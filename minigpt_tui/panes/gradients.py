@@ -27,6 +27,7 @@ from textual.worker import get_current_worker
 
 from minigpt_tui.host import host
 from minigpt_tui.messages import ChecksFinished, GradientsMeasured
+from minigpt_tui.widgets.blank import BLANK_CONTAINERS
 from minigpt_tui.widgets.deferred import RenderWhenShown
 from minigpt_tui.widgets.humanize import human_float
 from minigpt_tui.widgets.jsonl_follow import JsonlFollower
@@ -81,6 +82,8 @@ def _flags(row: dict) -> list[str]:
 
 class GradientsPane(Vertical, RenderWhenShown):
     """Per-parameter gradient and weight norms, update ratios and problem flags."""
+
+    BLANK = BLANK_CONTAINERS  # a container without a border: drawn as its background (widgets/blank.py)
 
     DEFAULT_CSS = """
     GradientsPane { height: 1fr; }

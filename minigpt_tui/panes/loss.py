@@ -31,6 +31,7 @@ from minigpt_tui.panes.curve_follow import CurveDiagnosed, CurveUpdated, Diagnos
 from minigpt_tui.panes.loss_text import diagnosis_text, fmt
 from minigpt_tui.panes.training_controls import TrainingControls
 from minigpt_tui.training import OtherTrainer
+from minigpt_tui.widgets.blank import BLANK_CONTAINERS
 from minigpt_tui.widgets.deferred import RenderWhenShown
 from minigpt_tui.widgets.humanize import shorten_left
 from minigpt_tui.widgets.live_static import LiveStatic
@@ -48,6 +49,8 @@ STALL_S = 5.0  # silent longer than this: the plot is marked as not updating
 
 class LossPane(Vertical, RenderWhenShown):
     """Train/val loss against the log(V) baseline, learning rate, perplexity and the diagnosis."""
+
+    BLANK = BLANK_CONTAINERS  # a container without a border: drawn as its background (widgets/blank.py)
 
     DEFAULT_CSS = """
     LossPane { height: 1fr; }

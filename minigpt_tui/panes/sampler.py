@@ -40,6 +40,7 @@ from minigpt_tui.panes.sampler_run import (
     next_token_stages,
     stream_samples,
 )
+from minigpt_tui.widgets.blank import BLANK_CONTAINERS
 from minigpt_tui.widgets.live_static import LiveStatic
 from minigpt_tui.widgets.prob_bars import StageBars
 from minigpt_tui.widgets.status import visible_char, visible_output
@@ -60,6 +61,8 @@ class SamplerPane(VerticalScroll):
 
     A form for words: a printable key typed while the focus is in the pane but not in a field (a
     button) goes into the prompt, never to the app's one-letter keys (`q` would quit)."""
+
+    BLANK = BLANK_CONTAINERS  # a container without a border: drawn as its background (widgets/blank.py)
 
     can_focus = False  # the first Tab from the tab bar lands in the prompt, not on the scroll area
 

@@ -16,6 +16,7 @@ from textual.widgets import Input, Static
 
 from minigpt_tui.host import session_of
 from minigpt_tui.messages import CheckFinished
+from minigpt_tui.widgets.blank import BLANK_CONTAINERS
 from minigpt_tui.widgets.deferred import RenderWhenShown
 from minigpt_tui.widgets.live_static import LiveStatic
 from minigpt_tui.widgets.status import status_text, visible_char
@@ -27,6 +28,8 @@ UNKNOWN_STYLE = "bold white on red"
 
 
 class TokenizerPane(VerticalScroll, RenderWhenShown):
+    BLANK = BLANK_CONTAINERS  # a container without a border: drawn as its background (widgets/blank.py)
+
     @dataclass
     class TokenizerLoaded(Message):
         tokenizer: Any  # minigpt.data.tokenizer.CharTokenizer (pure Python, no tensors)

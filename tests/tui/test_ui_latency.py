@@ -1,22 +1,25 @@
 """What keeps the UI quick, checked by what happens rather than by timing: the hidden panes are built
-after the first frame, the footer is rebuilt only when its keys change, and the GIL hand-off
-interval the app sets while it runs is given back at exit."""
+after the first frame, the footer is rebuilt only when its keys change, the containers above a pane
+are drawn as plain background, and the GIL hand-off interval the app sets while it runs is given
+back at exit."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
+from textual._styles_cache import StylesCache
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widgets import Button, Footer, Static, TabbedContent, TabPane
 
 from minigpt_tui.app import SWITCH_INTERVAL_S
+from minigpt_tui.widgets.blank import blank_allowed
 from minigpt_tui.widgets.key_footer import KeyFooter
 from minigpt_tui.widgets.live_static import LiveStatic
 from minigpt_tui.widgets.steady_table import SteadyTable
-from minigpt_tui.workbench import PANES
+from minigpt_tui.workbench import PANES, PaneTab, Workbench
 
 from .conftest import SIZE, wait_for_report, wait_until
 
@@ -241,3 +244,35 @@ def test_the_tab_underline_does_not_slide_unless_the_user_asks_for_animations(wo
     # GIVEN the user's own setting THEN it is kept
     monkeypatch.setenv("TEXTUAL_ANIMATIONS", "full")
     assert make_app(workspace).animation_level != "none"
+
+
+def test_containers_are_drawn_blank_unless_a_filter_recolours_the_whole_screen():
+    assert blank_allowed({}, "")
+    assert not blank_allowed({"NO_COLOR": "1"}, "")  # Textual's monochrome filter would skip them
+    assert not blank_allowed({}, "dim")
+
+
+async def test_a_pane_switch_draws_the_containers_above_each_pane_as_plain_background(workspace, make_app, monkeypatch):
+    # GIVEN the app with every pane built, and every line drawn through Textual's styles recorded
+    app = make_app(workspace)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for_report(pilot, app)
+        await pilot.pause(0.5)
+        drawn = []
+        render_widget = StylesCache.render_widget
+
+        def recorded(self, widget, crop):
+            drawn.append(widget)
+            return render_widget(self, widget, crop)
+
+        monkeypatch.setattr(StylesCache, "render_widget", recorded)
+        # WHEN the user goes through all seven panes
+        for key in "2345671":
+            await pilot.press(key)
+            await pilot.pause(0.05)
+        # THEN the tabs widget, each tab page, each pane and the footer's bar were drawn as their
+        # background (Textual's BLANK), not line by line: each switch clears their line caches
+        tabs = list(app.query(PaneTab))
+        stack = {app.query_one(Workbench), app.query_one("#footer-bar"), *tabs, *(tab.children[0] for tab in tabs)}
+        assert len(stack) == 2 + 2 * len(PANES)
+        assert drawn and not stack & set(drawn)
