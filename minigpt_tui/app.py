@@ -47,7 +47,7 @@ from minigpt_tui.screens.help import HelpScreen
 from minigpt_tui.screens.quit import QuitTrainingScreen
 from minigpt_tui.screens.setup import DemoOutcome, DemoSetupScreen
 from minigpt_tui.session import Session
-from minigpt_tui.widgets.blank import BlankContainer
+from minigpt_tui.widgets.blank import BlankContainer, BlankHeader
 from minigpt_tui.widgets.key_footer import KeyFooter
 from minigpt_tui.workbench import PANES, Workbench, WorkScreen, build_panes
 
@@ -159,7 +159,7 @@ class MiniGPTApp(App):
         return WorkScreen(id="_default")  # focus changes repaint what they change only (workbench.py)
 
     def compose(self) -> ComposeResult:
-        yield Header()
+        yield BlankHeader()
         if not self.needs_setup:
             self.panes = build_panes(["checks"])  # the others after the first frame
             yield Workbench(self.panes)

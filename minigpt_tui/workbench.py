@@ -8,7 +8,7 @@ from importlib import import_module
 from textual.reactive import Reactive
 from textual.screen import Screen
 from textual.widget import MountError, Widget
-from textual.widgets import TabbedContent, TabPane
+from textual.widgets import ContentSwitcher, TabbedContent, TabPane
 
 from minigpt_tui.widgets.blank import BLANK_CONTAINERS
 
@@ -125,6 +125,11 @@ class Workbench(PaneTabs):
             # cost ~0.15 s of the 0.5 s budget for first paint
             children = [] if pane is None else [pane if pane_id == "checks" else AfterFirstFrame(pane)]
             self.compose_add_child(PaneTab(f"{n} {TAB_LABELS.get(pane_id, title)}", *children, id=pane_id))
+
+    def on_mount(self) -> None:
+        # the tabs' ContentSwitcher is Textual's own, made in TabbedContent.compose: drawn blank
+        # like the rest of the stack through an instance attribute (Textual reads `self.BLANK`)
+        self.get_child_by_type(ContentSwitcher).BLANK = BLANK_CONTAINERS  # type: ignore[misc]
 
     def add_panes(self, panes: dict[str, Widget]) -> None:
         """Mount panes built after the first frame into their empty tabs."""

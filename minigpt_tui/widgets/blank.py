@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 from textual import constants
 from textual.containers import Container
+from textual.widgets import Header
 
 
 def blank_allowed(environ: Mapping[str, str], filters: str) -> bool:
@@ -29,5 +30,11 @@ BLANK_CONTAINERS = blank_allowed(os.environ, constants.FILTERS)
 
 class BlankContainer(Container):
     """A plain container drawn blank (the footer's bar)."""
+
+    BLANK = BLANK_CONTAINERS
+
+
+class BlankHeader(Header):
+    """Textual's header (its icon, title and clock are its children), drawn blank beneath them."""
 
     BLANK = BLANK_CONTAINERS
