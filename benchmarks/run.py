@@ -666,7 +666,7 @@ def check_suite_with_a_busy_neighbour(root: Path) -> dict:
 
 
 BARE_APP = Path(__file__).with_name("bare_app.py")
-SWITCH_CYCLES_PER_REP = 3  # cycles of seven pane keys per repetition, per app
+SWITCH_CYCLES_PER_REP = 5  # cycles of seven pane keys per repetition, per app
 CLOCK = re.compile(r"\b\d\d:\d\d\b")  # the inspector's header shows the time: a minute ticking over is no frame
 
 
@@ -794,7 +794,7 @@ def ui_vs_bare(root: Path, reps: int, neighbour: bool = False, training: bool = 
     the same way in 80x24 tmux windows. First frame: process start to the tab bar on the screen,
     `reps` starts each, alternating which app goes first. Pane switch: `tmux send-keys` of a pane
     key (2..7, 1) to the first screen capture that differs from the still screen before it; both
-    apps open side by side (the inspector once its checks are done), 3 x `reps` cycles of seven keys,
+    apps open side by side (the inspector once its checks are done), 5 x `reps` cycles of seven keys,
     one cycle per app in turn; `pane_switch_content_*`: to the first capture whose rows below the
     tab bar differ (the first changed screen is often the tab underline alone). Ratios:
     inspector / bare, the switch ratios on the p95; `pane_switch_ms_first_by_key_*` and `..._median_by_key_*`: the
@@ -832,7 +832,7 @@ def ui_vs_bare(root: Path, reps: int, neighbour: bool = False, training: bool = 
             time.sleep(0.1)  # the checks finished: what a user switches panes in
         if training and not _start_training_from_the_ui(sessions["inspector"], root):
             return {"ui_vs_bare_training": None, "ui_vs_bare_training_error": "the UI's training run did not start"}
-        for i in range(SWITCH_CYCLES_PER_REP * reps):  # a p95 of 49 presses moved by 10-30 % between runs
+        for i in range(SWITCH_CYCLES_PER_REP * reps):  # p95 ratios of 49 presses moved 10-30 % between runs, of 147 16 %
             for name in ("inspector", "bare") if i % 2 == 0 else ("bare", "inspector"):
                 for key in "2345671":
                     ms, content_ms = _key_to_changed_screen_ms(sessions[name], key)
