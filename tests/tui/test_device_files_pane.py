@@ -6,7 +6,7 @@ import sys
 
 from minigpt_tui.panes.device_files import DeviceFilesPane
 
-from .conftest import SIZE, rendered, wait_for_report
+from .conftest import SIZE, rendered, wait_for_report, wait_until
 
 
 async def test_device_pane_shows_versions_device_and_every_file(workspace, make_app):
@@ -206,35 +206,35 @@ def test_an_nvml_reading_the_device_does_not_support_is_skipped_not_fatal(tmp_pa
     assert sample.gpu_name is None and "NVML" not in sample.sources
 
 
-async def test_the_files_table_is_cut_again_only_when_the_width_changes(workspace, make_app):
+async def test_the_files_table_is_cut_again_only_when_the_width_changes(workspace, make_app, monkeypatch):
     app = make_app(workspace)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for_report(pilot, app)
-        for key in "2323":  # each pane drawn at this size; the live table has its second sample (CPU %)
-            await pilot.press(key)
-            await pilot.pause(0.3)
         await pilot.press("2")
-        await pilot.pause(0.3)
         pane = app.query_one(DeviceFilesPane)
         files = pane.query_one("#device-files")
+        await wait_until(pilot, lambda: "train_ids" in rendered(files), what="the files table drawn")
+        drawn = rendered(files)
         widest = max(files.render_line(y).cell_length for y in range(files.size.height))
-        layouts = [0]
-        screen_layout = app.screen._refresh_layout
+        cuts: list[int] = []
+        cut = pane._files_table
 
-        def counted(*args, **kwargs):
-            layouts[0] += 1
-            return screen_layout(*args, **kwargs)
+        def counted(result):
+            cuts.append(pane.size.width)
+            return cut(result)
 
-        app.screen._refresh_layout = counted  # type: ignore[method-assign]
-        # WHEN the pane is left and shown again at the same width THEN one layout each way: nothing is
-        # cut again, and the live table's new sample (same rows) is drawn without one
+        monkeypatch.setattr(pane, "_files_table", counted)
+        # WHEN the pane is left and shown again at the same width THEN its paths are not cut again and
+        # the same table is on screen
         await pilot.press("3")
-        await pilot.pause(0.3)
+        await wait_until(pilot, lambda: not pane.display or not pane.is_on_screen, what="the pane hidden")
         await pilot.press("2")
-        await pilot.pause(0.3)
-        assert layouts[0] == 2 and pane._files_width == pane.size.width
-        # WHEN the terminal gets narrower THEN the paths are cut to the new width
+        await wait_until(pilot, lambda: pane.is_on_screen and rendered(files) == drawn, what="the pane shown again")
+        await pilot.pause()
+        assert cuts == []
+        # WHEN the terminal gets narrower THEN the paths are cut again, to the new width
         await pilot.resize_terminal(60, SIZE[1])  # narrower than the widest row
-        await pilot.pause(0.3)
+        await wait_until(pilot, lambda: cuts and cuts[-1] == pane.size.width < SIZE[0], what="the table cut again")
+        await wait_until(pilot, lambda: rendered(files) != drawn, what="the narrower table drawn")
         now = max(files.render_line(y).cell_length for y in range(files.size.height))
-        assert pane._files_width == pane.size.width and now <= pane.size.width < widest
+        assert now <= pane.size.width < widest
