@@ -25,7 +25,8 @@ from minigpt_tui.widgets.loss_plot import CurveColumns, CurveSnapshot, CurveStor
 
 CHUNK_BYTES = 4 << 20  # per read while catching up: the UI gets a progress snapshot between chunks
 HEARTBEAT_S = 1.0  # the follower posts at least this often, new data or not
-GROWING_S = 10.0  # the log grew this recently: a run is writing it
+GROWING_S = 10.0  # the log grew this recently (since its first read, not as its writer left): a run writes it
+WRITER_CHECK_S = 1.0  # who holds the workspace lock, read this often
 PREVIOUS_RUNS = 3  # earlier runs overlaid by `p`, newest first
 
 
@@ -43,6 +44,7 @@ class CurveUpdated(Message):
     growing: bool  # the log grew within GROWING_S
     missing: bool  # the metrics file is not there (yet, or moved aside by a fresh run)
     generation: tuple[int, int]  # (follower, log reset): a diagnosis of another one is stale
+    ended: bool = False  # a run was seen writing (holding the lock, or the UI's own) and has stopped
 
     def can_replace(self, message: Message) -> bool:
         # a heartbeat must not swallow a queued change: it would carry no redraw
@@ -127,6 +129,7 @@ def follow_curve(
     diag_stale, diag_due = False, 0.0
     last_post, post_cost, view_seen, dirty = 0.0, 0.0, None, True
     writer, writer_due, grew_at = None, 0.0, -math.inf
+    writing, left_at = False, -math.inf  # a run writes the log (another's or the UI's own); when it stopped
     prev_runs: list = []
     prev_due, snap = 0.0, None
     while not is_cancelled() and not pane.follow_stop.is_set():
@@ -139,13 +142,17 @@ def follow_curve(
         if points:
             store.extend(points)
             dirty = diag_stale = True
-            grew_at = now
+            if initial_load_s is not None:  # lines written since the first read, not the backlog
+                grew_at = now
         loading = follower.pending_bytes > 0
         if not loading and initial_load_s is None:
             initial_load_s = time.perf_counter() - started
         view = pane.view  # one read: the UI thread swaps whole values
         if now >= writer_due:
-            writer, writer_due = other_trainer(root, pane.own_pid), now + 1.0
+            writer, writer_due = other_trainer(root, pane.own_pid), now + WRITER_CHECK_S
+            was_writing, writing = writing, writer is not None or pane.own_pid is not None
+            if was_writing and not writing:
+                left_at = now
         if view.previous and now >= prev_due:
             runs = previous_runs(root, view.width)
             dirty = dirty or runs != prev_runs
@@ -160,7 +167,8 @@ def follow_curve(
                 snap = store.snapshot(view, follower.bad_lines)
                 snap.previous = prev_runs if view.previous else []
                 post_cost = time.monotonic() - t0
-            growing = now - grew_at < GROWING_S
+            # lines read within a lock check of the writer leaving are its last ones, not a new run's
+            growing = now - grew_at < GROWING_S and grew_at > left_at + WRITER_CHECK_S
             pane.post_message(
                 CurveUpdated(
                     snap,
@@ -173,6 +181,7 @@ def follow_curve(
                     growing,
                     missing,
                     generation,
+                    ended=left_at > -math.inf and not writing and not growing,
                 )
             )
             last_post, view_seen, dirty = now, view, False

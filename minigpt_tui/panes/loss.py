@@ -19,7 +19,7 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.events import Resize
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState, get_current_worker
@@ -28,7 +28,7 @@ from minigpt.logs.curve import CurveDiagnosis, perplexity_text
 from minigpt.logs.curve_rules import diagnose
 from minigpt_tui.host import NoWorkspace, host, workspace_of
 from minigpt_tui.panes.curve_follow import CurveDiagnosed, CurveUpdated, DiagnosisDue, follow_curve
-from minigpt_tui.panes.loss_text import diagnosis_text, fmt
+from minigpt_tui.panes.loss_text import diagnosis_more, diagnosis_text, fmt, fmt_loss_or_dash
 from minigpt_tui.panes.training_controls import TrainingControls
 from minigpt_tui.training import OtherTrainer
 from minigpt_tui.widgets.blank import BLANK_CONTAINERS
@@ -55,7 +55,10 @@ class LossPane(Vertical, RenderWhenShown):
     DEFAULT_CSS = """
     LossPane { height: 1fr; }
     LossPane #loss-status, LossPane #train-status { height: auto; padding: 0 1; }
-    LossPane #loss-diagnosis { height: auto; max-height: 4; padding: 0 1; }
+    LossPane #loss-diagnosis-box {
+        height: auto; max-height: 4; padding: 0 1; scrollbar-size-vertical: 1; scrollbar-gutter: stable;
+    }
+    LossPane #loss-diagnosis { height: auto; }
     LossPane LossPlot { height: 1fr; min-height: 6; }
     LossPane #loss-row { height: 1fr; min-height: 6; }
     LossPane #loss-samples { display: none; width: 1fr; height: 1fr; border-left: solid $primary; padding: 0 1; }
@@ -105,7 +108,9 @@ class LossPane(Vertical, RenderWhenShown):
         with Horizontal(id="loss-row"):
             yield self._plot
             yield SamplesView(id="loss-samples")
-        yield LiveStatic("", id="loss-diagnosis", markup=False)
+        # the verdict's head in view, all of it under it: tab focuses it, the arrow keys scroll it
+        with VerticalScroll(id="loss-diagnosis-box"):
+            yield LiveStatic("", id="loss-diagnosis", markup=False)
         yield self.controls
 
     def on_mount(self) -> None:
@@ -121,16 +126,19 @@ class LossPane(Vertical, RenderWhenShown):
         for finished in self._finished:  # thread workers run on pooled threads: wait, do not join
             finished.wait(timeout=2)
 
-    @on(Resize)
-    def _pass_the_width(self, event: Resize) -> None:
-        # the plot's width is read here, on the UI thread, and handed to the follower in the view
-        width = max(10, self._plot.size.width or event.size.width)
+    @on(LossPlot.WidthChanged)
+    def _pass_the_width(self, event: LossPlot.WidthChanged) -> None:
+        # the plot's width (the terminal's, less the samples beside it) is read here, on the UI
+        # thread, and handed to the follower in the view: it downsamples to that many buckets
+        width = max(10, event.width)
         if width != self.view.width:
             self.view = dataclasses.replace(self.view, width=width)
+
+    @on(Resize)
+    def _recut_the_text(self, event: Resize) -> None:
         if self._last_message is not None:
             self._render_status(self._last_message)  # the path is cut to the new width
-        verdict = diagnosis_text(self.diagnosis, self.snapshot, self._diagnosis_width())
-        self._show_text("loss-diagnosis", verdict)  # re-cut to the new width
+        self._render_diagnosis()  # re-cut to the new width
 
     def _show_text(self, widget_id: str, text: Text | str) -> None:
         """Update a line only when its text changed: an update re-lays the screen out, and the
@@ -181,7 +189,7 @@ class LossPane(Vertical, RenderWhenShown):
         if message.changed or self._plot.stale:
             self._plot.show(snap, message.baseline, stale=False)
         self._render_status(message)
-        self._show_text("loss-diagnosis", diagnosis_text(self.diagnosis, snap, self._diagnosis_width()))
+        self._render_diagnosis()
 
     @on(DiagnosisDue)
     def _queue_diagnosis(self, message: DiagnosisDue) -> None:
@@ -207,7 +215,7 @@ class LossPane(Vertical, RenderWhenShown):
         self.diagnosis_cost_s = message.seconds
         if message.generation == self._generation:
             self.diagnosis = message.diagnosis
-            self._show_text("loss-diagnosis", diagnosis_text(self.diagnosis, self.snapshot, self._diagnosis_width()))
+            self._render_diagnosis()
         self._next_diagnosis()
 
     def _state_words(self, message: CurveUpdated) -> str:
@@ -220,7 +228,9 @@ class LossPane(Vertical, RenderWhenShown):
             return f"training in progress (PID {message.writer.pid})"
         if message.missing:
             return "waiting for"
-        return "log growing" if message.growing else "idle, following"
+        if message.growing:
+            return "log growing"
+        return "run ended, following" if message.ended else "idle, following"
 
     def _render_status(self, message: CurveUpdated) -> None:
         snap = message.snapshot
@@ -241,8 +251,9 @@ class LossPane(Vertical, RenderWhenShown):
         line1 = f"{head} {shorten_left(shown, max(12, width - len(head) - len(tail) - 1))}{tail}"
         view = snap.view.describe()
         fields = [
-            f"train last {fmt(last.get('train_loss'))} (ppl {perplexity_text(last.get('train_loss'))})",
-            f"val {fmt(last.get('val_loss'))}",
+            f"train last {fmt_loss_or_dash(last.get('train_loss'))}{self._at(snap, 'train_loss')}"
+            f" (ppl {perplexity_text(last.get('train_loss'))})",
+            f"val {fmt_loss_or_dash(last.get('val_loss'))}{self._at(snap, 'val_loss')}",
             f"lr {fmt(last.get('lr'), '.1e')}",
         ]
         if message.baseline is not None:
@@ -255,8 +266,33 @@ class LossPane(Vertical, RenderWhenShown):
         stale = bool(self.follower_error) or head.startswith("NOT")
         self._show_text("loss-status", Text(f"{line1}\n{line2}", style="bold red" if stale else ""))
 
+    @staticmethod
+    def _at(snap: CurveSnapshot, name: str) -> str:
+        """The words " (step N)" for a value logged before the line's step (a val loss between
+        evaluations): it is not the value at the step the line names."""
+        at = snap.last_at.get(name)
+        return "" if at is None or at == snap.last_step else f" (step {at:,})"
+
     def _diagnosis_width(self) -> int:
-        return max(40, (self.size.width or 80) - 2)
+        return max(40, (self.size.width or 80) - 3)  # its padding and the scrollbar's column
+
+    def _render_diagnosis(self, failure: Text | None = None) -> None:
+        """The verdict's head (at most 4 rows) in view, and all of it under it, scrolled to."""
+        width = self._diagnosis_width()
+        head = failure or diagnosis_text(self.diagnosis, self.snapshot, width)
+        more = None if failure else diagnosis_more(self.diagnosis, self.snapshot, width)
+        rows = 4 if failure else len(head.plain.splitlines())  # each line of the head fits the width
+        text = head if more is None else Text.assemble(head, "\n", more)
+        key = (str(text), str(head.style), rows)
+        if self._shown.get("loss-diagnosis") == key:
+            return
+        self._shown["loss-diagnosis"] = key
+
+        def show() -> None:
+            self.query_one("#loss-diagnosis-box").styles.max_height = rows
+            self.query_one("#loss-diagnosis", Static).update(text)
+
+        self.render_when_shown("loss-diagnosis", show)
 
     def _watch_follower(self) -> None:
         """1 Hz on the UI thread: a follower silent for STALL_S is marked and replaced."""
@@ -297,7 +333,7 @@ class LossPane(Vertical, RenderWhenShown):
                 self._show_text("loss-status", Text(f"NOT FOLLOWING: {text}", style="bold red"))
             self.set_timer(delay, self._restart_after_error)
         elif event.worker.group == "loss-diagnose":
-            self._show_text("loss-diagnosis", Text(f"curve: diagnosis failed: {text}", style="bold red"))
+            self._render_diagnosis(Text(f"curve: diagnosis failed: {text}", style="bold red"))
             self._next_diagnosis()
 
     def _restart_after_error(self) -> None:

@@ -11,7 +11,7 @@ from textual.widgets import Static
 
 from minigpt.io.workspace import Workspace
 from minigpt_tui.panes.loss import LossPane
-from minigpt_tui.panes.loss_text import diagnosis_text
+from minigpt_tui.panes.loss_text import diagnosis_more, diagnosis_text
 from minigpt_tui.widgets.loss_plot import LossPlot
 
 from ._pane_harness import PaneHarness
@@ -225,7 +225,7 @@ def test_the_verdict_line_uses_the_checks_severity_for_each_shape(fixture, mark)
     assert str(diagnosis_text(diagnosis, None)).startswith(mark)
 
 
-def test_the_verdict_its_cause_and_try_line_fit_80_columns():
+def test_the_verdict_its_cause_and_try_line_fit_80_columns_and_all_of_it_follows():
     from minigpt.logs.curve import CurveDiagnosis
 
     # GIVEN a verdict far longer than two lines (the issue saw 900 characters)
@@ -237,13 +237,30 @@ def test_the_verdict_its_cause_and_try_line_fit_80_columns():
         fixes=["more data or a smaller model", "stop at the best val loss (mini_gpt_best.pt)", "add dropout"],
     )
     lines = str(diagnosis_text(diagnosis, None, width=76)).splitlines()
-    # THEN two verdict lines at most, then the cause the CLI gives and what to try, none past the width
-    assert len(lines) == 3 and len(lines[0]) <= 2 * 76
-    assert lines[0].startswith("curve !! warm-up bump 0") and lines[0].endswith("…")
-    assert lines[0].rstrip("…").endswith("trend")  # cut at a clause, not mid-word
-    assert lines[1] == "  likely: too little data for the model size; too many steps"
-    assert lines[2].startswith("  try: more data or a smaller model")
-    assert all(len(line) <= 2 * 76 for line in lines) and all(len(line) <= 76 for line in lines[1:])
+    # THEN two verdict lines, then the cause the CLI gives and what to try, each within the width
+    assert len(lines) == 4 and all(len(line) <= 76 for line in lines)
+    assert lines[0].startswith("curve !! warm-up bump 0") and lines[1].endswith("…")
+    assert lines[1].rstrip("…").endswith("trend")  # cut at a clause, not mid-word
+    assert lines[2] == "  likely: too little data for the model size; too many steps"
+    assert lines[3].startswith("  try: more data or a smaller model")
+    # AND all of it comes under the head, for the pane to scroll to
+    more = str(diagnosis_more(diagnosis, None, width=76))
+    assert all(len(line) <= 76 for line in more.splitlines())
+    words = " ".join(more.split())
+    assert "bump 19 at step 559 rose 0.192 above the trend" in words
+    assert "too little regularisation" in words and "add dropout" in words
+
+
+def test_a_verdict_cut_at_two_lines_of_characters_that_wraps_to_three_is_cut_further():
+    from minigpt.logs.curve import CurveDiagnosis
+
+    # GIVEN a verdict of long words: 2 x 40 characters of it wrap onto 4 lines of 40, one word each
+    summary = " ".join(["w" * 25] * 8)
+    diagnosis = CurveDiagnosis("plateau", summary, causes=["a cause"], fixes=["a fix"])
+    lines = str(diagnosis_text(diagnosis, None, width=40)).splitlines()
+    # THEN the verdict keeps to two rows, so the likely and try lines are the third and fourth
+    assert all(len(line) <= 40 for line in lines), lines  # a line is a row: none wraps
+    assert lines[2:] == ["  likely: a cause", "  try: a fix"], lines
 
 
 async def test_v_shows_the_samples_by_step_beside_the_plot_and_follows_new_ones(tmp_path):
