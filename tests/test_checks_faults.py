@@ -19,6 +19,10 @@ NAMES_THE_CAUSE = {
     "transposed_logits": "[B, V, T]",
     "nan_weight": "first non-finite output",
     "val_copies_train": "contained in train",
+    "shared_layers": "share one set of weights",
+    "loose_tensor": "plain tensor attribute",
+    "rows_mixed": "rows of a batch see each other",
+    "keep_prob_dropout": "keep probability",
 }
 NEEDS_OVERFIT = {"softmax_loss"}
 

@@ -21,9 +21,22 @@ def block_size(ctx) -> int:
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 32
 
 
+def model_vocab(ctx) -> int:
+    """How many logits the model gives each position: the tokenizer's size, or the config's
+    vocab_size where that is larger (a vocabulary padded to a round number, as nanoGPT pads GPT-2's
+    50257 to 50304; the rows past the tokenizer are never targets)."""
+    from minigpt.model.contract import config_lookup
+
+    vocab = ctx.tokenizer.vocab_size
+    declared = config_lookup(ctx.base_config(), "vocab_size")
+    if isinstance(declared, int) and not isinstance(declared, bool) and declared > vocab:
+        return declared
+    return vocab
+
+
 def check_shape(ctx) -> tuple[int, int, int]:
     """(B, T, V) of the model checks' batches: T is kept apart from V so [B, T, V] and [B, V, T] differ."""
-    vocab = ctx.tokenizer.vocab_size
+    vocab = model_vocab(ctx)
     T = block_size(ctx)
     if T == vocab:  # [B, T, V] and [B, V, T] would look alike
         T -= 1

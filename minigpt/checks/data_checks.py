@@ -9,12 +9,14 @@ from typing import Any
 
 import torch
 
+from minigpt.checks.adapter import full_logits
+from minigpt.checks.batch_checks import DEBUG_BATCH_SIZE, block_size
 from minigpt.checks.context import CheckContext
 from minigpt.checks.control import CheckRun
 from minigpt.checks.registry import CheckReturn, check
 from minigpt.checks.result import Outcome, Status
 from minigpt.device import mps_available
-from minigpt.errors import DataError, FileSystemError
+from minigpt.errors import DataError, FileSystemError, MiniGPTError
 from minigpt.io.files import describe_size, stat_input
 
 SAMPLE_TEXT = "Hello, world!\nThe quick brown fox jumps over the lazy dog. 0123456789"
@@ -196,7 +198,26 @@ def tokenizer_fingerprint(ctx: CheckContext, run: CheckRun) -> CheckReturn:
         "`minigpt prepare` was re-run (perhaps with --force) after training",
         "the checkpoint comes from another workspace or corpus",
     ]
-    if model_vocab is not None and model_vocab != tok.vocab_size:
+    padded = ""
+    if isinstance(model_vocab, int) and model_vocab > tok.vocab_size and saved in (None, tok.fingerprint):
+        # a vocabulary padded past the tokenizer, or a tokenizer smaller than the one the run used:
+        # a model trained on IDs it was given puts less than a uniform share on rows never targeted
+        mass = _padded_rows_mass(ctx, tok.vocab_size)
+        share = (model_vocab - tok.vocab_size) / model_vocab
+        values.update(padded_rows=model_vocab - tok.vocab_size, padded_rows_probability=mass, uniform_share=share)
+        if mass is not None and mass > share:
+            raise Outcome(
+                Status.FAIL,
+                f"the checkpoint's model gives IDs {tok.vocab_size}..{model_vocab - 1}, which this tokenizer never "
+                f"produces, {mass:.1%} of its probability (a uniform guess: {share:.1%}): it was trained with a "
+                "larger vocabulary",
+                causes=causes + ["the tokenizer file of another run with fewer characters"],
+                fixes=["use the tokenizer file saved with this run"],
+                values=values,
+            )
+        held = f"; they hold {mass:.2%} of the probability" if mass is not None else ""
+        padded = f"; model vocab_size {model_vocab} pads it by {model_vocab - tok.vocab_size} rows{held}"
+    elif model_vocab is not None and model_vocab != tok.vocab_size:
         raise Outcome(
             Status.FAIL,
             f"tokenizer has {tok.vocab_size} characters, model vocab_size is {model_vocab}",
@@ -207,7 +228,7 @@ def tokenizer_fingerprint(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     if saved is None:
         raise Outcome(
             Status.WARN,
-            "checkpoint has no tokenizer_fingerprint; vocab sizes match (necessary, not sufficient)",
+            "checkpoint has no tokenizer_fingerprint; vocab sizes match (necessary, not sufficient)" + padded,
             causes=["the training script does not save the fingerprint"],
             fixes=["save tokenizer_fingerprint in checkpoints"],
             values=values,
@@ -221,7 +242,21 @@ def tokenizer_fingerprint(ctx: CheckContext, run: CheckRun) -> CheckReturn:
             fixes=["use the tokenizer file saved with this run"],
             values=values,
         )
-    return f"fingerprint {saved[:12]} matches; vocab {tok.vocab_size}", values
+    return f"fingerprint {saved[:12]} matches; vocab {tok.vocab_size}{padded}", values
+
+
+def _padded_rows_mass(ctx: CheckContext, tokens: int) -> float | None:
+    """The checkpoint model's mean probability on the output rows past the tokenizer, on real text."""
+    try:
+        model = ctx.checkpoint.model.eval()
+    except MiniGPTError:
+        return None
+    x, _ = ctx.batch(DEBUG_BATCH_SIZE, block_size(ctx))
+    with torch.no_grad():
+        logits, _ = full_logits(model, x)
+    if logits.size(-1) <= tokens:
+        return None
+    return logits.float().softmax(-1)[..., tokens:].sum(-1).mean().item()
 
 
 @check("token_range", "data", "IDs are integers in [0, vocab_size)", depends=("tokenizer_roundtrip",))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
@@ -33,3 +34,27 @@ class OutputFault(nn.Module):
             probs = F.softmax(logits, dim=-1)
             loss = F.cross_entropy(probs.reshape(-1, probs.size(-1)), targets.reshape(-1))
         return logits, loss
+
+
+class LooseBias(nn.Module):
+    """Wraps a model and adds a bias to its logits that is drawn at build time and held as a plain
+    attribute: not a parameter or buffer, so never trained or saved."""
+
+    def __init__(self, inner: nn.Module, vocab_size: int):
+        super().__init__()
+        self.inner = inner
+        self.config = getattr(inner, "config", None)
+        self.logit_bias = torch.randn(vocab_size) * 0.5  # the bug: a plain tensor attribute
+
+    def forward(self, idx, targets=None):
+        logits, _ = call(self.inner, idx, targets)
+        logits = logits + self.logit_bias.to(logits.device)
+        loss = None
+        if targets is not None:
+            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
+        return logits, loss
+
+
+def mix_rows(_module: nn.Module, _inputs, output: torch.Tensor) -> torch.Tensor:
+    """A forward hook that adds the batch mean to every row: rows of a batch see each other."""
+    return output + output.mean(dim=0, keepdim=True)

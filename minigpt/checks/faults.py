@@ -154,6 +154,63 @@ class _NanWeight(Fault):
         return model, f"NaN in {name}"
 
 
+class _SharedLayers(Fault):
+    def model(self, model, *, fresh):
+        import torch.nn as nn
+
+        if not fresh:
+            return model, None
+        for name, module in model.named_modules():
+            if isinstance(module, nn.ModuleList) and len(module) > 1 and len({type(m) for m in module}) == 1:
+                for i in range(1, len(module)):
+                    module[i] = module[0]  # the bug: nn.ModuleList([block] * n)
+                return model, f"{name}[1:] replaced by {name}[0] (one block object at every layer)"
+        raise ConfigError("--inject shared_layers needs a model with an nn.ModuleList of two or more layers")
+
+
+class _LooseTensor(Fault):
+    def model(self, model, *, fresh):
+        import torch.nn as nn
+
+        if not fresh:
+            return model, None
+        from minigpt.checks.fault_modules import LooseBias
+        from minigpt.model.contract import config_lookup
+
+        vocab = config_lookup(getattr(model, "config", None) or {}, "vocab_size")
+        if not isinstance(vocab, int):
+            vocab = next(m.num_embeddings for m in model.modules() if isinstance(m, nn.Embedding))
+        return LooseBias(model, vocab), "a logit bias drawn at build time, held as a plain attribute"
+
+
+class _RowsMixed(Fault):
+    def model(self, model, *, fresh):
+        import torch.nn as nn
+
+        from minigpt.checks.fault_modules import mix_rows
+
+        if not fresh:
+            return model, None
+        emb = next((m for m in model.modules() if isinstance(m, nn.Embedding)), None)
+        if emb is None:
+            raise ConfigError("--inject rows_mixed needs a model with an nn.Embedding")
+        emb.register_forward_hook(mix_rows)
+        return model, "the batch mean added to the token embeddings"
+
+
+class _KeepProbDropout(Fault):
+    def model(self, model, *, fresh):
+        import torch.nn as nn
+
+        changed = 0
+        for module in model.modules():
+            if isinstance(module, nn.Dropout):
+                module.p, changed = 0.9, changed + 1
+            if isinstance(getattr(module, "dropout", None), float):
+                module.dropout, changed = 0.9, changed + 1
+        return model, f"dropout 0.9 (a keep probability) in {changed} places"
+
+
 FAULTS: dict[str, Fault] = {
     f.name: f
     for f in [
@@ -189,6 +246,23 @@ FAULTS: dict[str, Fault] = {
             ("single_batch_overfit",),
         ),
         _OutputFault("transposed_logits", "logits returned as [B, V, T] instead of [B, T, V]", "forward_shapes"),
+        _SharedLayers(
+            "shared_layers", "one block object used as every layer (the layers share weights)", "shared_modules"
+        ),
+        _LooseTensor(
+            "loose_tensor",
+            "a random tensor the forward uses, held as a plain attribute (never saved)",
+            "state_dict_complete",
+        ),
+        _RowsMixed(
+            "rows_mixed", "rows of a batch mixed (the batch mean added to the embeddings)", "batch_independence"
+        ),
+        _KeepProbDropout(
+            "keep_prob_dropout",
+            "dropout 0.9 where 0.1 was meant (a keep probability)",
+            "dropout_rates",
+            ("single_batch_overfit",),
+        ),
         _NanWeight(
             "nan_weight",
             "one weight set to NaN",

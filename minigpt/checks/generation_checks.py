@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from minigpt.checks.batch_checks import model_vocab
 from minigpt.checks.context import CheckContext
 from minigpt.checks.control import CheckRun
 from minigpt.checks.registry import CheckReturn, check
@@ -57,7 +58,10 @@ def generation_repetition(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     model, source = inspected.model, inspected.label
     prompt = "".join(c for c in ctx.options.prompt if c in tok.stoi) or tok.chars[0]
     ids = tok.encode(prompt)
-    new = generate(model, ids, settings)
+    # a vocabulary padded past the tokenizer: sample the IDs it can decode (a trained model gives
+    # the padding rows almost nothing; a fresh one a share of its guess)
+    padded = model_vocab(ctx) > tok.vocab_size
+    new = generate(model, ids, settings, vocab_limit=tok.vocab_size if padded else None)
     text = tok.decode(new)
     report = repetition_report(text)
     verdict = assess_repetition(text)

@@ -80,6 +80,14 @@ def forward_shapes(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     values["config_source"] = source
     values["notes"] = notes
     summary = f"logits {[B, T, V]}, scalar loss {values['loss']:.4f}"
+    tokens = ctx.tokenizer.vocab_size
+    if V > tokens:  # a padded vocabulary: the extra rows are never targets; say how much they hold
+        extra = logits.detach().float().softmax(-1)[..., tokens:].sum(-1).mean().item()
+        values.update(tokenizer_vocab_size=tokens, padded_rows=V - tokens, padded_rows_probability=extra)
+        summary += (
+            f"; padded vocabulary: {V - tokens} rows past the tokenizer's {tokens} (never targets) "
+            f"hold {extra:.1%} of the probability"
+        )
     if fallback:  # a checkpoint is there but the fresh model is not its shape: say so
         summary += f"; fresh-model config: {source}"
     return summary, values
@@ -112,25 +120,22 @@ def loss_matches_logits(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     expected = F.cross_entropy(flat, targets).item()
     own = loss.float().mean().item() if loss.numel() > 1 else loss.float().item()
     values: dict[str, Any] = {"model_loss": own, "cross_entropy_of_logits": expected, "loss_shape": list(loss.shape)}
-    dropped = _unscored_targets(model, x, y)
+    grad = _own_logit_grad(model, x, y)
+    dropped = _unscored_targets(grad, y)
     values.update(dropped or {})
     matched = math.isfinite(own) and abs(own - expected) <= LOSS_TOLERANCE * (1 + abs(expected))
     if matched and not (dropped and dropped["classes_never_scored"]):
         return f"model loss {own:.4f} = mean next-token cross-entropy of its logits {expected:.4f}", values
-    # name the difference: each candidate is a loss bug we have seen in real model code
-    candidates = {
-        "the loss is computed on probabilities (softmax before F.cross_entropy)": F.cross_entropy(
-            flat.softmax(-1), targets
-        ),
-        DOUBLE_SHIFT: (F.cross_entropy(logits[:, :-1].float().reshape(-1, V), y[:, 1:].reshape(-1))),
-        "reduction='sum' instead of the mean": F.cross_entropy(flat, targets, reduction="sum"),
-        "summed over positions, averaged over the batch": F.cross_entropy(flat, targets, reduction="sum") / B,
-        ONLY_LAST: F.cross_entropy(logits[:, -1].float(), y[:, -1]),
-        "the loss compares logits with the inputs instead of the targets": F.cross_entropy(flat, x.reshape(-1)),
-    }
-    matches = [why for why, value in candidates.items() if abs(own - value.item()) <= 1e-3 * (1 + abs(own))]
-    # the gradient is a measurement, a matching candidate a coincidence at 1e-3, unless it is one of
-    # the bugs that leave positions unscored themselves
+    terms = _known_terms(logits, y, own, grad) if math.isfinite(own) else None
+    if terms is not None and not (dropped and dropped["positions_not_scored"]):
+        values["known_terms"] = terms
+        return (
+            f"model loss {own:.4f} = cross-entropy of its logits {expected:.4f} + {_terms_text(terms)} "
+            "(fitted from the loss's gradient and confirmed by its value)",
+            values,
+        )
+    # name the difference only where a candidate reproduces both the loss and its gradient
+    matches = _candidate_matches(logits, x, y, own, grad)
     if dropped and dropped["classes_never_scored"] and not set(matches) & UNSCORING:
         _raise_unscored(ctx, dropped, y, values)
     values["explained_by"] = matches
@@ -142,12 +147,122 @@ def loss_matches_logits(ctx: CheckContext, run: CheckRun) -> CheckReturn:
         values=values,
         causes=matches
         or [
-            "label smoothing, an auxiliary loss or a regulariser added to the loss (deliberate? then ignore)",
+            "no known form matched (measured: neither the value nor the gradient of the loss is cross-entropy, "
+            "z-loss, label smoothing or a term independent of the logits); candidates:",
             "a custom loss that is not next-token cross-entropy",
             "the loss averaged over padding or ignored positions",
         ],
         fixes=_loss_fixes(model, matches),
     )
+
+
+def _own_logit_grad(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor | None:
+    """The gradient of the model's own loss with respect to the logits it returned: what the loss
+    actually trains, position by position. None when the returned logits are not the ones the loss
+    was computed from (detached, recomputed, or not [B, T, V])."""
+    with torch.enable_grad():
+        logits, loss = adapter.unpack(model(x, y))
+        if loss is None or not loss.requires_grad or not logits.requires_grad or logits.shape[:2] != y.shape:
+            return None
+        (grad,) = torch.autograd.grad(loss.float().sum(), logits, allow_unused=True)
+    return None if grad is None else grad.float()
+
+
+GRAD_FIT = 1e-3  # relative residual of a gradient fit
+GRAD_NOISE = 1e-5  # relative: float32 autograd and a softmax computed here agree to ~1e-7
+
+
+def _known_terms(logits: torch.Tensor, y: torch.Tensor, own: float, grad: torch.Tensor | None) -> dict | None:
+    """The model's loss as cross-entropy plus terms practitioners add on purpose, fitted from the
+    gradient the loss gives each logit and accepted only when the fitted terms also reproduce the
+    loss's value:
+
+    - z-loss, c * mean(logsumexp(z)^2): adds 2c * lse * softmax(z) to each position's gradient;
+    - label smoothing eps: moves eps * (onehot - 1/V) of each position's gradient;
+    - a term that does not depend on the logits (a weight penalty, a load-balancing loss): leaves
+      the gradient exactly cross-entropy's and shows only in the value.
+    """
+    if grad is None:
+        return None
+    z = logits.detach().float().reshape(-1, logits.size(-1))
+    n, V = z.shape
+    onehot = F.one_hot(y.reshape(-1), V).float()
+    probs, lse = z.softmax(-1), torch.logsumexp(z, -1)
+    residual = (grad.reshape(n, V) * n - (probs - onehot)).flatten()
+    scale = (probs - onehot).norm().item()
+    bases = {"z_loss": (2 * lse[:, None] * probs).flatten(), "label_smoothing": (onehot - 1.0 / V).flatten()}
+    names = [k for k, b in bases.items() if b.norm().item() > 0]
+    coef = {name: 0.0 for name in bases}
+    if residual.norm().item() > GRAD_NOISE * scale and names:
+        basis = torch.stack([bases[k] for k in names], dim=1).double()
+        fit = torch.linalg.lstsq(basis, residual.double()[:, None]).solution.flatten()
+        left = (residual.double() - basis @ fit).norm().item()
+        if left > GRAD_FIT * scale or left > 0.05 * residual.norm().item():
+            return None  # the gradient is not cross-entropy's plus these terms
+        for name, c in zip(names, fit.tolist()):
+            if abs(c) * bases[name].norm().item() > GRAD_NOISE * scale:
+                coef[name] = float(c)
+    ce_rows = -(z.log_softmax(-1) * onehot).sum(-1)
+    uniform_rows = -z.log_softmax(-1).mean(-1)
+    value = (
+        (1 - coef["label_smoothing"]) * ce_rows.mean().item()
+        + coef["label_smoothing"] * uniform_rows.mean().item()
+        + coef["z_loss"] * lse.pow(2).mean().item()
+    )
+    terms = {k: v for k, v in coef.items() if v}
+    rest = own - value
+    if abs(rest) > LOSS_TOLERANCE * (1 + abs(own)):
+        terms["independent_of_logits"] = rest
+    if not terms or any(v < 0 for k, v in terms.items() if k != "independent_of_logits"):
+        return None
+    if not 0 < terms.get("label_smoothing", 0.5) < 1:
+        return None
+    return terms
+
+
+def _terms_text(terms: dict) -> str:
+    parts = []
+    if "z_loss" in terms:
+        parts.append(f"z-loss {terms['z_loss']:.2g} * logsumexp^2")
+    if "label_smoothing" in terms:
+        parts.append(f"label smoothing {terms['label_smoothing']:.3g}")
+    if "independent_of_logits" in terms:
+        parts.append(
+            f"a term of {terms['independent_of_logits']:.4g} that does not depend on the logits "
+            "(a weight penalty or auxiliary loss)"
+        )
+    return " + ".join(parts)
+
+
+def _candidate_matches(
+    logits: torch.Tensor, x: torch.Tensor, y: torch.Tensor, own: float, grad: torch.Tensor | None
+) -> list[str]:
+    """Loss bugs seen in real model code whose formula, applied to these logits, reproduces the
+    model's loss value and (where the gradient is known) its gradient."""
+    B, _, V = logits.shape
+    z = logits.detach().float().requires_grad_()
+    flat, targets = z.reshape(-1, V), y.reshape(-1)
+    candidates = {
+        "the loss is computed on probabilities (softmax before F.cross_entropy)": lambda: F.cross_entropy(
+            flat.softmax(-1), targets
+        ),
+        DOUBLE_SHIFT: lambda: F.cross_entropy(z[:, :-1].reshape(-1, V), y[:, 1:].reshape(-1)),
+        "reduction='sum' instead of the mean": lambda: F.cross_entropy(flat, targets, reduction="sum"),
+        "summed over positions, averaged over the batch": lambda: F.cross_entropy(flat, targets, reduction="sum") / B,
+        ONLY_LAST: lambda: F.cross_entropy(z[:, -1], y[:, -1]),
+        "the loss compares logits with the inputs instead of the targets": lambda: F.cross_entropy(flat, x.reshape(-1)),
+    }
+    matches = []
+    for why, formula in candidates.items():
+        with torch.enable_grad():
+            value = formula()
+            (g,) = torch.autograd.grad(value, z)
+        if abs(own - value.item()) > LOSS_TOLERANCE * (1 + abs(own)):
+            continue
+        if grad is not None and (g - grad).norm().item() > GRAD_FIT * (grad.norm().item() + 1e-12):
+            continue
+        matches.append(why)
+    return matches
 
 
 DOUBLE_SHIFT = "the targets are shifted again inside forward (double shift: logits[:, :-1] vs targets[:, 1:])"
@@ -172,16 +287,10 @@ def _raise_unscored(ctx, dropped: dict, y: torch.Tensor, values: dict) -> None:
     )
 
 
-def _unscored_targets(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict | None:
+def _unscored_targets(grad: torch.Tensor | None, y: torch.Tensor) -> dict | None:
     """Which targets the model's own loss never scores: a position whose logits get exactly zero
     gradient from the loss is not in it. Returns the count and the target IDs none of whose
-    positions is scored (a whole class that never trains); None when the returned logits are not
-    the ones the loss was computed from."""
-    with torch.enable_grad():
-        logits, loss = adapter.unpack(model(x, y))
-        if loss is None or not loss.requires_grad or not logits.requires_grad or logits.shape[:2] != y.shape:
-            return None
-        (grad,) = torch.autograd.grad(loss.float().sum(), logits, allow_unused=True)
+    positions is scored (a whole class that never trains); None when the gradient is unknown."""
     if grad is None:
         return None
     scored = grad.abs().amax(dim=-1) > 0  # (B, T)

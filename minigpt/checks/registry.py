@@ -44,6 +44,7 @@ CHECK_MODULES = (
     "batch_checks",
     "model_checks",
     "independence_checks",
+    "invariant_checks",
     "gradient_checks",
     "nonfinite_checks",
     "lr_probe_checks",

@@ -139,6 +139,7 @@ def generate(
     on_token: Callable[[int], bool | None] | None = None,
     use_cache: bool = True,
     generator: torch.Generator | None = None,
+    vocab_limit: int | None = None,
 ) -> list[int]:
     """Sample up to `settings.max_new_tokens` tokens after `ids`; returns the new tokens only.
 
@@ -147,7 +148,8 @@ def generate(
     each step feeds one token. Positions are absolute, so a full cache cannot slide: past
     `block_size` we drop it and recompute over the last `block_size` tokens each step, which keeps
     the output identical to full recomputation. `on_token(token_id)` is called per token;
-    returning False stops generation early (that token is still included).
+    returning False stops generation early (that token is still included). `vocab_limit` keeps
+    sampling to the IDs a tokenizer can decode when the model's vocabulary is padded past it.
     """
     validate(settings, config_value(model, "vocab_size"))
     if len(ids) == 0:
@@ -171,6 +173,8 @@ def generate(
                 x, kwargs = tokens[cache.length :], {"cache": cache}  # prefill, then one token
             out = model(torch.tensor([x], dtype=torch.long, device=device), **kwargs)
             logits = unpack(out)[0][0, -1, :]  # (V,): tuple, bare logits, dict or .logits
+            if vocab_limit is not None:
+                logits = logits[:vocab_limit]  # rows of a padded vocabulary are never sampled
             logits = filter_logits(logits, tokens[-block_size:], settings)
             if settings.temperature == 0:
                 token = int(logits.argmax().item())  # greedy: no randomness consumed
