@@ -7,7 +7,6 @@ import argparse
 from minigpt.checks.control import CheckEvent, Finished
 from minigpt.checks.faults import FAULTS
 from minigpt.checks.flags import add_check_arguments, option_values
-from minigpt.checks.result import STATUS_STYLE
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -49,9 +48,12 @@ def _run(args: argparse.Namespace) -> int:
 
     from rich.console import Console
     from rich.markup import escape
+    from rich.text import Text
 
     from minigpt.checks import CheckContext, CheckOptions, catalog, run_checks
     from minigpt.checks.report import write_report
+    from minigpt.cli.check_lines import ResultLines
+    from minigpt.cli.output import hanging, wrap_width
 
     # emoji=False: a path like `syntax.py:M` must not print as `syntax.pyⓂ` (rich's `:name:` codes)
     console = Console(highlight=False, soft_wrap=True, emoji=False)
@@ -89,20 +91,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.inject:
         err.print(f"[yellow]injecting fault[/] {args.inject}: {escape(FAULTS[args.inject].description)}")
 
+    lines = ResultLines(console, verbose=args.verbose, workspace=ctx.ws)
+
     def listener(event: CheckEvent) -> None:
-        if not isinstance(event, Finished):
-            return
-        r = event.result
-        style = STATUS_STYLE[r.status.value]
-        console.print(
-            f"[{style}]{r.status.mark} {r.status.value:<5}[/] {r.id:<24} {escape(r.summary)} "
-            f"[dim]({r.duration_s:.2f}s)[/]"
-        )
-        if r.status.value in ("fail", "error") or (args.verbose and r.status.value == "warn"):
-            for c in r.causes:
-                console.print(f"      [dim]cause:[/] {escape(c)}")
-            for f in r.fixes:
-                console.print(f"      [dim]try:[/]   {escape(f)}")
+        if isinstance(event, Finished):
+            lines.add(event.result)
 
     if args.model_spec and not args.no_isolate:
         # code nobody here wrote runs in a child process with a time budget per check: a hang or
@@ -118,14 +111,16 @@ def _run(args: argparse.Namespace) -> int:
         )
     else:
         report = run_checks(ctx, only=_split(args.only), skip=_split(args.skip), listener=listener)
-    counts = report.counts()
-    console.print(
-        f"\n{len(report.results)} checks in {report.seconds:.1f}s: "
-        + ", ".join(f"{n} {k}" for k, n in counts.items() if n)
-    )
+    lines.flush()
+    counts = {k: f"{n} {k}" for k, n in report.counts().items() if n}
+    if lines.expected_warnings:
+        shown = "" if lines.expected_warnings == report.counts()["warn"] else f"{lines.expected_warnings} "
+        counts["warn"] += f" ({shown}expected for the demo)"
+    console.print(f"\n{len(report.results)} checks in {report.seconds:.1f}s: " + ", ".join(counts.values()))
     for judged in report.judged:
         if judged.role in ("checkpoint", "metrics"):
-            console.print(f"[dim]judged {judged.role}: {escape(judged.describe())}[/]")
+            head = Text(f"judged {judged.role}: ", style="dim")
+            console.print(hanging(head, Text(judged.describe(), style="dim"), wrap_width(console)))
     if report.fault_notes:
         err.print("fault applied: " + escape("; ".join(report.fault_notes)))
     if json_path:

@@ -52,20 +52,25 @@ def show_chars(chars: list[str], limit: int = SHOWN_CHARS) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    import time
+
     from rich.console import Console
     from rich.markup import escape
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from minigpt.data.prepare import prepare_workspace  # imports torch: not for --help
-    from minigpt.threads import apply as apply_thread_policy
-
-    apply_thread_policy("prepare")  # like every command: one policy for torch's threads
-
+    started = time.perf_counter()
     console = Console()
     with Progress(
         TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=console, transient=True
     ) as bar:
-        task = bar.add_task("preparing", total=1.0)
+        # torch takes seconds to import on a first run: the bar says so rather than sitting silent
+        task = bar.add_task("loading torch", total=None)  # no total: a pulsing bar
+        from minigpt.data.prepare import prepare_workspace  # imports torch: not for --help
+        from minigpt.threads import apply as apply_thread_policy
+
+        apply_thread_policy("prepare")  # like every command: one policy for torch's threads
+        loaded = time.perf_counter()
+        bar.update(task, total=1.0)
         summary = prepare_workspace(
             args.source,
             args.workspace,
@@ -97,5 +102,8 @@ def run(args: argparse.Namespace) -> int:
         console.print(f"{split + '_ids':<11} {path}", markup=False)
     for notice in summary.notices:
         console.print(f"notice      {notice}", markup=False)
-    console.print(f"done in {summary.seconds:.2f} s")
+    console.print(
+        f"done in {time.perf_counter() - started:.2f} s "
+        f"(loading torch {loaded - started:.2f} s, preparing {summary.seconds:.2f} s)"
+    )
     return 0

@@ -15,22 +15,50 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
     from minigpt.checks.report import diff_reports, load_report
+    from minigpt.cli.output import hanging, wrap_width
 
     diff = diff_reports(load_report(args.a), load_report(args.b))
     if args.json:
         print(json.dumps(diff, indent=2, ensure_ascii=False))
         return 0
+    console = Console(soft_wrap=True, highlight=False, markup=False, emoji=False)
+    width = wrap_width(console)
+
+    def entry(name: str, text: str) -> None:
+        """`check: what changed`, continued 4 columns in."""
+        console.print(hanging("", f"{name}: {text}", width, indent=4))
+
+    def detail(label: str, text: str) -> None:
+        """`    now: text` under its entry, continued under its text."""
+        console.print(hanging(f"    {label}: ", text, width))
+
     if not any(diff.values()):
         print("no differences")
         return 0
-    for c in diff["status_changes"]:
-        print(f"{c['id']}: {c['from']} -> {c['to']}\n    was: {c['summary_from']}\n    now: {c['summary_to']}")
-    for c in diff["summary_changes"]:
-        print(f"{c['id']}: {c['from']!s}\n    now: {c['to']}")
+    for ids, c in _grouped(diff["status_changes"], ("from", "to", "summary_from", "summary_to")):
+        entry(ids, f"{c['from']} -> {c['to']}")
+        detail("was", c["summary_from"])
+        detail("now", c["summary_to"])
+    for ids, c in _grouped(diff["summary_changes"], ("from", "to")):
+        entry(ids, str(c["from"]))
+        detail("now", str(c["to"]))
     for f in diff["fields"]:
-        print(f"{f['field']}: {f['from']!r} -> {f['to']!r}")
+        entry(f["field"], f"{f['from']!r} -> {f['to']!r}")
     for side in ("only_in_a", "only_in_b"):
         if diff[side]:
-            print(f"{side.replace('_', ' ')}: {', '.join(diff[side])}")
+            entry(side.replace("_", " "), ", ".join(diff[side]))
     return 0
+
+
+def _grouped(changes: list[dict], keys: tuple[str, ...]) -> list[tuple[str, dict]]:
+    """Changes that read the same for several checks (the loop checks' skip, naming another
+    folder) once, named together, in the order they first appear: `(names, change)`."""
+    from minigpt.checks.result import name_list
+
+    groups: dict[tuple, tuple[list[str], dict]] = {}
+    for c in changes:
+        groups.setdefault(tuple(str(c[k]) for k in keys), ([], c))[0].append(c["id"])
+    return [(ids[0] if len(ids) == 1 else f"{len(ids)} checks ({name_list(ids)})", c) for ids, c in groups.values()]

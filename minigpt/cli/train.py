@@ -147,16 +147,35 @@ def _shape_line(trainer) -> str:
     params = sum(p.numel() for p in model.parameters())
     peak = estimate_memory(model.config, cfg.batch_size, training=True)
     return (
-        f"model: n_layer {cfg.num_layers}, n_head {cfg.num_heads}, n_embd {cfg.embedding_dim}, block_size "
+        f"n_layer {cfg.num_layers}, n_head {cfg.num_heads}, n_embd {cfg.embedding_dim}, block_size "
         f"{cfg.block_size}, dropout {cfg.dropout:g}; batch_size {cfg.batch_size}; {params:,} parameters, "
         f"about {describe_size(peak)} at peak (estimate)"
     )
 
 
-def _train(args: argparse.Namespace, cfg: TrainConfig, overrides: dict, world: World) -> int:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+def _clock(seconds: float) -> str:
+    """`0:01:30`, as rich's elapsed-time column writes it."""
+    whole = int(seconds)
+    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"
 
+
+def _train(args: argparse.Namespace, cfg: TrainConfig, overrides: dict, world: World) -> int:
+    import time
+
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        ProgressColumn,
+        TaskID,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+    from rich.text import Text
+
+    from minigpt.cli.output import hanging, wrap_width
     from minigpt.errors import TrainingDiverged
     from minigpt.io.files import os_error
     from minigpt.train.time_budget import CALIBRATION_STEPS
@@ -171,68 +190,88 @@ def _train(args: argparse.Namespace, cfg: TrainConfig, overrides: dict, world: W
         time_budget_s=args.time_budget_s,
     )
     # only rank 0 speaks: N ranks printing the same lines would interleave
-    console = Console(stderr=True, soft_wrap=True, quiet=not world.is_main)  # paths are never broken across lines
+    # soft_wrap: rich never breaks a line itself; `say` breaks it at spaces (never inside a path or a number)
+    console = Console(stderr=True, soft_wrap=True, quiet=not world.is_main)
+    width = wrap_width(console)
+
+    def say(text: str, label: str = "", indent: int = 2) -> None:
+        """One message, broken at spaces to fit the terminal (a path is never broken by us)."""
+        console.print(hanging(label, text, width, indent=len(label) or indent), highlight=False)
+
+    budget = args.time_budget_s
+    columns: tuple[ProgressColumn, ...]
+    if budget is None:  # the total is the run's max_steps, known when it starts
+        columns = (TextColumn("step"), MofNCompleteColumn(), BarColumn())
+        tail: tuple[ProgressColumn, ...] = (TimeRemainingColumn(),)
+    else:  # --time plans (and plans again) the step count as it runs: the bar counts the budget, known up front
+        columns = (TextColumn("step {task.fields[step]:>5}"), BarColumn())
+        tail = (TimeElapsedColumn(), TextColumn(f"of {_clock(budget)}"))
     progress = Progress(
-        TextColumn("step"),
-        MofNCompleteColumn(),
-        BarColumn(),
+        *columns,
         TextColumn("{task.fields[info]}"),
-        TimeRemainingColumn(),
+        *tail,
         console=console,
         disable=args.quiet or not world.is_main,
         # the ETA from the rate over the last 10 minutes, evaluations and checkpoints included: over
-        # rich's default 30 s it jumped at every evaluation (seen in the first-hour session, issue 19)
+        # rich's default 30 s it jumped at every evaluation
         speed_estimate_period=600.0,
     )
-    task = progress.add_task("train", total=cfg.max_steps, info="")
-    state = {"val": "-"}
+    state: dict = {"val": "-", "task": None, "start_step": 0, "started": 0.0}
 
     def on_step(rec: dict) -> None:
         if "val_loss" in rec:
             state["val"] = f"{rec['val_loss']:.4f}"
-            console.print(
+            say(
                 f"step {rec['step']:>6}  train {rec['train_loss']:.4f}  val {rec['val_loss']:.4f}  "
-                f"lr {rec['lr']:.2e}  {rec['tokens_per_s']:,.0f} tok/s",
-                highlight=False,
+                f"lr {rec['lr']:.2e}  {rec['tokens_per_s']:,.0f} tok/s"
             )
-        progress.update(
-            task,
-            total=trainer.cfg.max_steps,  # --time plans it after the first steps
-            completed=rec["step"],
-            info=f"loss {rec['train_loss']:.4f} val {state['val']} {rec['tokens_per_s']:,.0f} tok/s",
-        )
+        task: TaskID | None = state["task"]
+        if task is None:
+            return
+        info = f"loss {rec['train_loss']:.4f} val {state['val']} {rec['tokens_per_s']:,.0f} tok/s"
+        if budget is None:
+            progress.update(task, completed=rec["step"], info=info)
+        else:
+            spent = min(budget, time.monotonic() - state["started"])
+            progress.update(task, completed=spent, step=rec["step"], info=info)
 
     def on_start(info: dict) -> None:
         # printed once the run's own settings are known (on --resume, the checkpoint's, not the preset's)
+        # with --time, the step count is planned after the first steps: no total is named before then
+        planned = f"--time {args.time_budget}: steps planned after the first {CALIBRATION_STEPS}"
         if info["resumed"]:
-            what = f"resuming at step {info['step']} of {info['max_steps']}"
-        else:
-            what = f"preset {args.preset}, fresh, " + (
-                f"--time {args.time_budget}: steps planned after the first {CALIBRATION_STEPS}"
-                if args.time_budget_s is not None
-                else f"{info['max_steps']} steps"
+            what = f"resuming at step {info['step']}" + (
+                f", {planned}" if budget is not None else f" of {info['max_steps']}"
             )
+        else:
+            what = f"preset {args.preset}, fresh, " + (planned if budget is not None else f"{info['max_steps']} steps")
         ranks = f" x {info['world_size']} processes" if info["world_size"] > 1 else ""
-        console.print(f"training on {info['device']}{ranks} ({what})", highlight=False, markup=False)
-        console.print(_shape_line(trainer), highlight=False, markup=False)
-        progress.update(task, total=info["max_steps"], completed=info["step"])
+        say(f"training on {info['device']}{ranks} ({what})")
+        say(_shape_line(trainer), label="model: ")
+        state["start_step"], state["started"] = info["step"], time.monotonic()
+        # the bar starts here, with a total that holds: a resume with nothing to do never draws one
+        if budget is None:
+            state["task"] = progress.add_task("train", total=info["max_steps"], completed=info["step"], info="")
+        else:
+            state["task"] = progress.add_task("train", total=budget, step=info["step"], info="")
+        progress.start()
 
     trainer.register_callback("on_start", on_start)
     trainer.register_callback("on_step_end", on_step)
-    trainer.register_callback("on_notice", lambda text: console.print(f"note: {text}", markup=False, highlight=False))
+    trainer.register_callback("on_notice", lambda text: say(text, label="note: "))
     trainer.register_callback(
         "on_archive",
-        lambda dest: console.print(
-            f"the previous run's checkpoints and logs were moved to {dest} (use --resume to continue a run)",
-            markup=False,
-            highlight=False,
+        lambda dest: say(
+            f"the previous run's checkpoints and logs were moved to {dest} (use --resume to continue a run)"
         ),
     )
     try:
-        with progress:
+        try:
             summary = trainer.run()
+        finally:
+            progress.stop()
     except TrainingDiverged as exc:
-        console.print(f"[red]stopped:[/] {exc.message}", highlight=False)
+        console.print(hanging(Text("stopped: ", style="red"), exc.message, width), highlight=False)
         return 1
     except KeyboardInterrupt:
         st = trainer.state
@@ -243,26 +282,23 @@ def _train(args: argparse.Namespace, cfg: TrainConfig, overrides: dict, world: W
             where = f"at step {st.step}; last checkpoint {st.last_good} (step {st.last_good_step}), use --resume"
         else:
             where = f"at step {st.step}; no checkpoint was written yet"
-        console.print(f"interrupted {where}", highlight=False, markup=False)
+        say(f"interrupted {where}")
         return 130
     except OSError as exc:  # disk full, permissions: the checkpoint written last is still intact
         last = trainer.state.last_good if trainer.state else None
-        console.print(
-            f"error: {os_error(exc, action='write')}\nlast checkpoint: {last or 'none'}", highlight=False, markup=False
-        )
+        say(f"error: {os_error(exc, action='write')}")
+        say(f"last checkpoint: {last or 'none'}")
         return 2
     if summary.get("nothing_to_do"):
-        console.print(
+        say(
             f"nothing to do: {trainer.ws.latest_checkpoint} is at step {summary['steps']} and the run's max_steps "
-            f"is {trainer.cfg.max_steps}; pass --steps N (N > {summary['steps']}) to train further",
-            highlight=False,
-            markup=False,
+            f"is {trainer.cfg.max_steps}; pass --steps N (N > {summary['steps']}) to train further"
         )
         return 0
-    console.print(
-        f"done: {summary['steps']} steps in {summary['seconds']:.1f}s, "
-        f"best val loss {summary['best_val_loss']:.4f}; checkpoints in {trainer.ws.checkpoints}",
-        highlight=False,
-        markup=False,
+    ran = summary["steps"] - state["start_step"]
+    span = f" (from step {state['start_step']} to {summary['steps']})" if state["start_step"] else ""
+    say(
+        f"done: {ran} steps{span} in {summary['seconds']:.1f}s, best val loss {summary['best_val_loss']:.4f}; "
+        f"checkpoints in {trainer.ws.checkpoints}"
     )
     return 0

@@ -37,6 +37,12 @@ SPLIT_POLICY = (
 WIKITEXT_NAMES = {"train": "train", "val": "valid", "test": "test"}  # our split -> file part
 WIKITEXT_SUFFIXES = (".tokens", ".raw")
 DEMO = "demo"
+# warnings a workspace of the demo corpus always gets, and why they are no fault of the user's:
+# the CLI and the terminal UI both say these words
+DEMO_EXPECTED = {
+    "split_overlap": "expected for the demo corpus: Python's documentation repeats passages across "
+    "topics, so its test split shares text with train (your own data should not)",
+}
 CHUNK_BYTES = 4 << 20  # bytes decoded at a time: bounds memory whatever the corpus size
 
 _UTF8_BOM = b"\xef\xbb\xbf"

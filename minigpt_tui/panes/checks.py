@@ -14,6 +14,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.coordinate import Coordinate
 from textual.widgets import DataTable, Label, ProgressBar, Static
 
+from minigpt.data.corpus import DEMO_EXPECTED
 from minigpt_tui.host import host
 from minigpt_tui.messages import CheckFinished, CheckProgressed, ChecksFinished, ChecksStarted, CheckStarted
 from minigpt_tui.widgets.blank import BLANK_CONTAINERS
@@ -26,11 +27,6 @@ if TYPE_CHECKING:
     from minigpt.checks.result import Report
 
 COLUMNS = ("status", "check", "time", "summary")
-# warnings the demo workspace always gets, and why they are no fault of the user's
-DEMO_EXPECTED = {
-    "split_overlap": "expected for the demo corpus: Python's documentation repeats passages across "
-    "topics, so its test split shares text with train (your own data should not)",
-}
 
 
 class ChecksTable(SteadyTable):
