@@ -16,7 +16,7 @@ from rich.cells import cell_len
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.containers import Container, Grid, Horizontal, Vertical, VerticalScroll
 from textual.events import Key
 from textual.message import Message
 from textual.widgets import Button, Input, Static
@@ -56,15 +56,22 @@ class VocabLoaded(Message):
 PROMPT_REFUSED = "the prompt has characters the model has never seen (marked ^): remove them"
 
 
+class ResultBlock(Container, can_focus=True):
+    """A part of the results that Tab stops at (the outputs, the next-token tables): the focus
+    scrolls it into view, and the pane's scroll keys work from it (they go up to the pane)."""
+
+
 class SamplerPane(VerticalScroll):
     """Prompt, settings A and B, streamed outputs, repetition metrics and filter stages.
 
-    A form for words: a printable key typed while the focus is in the pane but not in a field (a
-    button) goes into the prompt, never to the app's one-letter keys (`q` would quit)."""
+    Taller than an 80x24 terminal after a run: the pane itself takes the focus when shown, so the scroll keys (arrows,
+    page up/down, home/end) work at once, and Tab goes through the prompt, the buttons, the
+    settings, then the outputs and the next-token tables.
+
+    A form for words: a printable key typed on one of its buttons goes into the prompt, never to
+    the app's one-letter keys (`q` would quit)."""
 
     BLANK = BLANK_CONTAINERS  # a container without a border: drawn as its background (widgets/blank.py)
-
-    can_focus = False  # the first Tab from the tab bar lands in the prompt, not on the scroll area
 
     DEFAULT_CSS = """
     SamplerPane { height: 1fr; }
@@ -75,7 +82,8 @@ class SamplerPane(VerticalScroll):
     }
     SamplerPane #settings { grid-size: 3; grid-columns: 14 1fr 1fr; grid-rows: auto; height: auto; padding: 0 1; }
     SamplerPane #field-errors { display: none; }
-    SamplerPane #outputs { height: auto; }
+    SamplerPane ResultBlock { height: auto; }
+    SamplerPane #outputs { layout: horizontal; }
     SamplerPane .output-col { width: 1fr; height: auto; padding: 0 1; }
     SamplerPane .output { height: auto; min-height: 3; }
     SamplerPane StageBars { padding: 0 1; }
@@ -123,14 +131,15 @@ class SamplerPane(VerticalScroll):
         yield LiveStatic("", id="field-errors", markup=False)
         yield LiveStatic("", id="settings-notes", markup=False)
         yield LiveStatic("model: loaded on first generate", id="sampler-status", markup=False)
-        with Horizontal(id="outputs"):
+        with ResultBlock(id="outputs"):
             for col in COLUMNS:
                 with Vertical(classes="output-col"):
                     yield LiveStatic(f"{col}:", id=f"{col}-title", markup=False)
                     yield LiveStatic("", id=f"{col}-output", classes="output", markup=False)
                     yield LiveStatic("", id=f"{col}-report", markup=False)
-        yield StageBars(id="stages-A")
-        yield StageBars(id="stages-B")
+        with ResultBlock(id="stages"):
+            yield StageBars(id="stages-A")
+            yield StageBars(id="stages-B")
 
     def on_mount(self) -> None:
         self.query_one("#stages-B", StageBars).clear()  # B's bars appear with an A/B run
@@ -141,7 +150,7 @@ class SamplerPane(VerticalScroll):
 
     def on_key(self, event: Key) -> None:
         typed = event.is_printable and event.character and event.character != " "  # space presses a button
-        if typed and not isinstance(self.app.focused, Input):
+        if typed and isinstance(self.app.focused, Button):
             event.stop()
             event.prevent_default()
             prompt = self.query_one("#prompt", Input)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from textual.widgets import Input, Static
+from textual.widgets import Input, Static, TabbedContent
 
 from minigpt.checks import CheckOptions
 from minigpt_tui.panes.sampler import SamplerPane
@@ -12,6 +12,7 @@ from minigpt_tui.widgets.prob_bars import StageBars
 
 from ._pane_harness import PaneHarness
 from ._pane_harness import until as _until
+from .conftest import wait_until
 
 
 def _app(ws) -> PaneHarness:
@@ -218,3 +219,43 @@ async def test_generation_applies_the_thread_policy_in_its_worker_thread(demo_ws
         assert await _until(pilot, lambda: pane.columns["A"].report is not None, 60)
     # OpenMP keeps the count per thread: set in the worker that generates, not on the UI thread
     assert ("sample", False) in calls
+
+
+@pytest.mark.slow
+async def test_the_outputs_and_next_token_table_are_reached_by_keys_alone_at_80x24(workspace, make_app):
+    # GIVEN the app at 80x24, where a finished run's outputs and tables are below the fold
+    app = make_app(workspace)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until(pilot, lambda: "sampler" in app.panes and app.panes["sampler"].is_mounted, what="the panes")
+        pane = app.panes["sampler"]
+        await pilot.press("7")
+        await wait_until(pilot, lambda: app.focused is pane, 10, "the sampler to take the focus")
+        await pilot.press("tab", "enter")  # into the prompt; enter generates A
+        await wait_until(pilot, lambda: pane.columns["A"].report is not None, 60, "A's text")
+        await wait_until(pilot, lambda: bool(pane.columns["A"].stages), 10, "A's next-token table")
+        table = pane.query_one("#stages-A", StageBars)
+        assert not pane.can_view_entire(table)
+        # WHEN Tab goes on past the settings THEN the outputs, then the table, come into view
+        for block in (pane.query_one("#outputs"), pane.query_one("#stages")):
+            for _ in range(len(app.screen.focus_chain)):
+                if app.focused is block:
+                    break
+                await pilot.press("tab")
+            assert app.focused is block
+            await wait_until(pilot, lambda block=block: pane.can_view_partial(block), 5, f"#{block.id} in view")
+        await wait_until(pilot, lambda: pane.can_view_entire(table), 5, "the whole table in view")
+        assert pane.scroll_y > 0
+        # AND the scroll keys move the pane from there
+        await pilot.press("home")
+        await wait_until(pilot, lambda: pane.scroll_y == 0, 5, "home")
+        await pilot.press("end")
+        await wait_until(pilot, lambda: pane.scroll_y == pane.max_scroll_y > 0, 5, "end")
+        await pilot.press("pageup")
+        await wait_until(pilot, lambda: pane.scroll_y < pane.max_scroll_y, 5, "page up")
+        # AND from the pane itself, as a pane key leaves it: digits still switch panes, page down scrolls
+        await pilot.press("home", "1")
+        await wait_until(pilot, lambda: app.query_one(TabbedContent).active == "checks", 5, "pane 1")
+        await pilot.press("7")
+        await wait_until(pilot, lambda: app.focused is pane, 10, "the sampler to take the focus again")
+        await pilot.press("pagedown")
+        await wait_until(pilot, lambda: pane.scroll_y > 0, 5, "page down")
