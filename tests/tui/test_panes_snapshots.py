@@ -12,7 +12,9 @@ from textual.app import App, ComposeResult
 from textual.widgets import Input, Static, TabbedContent
 
 from minigpt.data.tokenizer import CharTokenizer
+from minigpt_tui.app import MiniGPTApp
 from minigpt_tui.messages import CheckFinished, ChecksFinished, ChecksStarted, GradientsMeasured
+from minigpt_tui.screens.help import HelpScreen
 from minigpt_tui.workbench import PANES, Workbench
 
 from ._pane_harness import until
@@ -301,3 +303,41 @@ def test_sampler_pane(snap_compare, size, demo_ws):
         await pilot.pause()
 
     assert snap_compare(PaneHost("sampler", _sampler, demo_ws), terminal_size=size, run_before=fed)
+
+
+class HelpHost(App):
+    """`?` over the seven real panes (fed nothing) with the app's own keys: what the help lists."""
+
+    CSS_PATH = CSS
+    BINDINGS = MiniGPTApp.BINDINGS
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.workspace, self.session, self.device_name = None, FakeSession(), "cpu"
+        self.metrics_path = None
+
+    def compose(self) -> ComposeResult:
+        from minigpt_tui.panes.loss import LossPane
+
+        makers = {
+            "checks": _checks,
+            "device": _device,
+            "tokenizer": _tokenizer,
+            "batches": _batches,
+            "gradients": _gradients,
+            "loss": LossPane,
+            "sampler": _sampler,
+        }
+        self.panes = {pid: makers[pid]() for pid, _ in PANES}
+        yield Workbench(self.panes)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_help_screen_lists_the_app_and_pane_keys(snap_compare, size):
+    async def opened(pilot):
+        app = pilot.app
+        await until(pilot, lambda: all(pane.is_mounted for pane in app.panes.values()), 10)
+        app.push_screen(HelpScreen())
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen), 5)
+
+    assert snap_compare(HelpHost(), terminal_size=size, run_before=opened)

@@ -17,7 +17,6 @@ from minigpt_tui.panes.checks import ChecksPane
 from minigpt_tui.panes.curve_follow import CurveDiagnosed, CurveUpdated
 from minigpt_tui.panes.loss import LossPane
 from minigpt_tui.screens.faults import FaultMenuScreen
-from minigpt_tui.screens.help import HelpScreen
 from minigpt_tui.widgets.loss_plot import CurveStore, LossPlot, LossView
 
 pytestmark = pytest.mark.skipif(
@@ -77,11 +76,6 @@ class FixedChecks(App):
         for i, r in enumerate(results):
             pane.post_message(CheckFinished(r, i, len(results)))
         pane.post_message(ChecksFinished(Report(results=results, fault="no_shift", seconds=1.0)))
-
-
-@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
-def test_help_screen_layout(snap_compare, size):
-    assert snap_compare(ScreenHost(HelpScreen), terminal_size=size)
 
 
 def test_fault_menu_layout(snap_compare):
