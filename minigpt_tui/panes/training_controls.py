@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import on, work
@@ -22,12 +23,16 @@ from minigpt_tui.train_args import DEFAULT_PRESET, TrainPlan
 from minigpt_tui.training import OtherTrainer, TrainingRun
 from minigpt_tui.widgets.live_static import LiveStatic
 
+if TYPE_CHECKING:
+    from minigpt_tui.session import Session
+
 
 @dataclass
 class TrainingPlanned(Message):
     """The flags `s`/`t` would train with, read from the workspace (on a worker thread)."""
 
     plan: TrainPlan
+    fault: str | None = None  # the fault injected into the checks, which the run does not get
 
 
 class TrainingControls(LiveStatic):
@@ -100,17 +105,20 @@ class TrainingControls(LiveStatic):
         ws = workspace_of(self)
         checkpoint = next((p for p in (ws.best_checkpoint, ws.latest_checkpoint) if p.is_file()), None)
         self._render_training("reading the workspace's training settings…")
-        self._plan_training(Path(ws.root), checkpoint, self.train_args)
+        self._plan_training(Path(ws.root), checkpoint, self.train_args, host(self).session)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="loss-plan", name="training settings")
-    def _plan_training(self, root: Path, checkpoint: Path | None, fixed: list[str] | None) -> None:
+    def _plan_training(
+        self, root: Path, checkpoint: Path | None, fixed: list[str] | None, session: Session | None
+    ) -> None:
         from minigpt_tui.train_args import archived_files, plan_training
 
+        fault = session.fault if session is not None else None  # here: building the check options may import torch
         if fixed is not None:
             plan = TrainPlan(list(fixed), "this pane's fixed flags", archived_files(root))
         else:
             plan = plan_training(root, checkpoint)  # reads the checkpoint: torch, so not on the UI thread
-        self.post_message(TrainingPlanned(plan))
+        self.post_message(TrainingPlanned(plan, fault))
 
     @on(TrainingPlanned)
     def _confirm_training(self, message: TrainingPlanned) -> None:
@@ -125,8 +133,8 @@ class TrainingControls(LiveStatic):
         moved = ", ".join(plan.archived[:6]) + (f" and {len(plan.archived) - 6} more" if len(plan.archived) > 6 else "")
         question = (
             f"Start a fresh training run?\n\nminigpt train {' '.join(plan.args)}\n({plan.origin})\n\n"
-            f"First moved from {ws.root} to previous/<time>/ (nothing is deleted): {moved}. "
-            "An injected fault does not apply to the training run."
+            f"First moved from {ws.root} to previous/<time>/ (nothing is deleted): {moved}."
+            + (f" The injected fault {message.fault} does not apply to the training run." if message.fault else "")
         )
         self.app.push_screen(
             ConfirmScreen(question, yes="Start training", no="Cancel"),
