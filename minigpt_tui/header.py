@@ -5,19 +5,24 @@ from __future__ import annotations
 
 import os
 
+HEADER_MARGIN = 18  # the header's icon takes 8 cells on the left and its clock's place 10 on the right
+
 
 def header_subtitle(width: int, title: str, fault: str | None, checkpoint: str, device: str, root: str) -> str:
     """Fault first, then the judged checkpoint, the device, and the workspace path cut from the
-    left to what is left of the header's width (80 columns show every field)."""
+    left to what is left of the header's width. Never longer than the header shows: short of room
+    the path goes first, then the device's requested part ("cpu (auto)": "cpu"), then the device,
+    and only then is the checkpoint's label cut; the fault's name is kept whole."""
+    room = width - HEADER_MARGIN - len(f"{title} — ")  # Textual shows "TITLE — SUBTITLE"
     head = f"FAULT {fault} · " if fault else ""
-    fields = f"{checkpoint} · {device}"
-    # the header shows "TITLE — SUBTITLE" between its icon and its right margin: 9 cells each
-    room = width - 18 - len(title) - 3 - len(head) - len(fields) - 3
-    if room < 8:  # no room for a useful part of the path: the fields matter more
-        return f"{head}{fields}"
-    if len(root) > room:
-        root = "…" + root[-(room - 1) :]
-    return f"{head}{fields} · {root}"
+    fields = f"{head}{checkpoint} · {device}"
+    path_room = room - len(fields) - len(" · ")
+    if path_room >= 8:  # a useful part of the path
+        return f"{fields} · {root if len(root) <= path_room else '…' + root[-(path_room - 1) :]}"
+    for shorter in (fields, f"{head}{checkpoint} · {device.split(' (')[0]}", f"{head}{checkpoint}"):
+        if len(shorter) <= room:
+            return shorter
+    return shorter[: max(len(head), room - 1)] + "…"
 
 
 def judged_change(judged, stat=os.stat) -> str | None:
