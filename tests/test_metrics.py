@@ -7,12 +7,21 @@ from __future__ import annotations
 import json
 import math
 import random
+from pathlib import Path
 
 import pytest
 
 from minigpt.errors import DataError
 from minigpt.logs import metrics as metrics_log
-from minigpt.logs.metrics import MetricPoint, MetricPoints, downsample, parse_line, read_metrics, series
+from minigpt.logs.metrics import (
+    MetricPoint,
+    MetricPoints,
+    downsample,
+    merge_steps,
+    parse_line,
+    read_metrics,
+    series,
+)
 
 MESSY = (
     '{"step": 1, "train_loss": 3.0, "lr": 0.001}\n'
@@ -120,6 +129,52 @@ def test_read_metrics_missing_file_is_a_data_error(tmp_path):
     with pytest.raises(DataError) as e:
         read_metrics(tmp_path / "nope.jsonl")
     assert "nope.jsonl" in str(e.value)
+
+
+# -- several lines at one step ----------------------------------------------------------------
+
+FINAL_LINE = Path(__file__).parent / "fixtures" / "curves" / "hf_end_of_training_line.jsonl"
+
+
+def test_a_later_line_at_a_step_adds_its_fields_and_never_erases_one():
+    # GIVEN step 100's train line, its evaluation line, then a loop's end-of-training summary (no losses)
+    lines = [
+        '{"step": 100, "train_loss": 1.9, "lr": 0.0005, "grad_norm": 1.0}',
+        '{"step": 100, "val_loss": 2.8146, "eval_runtime": 0.4}',
+        '{"step": 100, "train_runtime": 31.2, "total_flos": 1.2e12}',
+    ]
+    (merged,) = merge_steps(map(parse_line, lines))
+    # THEN the step keeps every loss it was given
+    assert (merged.step, merged.train_loss, merged.val_loss, merged.lr, merged.grad_norm) == (
+        100,
+        1.9,
+        2.8146,
+        5e-4,
+        1.0,
+    )
+
+
+def test_a_step_logged_again_takes_the_new_values_and_steps_come_out_in_order():
+    # GIVEN a resumed run that logs steps 20 and 30 again, the second time without a val loss at 30
+    points = [MetricPoint(10, 3.0), MetricPoint(20, 2.8), MetricPoint(30, 2.6, val_loss=2.7), MetricPoint(20, 2.9)]
+    points.append(MetricPoint(30, 2.65))
+    merged = merge_steps(points)
+    assert [(p.step, p.train_loss, p.val_loss) for p in merged] == [(10, 3.0, None), (20, 2.9, None), (30, 2.65, 2.7)]
+    assert points[2].train_loss == 2.6  # the caller's points are left as they were
+
+
+def test_the_loss_panes_store_reads_the_same_curve_as_the_check():
+    # GIVEN the lines a Trainer's callback writes, read as the check reads them and as the Loss pane stores them
+    from minigpt_tui.widgets.loss_plot import CurveStore
+
+    points = read_metrics(FINAL_LINE).points
+    store = CurveStore()
+    store.extend(list(points))
+    fields = ("step", "train_loss", "val_loss", "lr")
+    # THEN both give one point per step with the same losses: the last val (2.9 at step 100) in both
+    check = [tuple(getattr(p, f) for f in fields) for p in merge_steps(points)]
+    pane = [tuple(getattr(p, f) for f in fields) for p in store.points()]
+    assert check == pane and check[-1][:3] == (100, 1.9056, 2.9)
 
 
 # -- plotting -------------------------------------------------------------------------------

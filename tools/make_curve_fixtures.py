@@ -48,6 +48,12 @@ class Case:
 CASES = [
     # the learning-rate sweep, far too low to far too high
     Case("lr_1e-6", "flat", ("--steps", "300", "--lr", "1e-6"), note="stays at the uniform guess"),
+    Case(
+        "lr_1e-5",
+        "barely_learned",
+        ("--steps", "300", "--lr", "1e-5"),
+        note="4.54 -> 4.22 against log V 4.635: a slow steady fall, a third of the way to the unigram entropy",
+    ),
     Case("lr_1e-4", "still_improving", ("--steps", "300", "--lr", "1e-4"), note="falls steadily to the end"),
     Case("lr_1e-3", "healthy", ("--steps", "1500", "--lr", "1e-3"), note="converged: falls, then flattens late"),
     Case("lr_1e-2", "healthy", ("--steps", "600", "--lr", "1e-2"), note="converged"),
@@ -69,6 +75,13 @@ CASES = [
         "unstable",
         ("--steps", "400", "--lr", "1", "--warmup-steps", "150"),
         note="3.3 -> 39 around the end of warmup, back to 3.1: a blow-up that recovered, not a warmup bump",
+    ),
+    Case(
+        "lr_0.5_b8",
+        "oscillating",
+        ("--steps", "600", "--lr", "0.5", "--batch-size", "8", "--warmup-steps", "50"),
+        note="train swings +-0.35 about 3.3 and val about 3.35 over the second half, neither falling (lr far too "
+        "high); its last evaluations rise by chance",
     ),
     Case(
         "plateau_lr_0.2",

@@ -148,12 +148,13 @@ def training_curve(ctx: CheckContext, run: CheckRun) -> CheckReturn:
         log = read_metrics(path)
     else:
         raise Outcome(Status.SKIP, f"no metrics log at {path} (train first, or pass --workspace/--metrics)")
-    baseline = None
+    baseline = unigram = None
     try:
         baseline = math.log(ctx.tokenizer.vocab_size)
+        unigram = _unigram_entropy(ctx, ctx.tokenizer.vocab_size)
     except MiniGPTError:
-        pass  # tokenizer_roundtrip reports it; the curve is judged without the uniform-guess line
-    diagnosis = diagnose(list(log.points), baseline=baseline, settings=ctx.run_settings())
+        pass  # tokenizer_roundtrip and the data checks report it; the curve is judged without those lines
+    diagnosis = diagnose(log.points, baseline=baseline, unigram_entropy=unigram, settings=ctx.run_settings())
     values = {"shape": diagnosis.shape, "points": len(log.points), "bad_lines": log.bad_lines, **diagnosis.values}
     for note in getattr(log, "notes", []):  # a TensorBoard folder: which run and tags were read
         diagnosis.summary += f"; {note}"
@@ -226,6 +227,14 @@ def checkpoint_load(ctx: CheckContext, run: CheckRun) -> CheckReturn:
         f"step {loaded.step}, {split} loss {loss:.3f} (perplexity {perplexity_text(loss)}) vs log(V) "
         f"{baseline:.3f}" + (f"; {notes}" if notes else "")
     ), values
+
+
+def _unigram_entropy(ctx: CheckContext, vocab_size: int) -> float:
+    """The loss of predicting each token by its frequency in the training split alone (what the output
+    bias learns first): how far a curve got is measured from log V towards it."""
+    counts = torch.bincount(ctx.splits["train"].long().clamp(0, vocab_size - 1), minlength=vocab_size).double()
+    probs = counts[counts > 0] / counts.sum()
+    return float(-(probs * probs.log()).sum())
 
 
 def _curve_summary(diagnosis) -> str:

@@ -1,18 +1,24 @@
 """Name the shape of a loss curve with a table of rules. Pure Python (no torch, rich or textual).
 Reading and following `logs/metrics.jsonl` lives in `minigpt.logs.metrics`; the rules, their advice and
-`diagnose` in `minigpt.logs.curve_rules`.
+`diagnose` in `minigpt.logs.curve_rules`; the recent trend and its history in `minigpt.logs.curve_trend`.
 
-`diagnose(points, baseline=log V)` first derives the series every rule reads (`derive` -> `Curve`),
-then tries the rules of `RULES` in order; the first that returns a diagnosis wins. Every rule knows
-which way the loss went: a loss that rose is never "flat" and never gets "raise the learning rate".
+`diagnose(points, baseline=log V, unigram_entropy=H1)` first derives the series every rule reads
+(`derive` -> `Curve`), then tries the rules of `RULES` in order; the first that returns a diagnosis wins.
+Every rule knows which way the loss went: a loss that rose is never "flat" and never gets "raise the
+learning rate". A shape is named on a measurement that clears the series' own noise, and the verdict
+says what was measured and the margin it cleared (in words and in `values`), so a verdict changes only
+when the evidence does.
 
 Derived series
-- points: one per step (a rerun step keeps its last line); train: the finite train losses in step
-  order; smooth: their running median of 3 (one noisy point is never a trend).
+- points: one per step, merged (`metrics.merge_steps`): a later line at a step adds its fields and never
+  erases one (an evaluation line, an end-of-training summary; a rerun step takes the new values). train:
+  the finite train losses in step order; smooth: their running median of 3 (one noisy point is no trend).
 - start / end: medians of the first / last 10% of the train points (at least 3). Summaries quote the
   last logged value (what the loss pane shows) next to the median: "last 17.9 (median of the last 3: 18.3)".
 - ceiling: baseline + CEILING_MARGIN (0.5 nats worse than a uniform guess); without a baseline,
   NO_BASELINE_CEILING (20 nats: a mean cross-entropy no real vocabulary reaches at init, ln 5e8).
+- val noise: one val reading's noise, from the median of its second differences (`curve_trend.
+  running_noise`; at least NOISE_MIN_POINTS readings). The margins of overfitting and of the val trend.
 - warmup: the step where the logged learning rate first reaches its peak, if it rose to it.
 - warmup bumps: a rise of the smoothed loss more than max(BUMP_RISE_ABS, BUMP_RISE_REL) above its
   lowest level so far, starting while the LR still warms up, peaking below both BUMP_MAX_RATIO x that
@@ -27,45 +33,66 @@ Derived series
   climbing between the two before (a resume with a higher --lr; a warm-up climbs). It ends the
   warm-up window (no warmup bump after it), is named in the summary, and is the first cause of an
   unstable / spikes / diverged verdict at or after it.
-- trend: a least-squares line through the last TAIL (30%) of the train points (after the last LR cut,
-  without warmup bumps): `recent_improvement` = its relative fall across the window, with its standard
-  error. When that error is above TREND_NOISY (1%), the line through the last max(4, 30%) val losses
-  is used instead if its error is smaller (an evaluation averages many batches).
+- trend (`curve_trend`): a least-squares line through the last TAIL (30%) of the train points (after the
+  last LR cut, without warmup bumps): `recent_improvement` = its relative fall across the window, with
+  its standard error. When that error is above TREND_NOISY (1%), the line through the last max(4, 30%)
+  val losses is used instead if its error is smaller (its error floored by the val noise). The trend is
+  replayed over the log with dead bands one to three standard errors wide: `improving` and `level`.
+- learned: `fraction_below_guess` = (log V - end) / log V; with the unigram entropy H1 of the training
+  tokens (what the output bias alone scores), `learned_fraction` = (log V - end) / (log V - H1).
 
 Rules, in order (`RULES`; shape -> status in SHAPE_SEVERITY):
 1. diverged (`_rule_nonfinite`): a non-finite train or val loss, or a non-finite gradient norm on
    the last line (the trainer stops there). Reports the first such step and the LR at it.
 2. too_short: fewer than MIN_POINTS (5) finite train losses.
-3. unstable (`_rule_unstable`), a finite loss that went the wrong way: it ended above the ceiling; or
+3. scaled_loss: the logged train loss is off by a factor. Train / val (train: the median of the 3 points
+   nearest each evaluation) outside [1 / SCALE_FAR, SCALE_FAR] (1.8) at every evaluation, from the
+   first on, with a relative spread under SCALE_STEADY (15%), over at least SCALE_MIN_EVALS (3): dropout
+   keeps it near 1, overfitting opens the gap slowly. Or, with no evaluation saying otherwise, a first
+   train loss at step 0 or 1 (a fresh model, which scores about log V) below log V / SCALE_FAR. Names
+   the integer k the ratio is 1/k (a loss divided by the accumulation count) or k (summed) of, within
+   SCALE_WHOLE (12%).
+4. unstable (`_rule_unstable`), a finite loss that went the wrong way: it ended above the ceiling; or
    the smoothed loss went above max(FAR_RATIO (2) x baseline, ceiling) (no initialisation is that bad:
    it blew up, maybe before the first logged step), or above NO_BASELINE_CEILING without a baseline; or
    the smoothed loss rose above the ceiling from a lower level; or end > start + max(RISE_ABS 0.05,
-   RISE_REL 5%); or the train trend rises by more than RISING_REL (2%) and 2 standard errors; or it
-   stayed above start + max(SURGE_ABS 0.5, SURGE_REL 25%) for max(3, 10% of the points) in a row.
-4. flat: never learned and never rose (no unstable reason, checked again): end within
+   RISE_REL 5%); or the train trend rises by more than RISING_REL (2%) and RISING_SE (4) standard
+   errors; or it stayed above start + max(SURGE_ABS 0.5, SURGE_REL 25%) for max(3, 10% of the points)
+   in a row.
+5. flat: never learned and never rose (no unstable reason, checked again): end within
    FLAT_BASELINE_MARGIN (0.05) of the baseline or above it; or a fall of less than FLAT_REL_DROP (2%)
    from a start at most FLAT_START_MARGIN (0.5 nats) below the baseline (further below, it learned
    before the first logged step: a plateau).
-5. overfitting: at least 3 finite val losses, the best before the last, and the last OVERFIT_RISES
-   (3) evals each rose (OVERFIT_MIN_RISE 0.01 in all) or the last is max(0.02, 2%) above the best;
-   while train kept falling (end at least OVERFIT_TRAIN_DROP, 0.5%, below the train level at the
-   best-val step). Reports the gap val - train.
-6. spikes: blocks of clamp(n // 10, 3, 50) points; a point more than max(SPIKE_MIN_JUMP 0.5 nats,
+6. oscillating: over the second half of the run (at least OSC_MIN_EVALS, 4, evaluations) neither loss
+   fell (a line's fall over 2 standard errors and PLATEAU_REL), and the val loss, an average over many
+   batches, swings about its line by at least OSC_SWING_REL (1%) of its level and OSC_NOISE_SHARE (0.3)
+   of the train loss's swing: the weights move, not only the batches. Learning rate too high.
+7. overfitting: at least 3 finite val losses, the best before the last; the last val (with a measured
+   val noise, the median of the last 3) above the best smoothed val level by max(OVERFIT_MARGIN_ABS
+   0.02, OVERFIT_MARGIN_REL 2%, OVERFIT_NOISE 4 x val noise); while train fell from the best-val step on
+   (a line's fall over OVERFIT_TRAIN_DROP, 0.5%, and 2 standard errors). Reports the gap val - train.
+8. spikes: blocks of clamp(n // 10, 3, 50) points; a point more than max(SPIKE_MIN_JUMP 0.5 nats,
    SPIKE_MADS 8 x scale) above the previous block's median (scale = median MAD of up to 4 blocks
    before) is a spike; the first block is not checked; consecutive spike points are one spike,
    reported at its peak. Drops are never spikes.
-7. plateau: a fall of less than FLAT_REL_DROP from a start far below the baseline (stalled before the
-   first log line); or a trend within PLATEAU_REL (1%) with a standard error below 1%, whose level
-   was reached within the first PLATEAU_EARLY (50%) of the run. Reached later: converged (healthy).
-8. still_improving: the trend falls by more than IMPROVING_REL (3%) and 2 standard errors: train longer.
-9. healthy: none of the above (converged, or too noisy to tell: the summary says which).
+9. barely_learned: the end is less than BARELY_FRACTION (50%) of the way from log V to the unigram
+   entropy (without it: less than BARELY_REL, 10%, below log V), and the loss did not stall in the
+   first STALL_EARLY (20%) of the run (that is the plateau's "learning rate too high"). Learning rate
+   too low; the LR probe finds a better one.
+10. plateau: a fall of less than FLAT_REL_DROP from a start far below the baseline (stalled before the
+   first log line); or a level trend (replayed: within PLATEAU_REL, 1%, known to 1%) whose level was
+   reached within the first PLATEAU_EARLY (50%) of the run. Reached later: converged (healthy).
+11. still_improving: the trend, replayed, counts as improving (its fall cleared IMPROVING_REL, 3%, by
+   3 standard errors and has not dropped below 3% since): train longer.
+12. healthy: none of the above (converged, or too noisy to tell: the summary says which).
 
-Advice follows the direction: only "flat" (never rose, never learned) offers "raise the learning
-rate"; "unstable" names the run's peak LR and a 3-10x lower range; a plateau reached in the first 20%
-of the run puts "learning rate too high" first. SHAPE_SEVERITY maps each shape to pass | warn | fail |
-skip for the training_curve check: healthy and still_improving pass (nothing to fix), too_short skips,
-diverged / unstable / flat fail (broken or wasted runs), spikes / plateau / overfitting warn (the run
-may still be usable; for overfitting, its best checkpoint is).
+Advice follows the direction: only "flat" and "barely_learned" (never rose, learned little) offer
+"raise the learning rate"; "unstable" names the run's peak LR and a 3-10x lower range, "oscillating" a
+3x lower one; a plateau reached in the first 20% of the run puts "learning rate too high" first.
+SHAPE_SEVERITY maps each shape to pass | warn | fail | skip for the training_curve check: healthy and
+still_improving pass (nothing to fix), too_short skips, diverged / unstable / flat fail (broken or
+wasted runs), the rest warn (the run may still be usable: for overfitting its best checkpoint, for a
+scaled loss its val curve).
 
 The real curves in tests/fixtures/curves (tools/make_curve_fixtures.py) give every rule a run it fires
 on and one it does not.
@@ -75,10 +102,11 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from minigpt.logs.metrics import MetricPoint
+from minigpt.logs.curve_trend import IMPROVING_REL, PLATEAU_REL, TrendHistory, running_noise
+from minigpt.logs.metrics import MetricPoint, merge_steps
 
 MIN_POINTS = 5
 CEILING_MARGIN = 0.5  # nats above log V: worse than guessing uniformly
@@ -87,6 +115,7 @@ FAR_RATIO = 2.0  # a loss above 2 x log V (perplexity V**2) is no initialisation
 RISE_ABS, RISE_REL = 0.05, 0.05
 SURGE_ABS, SURGE_REL = 0.5, 0.25
 RISING_REL = 0.02
+RISING_SE = 4.0  # standard errors: a converged noisy loss, judged at every step of a live run, tops 2 or 3 now and then
 FLAT_REL_DROP = 0.02
 FLAT_BASELINE_MARGIN = 0.05  # 0.05 rather than 0.02 so a noisy median at log V still counts
 FLAT_START_MARGIN = 0.5
@@ -94,18 +123,24 @@ BUMP_RISE_ABS, BUMP_RISE_REL = 0.1, 0.10
 BUMP_MAX_RATIO = 2.0
 RECOVER_REL = 0.05
 LR_CUT_RATIO, LR_STEADY_RATIO = 2.0, 1.25
-OVERFIT_RISES = 3
-OVERFIT_MIN_RISE = 0.01
 OVERFIT_MARGIN_ABS, OVERFIT_MARGIN_REL = 0.02, 0.02
+OVERFIT_NOISE = 4.0  # val readings: a rise must clear 4 x the val series' own noise
 OVERFIT_TRAIN_DROP = 0.005
+SCALE_FAR = 1.8  # train / val ratio outside [1 / 1.8, 1.8]: no dropout or split difference does that
+SCALE_STEADY = 0.15  # the ratio's spread (MAD-based, relative) below which it is "near-constant"
+SCALE_MIN_EVALS = 3
+SCALE_FIRST_STEP = 1  # a loss logged at step 0 or 1 is a fresh model's: about log V
+SCALE_WHOLE = 0.12  # a ratio within 12% of 1/k (or k) names the integer k
+OSC_MIN_EVALS = 4  # val readings in the second half needed to see the weights swing
+OSC_SWING_REL = 0.01  # val residuals' spread, relative to its level
+OSC_NOISE_SHARE = 0.3  # val spread / train spread: a val loss over >= 12 batches swings less by sampling alone
+BARELY_FRACTION = 0.5  # of the way from log V to the unigram entropy
+BARELY_REL = 0.10  # below log V, when the unigram entropy is unknown
 SPIKE_MIN_JUMP = 0.5
 SPIKE_MIN_BLOCK, SPIKE_SCALE_BLOCKS = 3, 4
 SPIKE_MADS = 8.0  # 8 MADs ~ 5.4 sigma of Gaussian noise; 5 MADs (3.4 sigma) fires on noise in long runs
-TAIL = PLATEAU_TAIL = 0.30
-TREND_NOISY = 0.01
-PLATEAU_REL = 0.01
 PLATEAU_EARLY = 0.5
-IMPROVING_REL = 0.03
+STALL_EARLY = 0.2  # a loss level from the first 20% of the run on stalled early: learning rate too high
 
 # "pass": nothing to fix; "warn": worth a look, the run may still be usable; "fail": the run is broken
 # or wasted (it went the wrong way, or learned nothing); "skip": too little to judge.
@@ -116,7 +151,10 @@ SHAPE_SEVERITY: dict[str, str] = {
     "diverged": "fail",
     "unstable": "fail",
     "flat": "fail",
+    "scaled_loss": "warn",  # the logged number is off by a factor; the model may be fine
+    "oscillating": "warn",
     "spikes": "warn",
+    "barely_learned": "warn",
     "plateau": "warn",
     "overfitting": "warn",  # the best checkpoint is still good
 }
@@ -160,6 +198,22 @@ VALUE_KEYS = (
     "warmup_bump_steps",  # [[rise, peak, recovered], ...]
     "lr_cut_steps",  # steps of the first point logged at the lower LR
     "lr_raise_steps",  # steps of the first point logged at a much higher LR after a steady one (a resume)
+    # noise margins and the verdicts on scale, swings and what was learned
+    "val_noise",  # one val reading's noise (from second differences; None under NOISE_MIN_POINTS readings)
+    "overfit_rise",  # last val - the best smoothed val level
+    "overfit_margin",  # what that rise had to clear: max(0.02, 2%, OVERFIT_NOISE x val_noise)
+    "train_fall_since_best",  # relative fall of the train loss from the best-val step on
+    "train_fall_since_best_se",
+    "train_val_ratio",  # median train / val at the evaluations (train: median of the 3 nearest points)
+    "train_val_ratio_spread",  # its relative spread (1.4826 MAD / median)
+    "scale_factor",  # the integer k the ratio is 1/k (or k) of, if it is
+    "swing_val",  # residual spread of val about its line over the second half
+    "swing_train",  # the same for train
+    "swing_from_step",
+    "unigram_entropy",  # the loss of predicting each token's frequency alone (when the data is known)
+    "improving_band",  # [IMPROVING_REL - 1 s.e., + 1 s.e.]: the fall has to leave it to change the verdict
+    "learned_fraction",  # (log V - end) / (log V - unigram entropy)
+    "fraction_below_guess",  # (log V - end) / log V
 )
 
 
@@ -179,6 +233,7 @@ class Curve:
     points: list[MetricPoint]  # one per step, in step order
     baseline: float | None
     values: dict
+    unigram: float | None = None  # the unigram entropy of the training data, if known
     steps: list[int] = field(default_factory=list)  # of the finite train losses
     ys: list[float] = field(default_factory=list)  # the finite train losses
     vals: list[tuple[int, float]] = field(default_factory=list)  # (step, finite val loss)
@@ -196,6 +251,10 @@ class Curve:
     train_trend: tuple[float, float] = (0.0, math.inf)  # (relative fall, standard error) of the train tail
     trend: tuple[float, float] = (0.0, math.inf)  # the one the plateau / improving rules use
     trend_series: str = "train"
+    improving: bool = False  # the trend, replayed with its dead bands (curve_trend), still falls
+    level: bool = False  # ... or is level
+    val_noise: float | None = None  # one val reading's noise (curve_trend.running_noise of the val series)
+    val_noises: list[float | None] = field(default_factory=list)  # ... of its first j readings, for each j
     notes: list[str] = field(default_factory=list)  # appended to the summary
 
 
@@ -241,19 +300,10 @@ def fmt_loss(x: float) -> str:
     return f"{x:.3f}" if abs(x) < 100 else f"{x:.4g}"
 
 
-def relative_fall(xs: list[float], ys: list[float]) -> tuple[float, float]:
-    """Relative fall of the least-squares line across xs, and its standard error ((0, inf) if < 3 points)."""
-    m = len(xs)
-    if m < 3:
-        return 0.0, math.inf
-    mx, my = sum(xs) / m, sum(ys) / m
-    sxx = sum((x - mx) ** 2 for x in xs)
-    if sxx == 0 or my == 0:
-        return 0.0, math.inf
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
-    resid = sum((y - my - slope * (x - mx)) ** 2 for x, y in zip(xs, ys)) / (m - 2) if m > 2 else 0.0
-    span = (xs[-1] - xs[0]) / abs(my)
-    return -slope * span, math.sqrt(resid / sxx) * span
+def smooth3(ys: list[float]) -> list[float]:
+    """Running median of 3; the two ends are the mean of their pair (needs 2 or more values)."""
+    middle = [sorted(t)[1] for t in zip(ys, ys[1:], ys[2:])]
+    return [(ys[0] + ys[1]) / 2, *middle, (ys[-2] + ys[-1]) / 2]
 
 
 def blocks(n: int, size: int) -> list[tuple[int, int]]:
@@ -318,32 +368,24 @@ def _lr_raises(lrs: list[tuple[int, float]]) -> list[int]:
 
 
 def _trends(c: Curve) -> None:
-    steps, ys, n = c.steps, c.ys, len(c.ys)
-    tail_from = steps[0] + (1 - TAIL) * (steps[-1] - steps[0])
-    after = min(n - 1, c.cuts[-1][0] + max(3, n // 20)) if c.cuts else 0  # the drop settles first
-    window = [i for i in range(n) if steps[i] >= tail_from and i >= after and i not in c.excused]
-    c.train_trend = c.trend = relative_fall([steps[i] for i in window], [ys[i] for i in window])
-    if c.trend[1] > TREND_NOISY:
-        cut_step = steps[after] if after else steps[0]
-        vals = [sv for sv in c.vals if sv[0] >= cut_step]
-        vals = vals[-max(4, round(TAIL * len(vals))) :]
-        if len(vals) >= 4:
-            val_trend = relative_fall([float(s) for s, _ in vals], [v for _, v in vals])
-            if val_trend[1] < c.trend[1]:
-                c.trend, c.trend_series = val_trend, "val"
+    history = TrendHistory(c.steps, c.ys, c.excused, c.vals, [i for i, _, _ in c.cuts], c.val_noises)
+    train, trend, c.trend_series = history.at(len(c.ys) - 1, final=True)
+    c.train_trend, c.trend = (train.fall, train.se), (trend.fall, trend.se)
+    c.improving, c.level = history.replay(MIN_POINTS - 1)
 
 
-def derive(points: list[MetricPoint], baseline: float | None = None) -> Curve:
+def derive(points: Iterable[MetricPoint], baseline: float | None = None, unigram_entropy: float | None = None) -> Curve:
     """Every derived series the rules read, and the `values` every diagnosis carries."""
-    by_step = {p.step: p for p in points}  # a rerun step keeps its last line
-    pts = [by_step[s] for s in sorted(by_step)]
+    pts = merge_steps(points)  # an evaluation or summary line at a step adds to it, never erases it
     v: dict = dict.fromkeys(VALUE_KEYS)
     v.update(baseline=baseline, spike_steps=[], n_train_points=0, n_val_points=0, warmup_bump_steps=[])
-    v.update(lr_cut_steps=[])
+    v.update(lr_cut_steps=[], unigram_entropy=unigram_entropy)
     inf = math.inf  # `-inf < x < inf` is False for None-free NaN and +-inf, without a call per point
     train = [(p.step, p.train_loss) for p in pts if p.train_loss is not None and -inf < p.train_loss < inf]
     vals = [(p.step, p.val_loss) for p in pts if p.val_loss is not None and -inf < p.val_loss < inf]
-    c = Curve(pts, baseline, v, [s for s, _ in train], [y for _, y in train], vals)
+    c = Curve(pts, baseline, v, unigram_entropy, [s for s, _ in train], [y for _, y in train], vals)
+    c.val_noises = running_noise([y for _, y in vals])
+    c.val_noise = c.val_noises[-1]
     c.lrs = [(p.step, p.lr) for p in pts if p.lr is not None and -inf < p.lr < inf]
     c.ceiling = baseline + CEILING_MARGIN if baseline is not None else NO_BASELINE_CEILING
     v.update(ceiling=c.ceiling, peak_lr=max(lr for _, lr in c.lrs) if c.lrs else None)
@@ -371,8 +413,7 @@ def derive(points: list[MetricPoint], baseline: float | None = None) -> Curve:
         )
     if n < MIN_POINTS:
         return c
-    middle = [sorted(t)[1] for t in zip(ys, ys[1:], ys[2:])]
-    c.smooth = [(ys[0] + ys[1]) / 2, *middle, (ys[-2] + ys[-1]) / 2]  # running median of 3
+    c.smooth = smooth3(ys)
     c.edge = max(3, n // 10)
     c.start, c.end = median(ys[: c.edge]), median(ys[-c.edge :])
     last_val = v["last_val_loss"]
@@ -383,7 +424,12 @@ def derive(points: list[MetricPoint], baseline: float | None = None) -> Curve:
         relative_drop=(c.start - c.end) / abs(c.start) if c.start else 0.0,
         train_perplexity=perplexity(c.end),
         generalisation_gap=None if last_val is None else last_val - c.end,
+        val_noise=c.val_noise,
     )
+    if baseline:
+        v["fraction_below_guess"] = (baseline - c.end) / baseline
+        if unigram_entropy is not None and baseline - unigram_entropy > FLAT_BASELINE_MARGIN:
+            v["learned_fraction"] = (baseline - c.end) / (baseline - unigram_entropy)
     raised = _lr_raises(c.lrs)
     c.warmup_end = _warmup_end(c.lrs[: raised[0]] if raised else c.lrs)  # a resume's jump is no warm-up
     for k in raised:
@@ -402,6 +448,7 @@ def derive(points: list[MetricPoint], baseline: float | None = None) -> Curve:
         recent_improvement=c.trend[0],
         recent_improvement_se=c.trend[1],
         trend_series=c.trend_series,
+        improving_band=[IMPROVING_REL - c.trend[1], IMPROVING_REL + c.trend[1]],
     )
     for _rise, peak, end in c.bumps:
         c.notes.append(
@@ -425,6 +472,18 @@ def derive(points: list[MetricPoint], baseline: float | None = None) -> Curve:
             f"(a resume with a higher --lr?; train loss {fmt_loss(lo)} -> {fmt_loss(hi)})"
         )
     return c
+
+
+def plateau_start(c: Curve) -> int:
+    """The first step from which the smoothed series stays within PLATEAU_REL of where it ends."""
+    if c.trend_series == "val":
+        xs, ys = [s for s, _ in c.vals], [v for _, v in c.vals]
+        level = ys[-1]
+    else:
+        bounds = blocks(len(c.ys), max(1, min(50, len(c.ys) // 20)))
+        xs, ys = [c.steps[a] for a, _ in bounds], [median(c.ys[a:z]) for a, z in bounds]
+        level = c.end
+    return next(x for x, y in zip(xs, ys) if y <= level + PLATEAU_REL * abs(level))
 
 
 # -- the rules ------------------------------------------------------------------------------

@@ -1,12 +1,13 @@
-"""What to say about each shape of a loss curve: its likely causes and what to try (`advice`), and
-that advice kept to what the run does not already do, read from its own settings (`RunSettings`,
-`fit_to_settings`). The rules that name the shape are in `curve_rules`."""
+"""What to say about each shape of a loss curve: its likely causes and what to try (`advice`), a
+diagnosis made with them and the words that quote the curve's ends (`diagnosis`, `first_words`,
+`last_words`), and that advice kept to what the run does not already do, read from its own settings
+(`RunSettings`, `fit_to_settings`). The rules that name the shape are in `curve_rules` and `curve_levels`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from minigpt.logs.curve import CurveDiagnosis
+from minigpt.logs.curve import Curve, CurveDiagnosis, fmt_loss
 
 ADVICE: dict[str, tuple[list[str], list[str]]] = {
     "healthy": ([], []),
@@ -47,6 +48,41 @@ ADVICE: dict[str, tuple[list[str], list[str]]] = {
             "clip gradients at 1.0",
             "add warmup (a few hundred steps)",
             "resume from the last checkpoint saved before the rise",
+        ],
+    ),
+    "scaled_loss": (
+        [
+            "the logged train loss is divided by the gradient-accumulation count: the loss scaled for backward() "
+            "was logged",
+            "the train and val losses are reduced differently (a sum over tokens or micro-batches on one side, "
+            "a mean on the other)",
+        ],
+        [
+            "log the unscaled loss (`loss.item() * grad_accum`, or log before dividing)",
+            "compute train and val losses with the same reduction (the mean over tokens)",
+            "until then read the val curve: the train curve's levels are off by that factor",
+        ],
+    ),
+    "oscillating": (
+        [
+            "learning rate too high: the weights swing about a level instead of settling",
+            "a validation loss averaged over very few batches (under about 12) swings this much by sampling alone",
+        ],
+        [
+            "lower the learning rate 3x and compare the curves",
+            "find the rate on your model: minigpt check --lr-probe (short runs at LR/10 to 3xLR)",
+            "a longer warmup, or decay the learning rate",
+        ],
+    ),
+    "barely_learned": (
+        [
+            "learning rate too low: the loss fell slowly and steadily for the whole run",
+            "far too few steps for this learning rate",
+        ],
+        [
+            "raise the learning rate 3-10x",
+            "find the rate on your model: minigpt check --lr-probe (short runs at LR/10 to 3xLR)",
+            "then train longer if the loss still falls at the end",
         ],
     ),
     "overfitting": (
@@ -101,6 +137,22 @@ def advice(shape: str) -> tuple[list[str], list[str]]:
     """Fresh copies of the shape's (causes, fixes): a diagnosis may edit its own."""
     causes, fixes = ADVICE[shape]
     return list(causes), list(fixes)
+
+
+def diagnosis(shape: str, summary: str, c: Curve) -> CurveDiagnosis:
+    """A diagnosis of `c` with the shape's own advice (fresh copies: a rule may edit its own)."""
+    causes, fixes = advice(shape)
+    return CurveDiagnosis(shape, summary, c.values, causes, fixes)
+
+
+def first_words(c: Curve) -> str:
+    """The first logged train loss, next to the median the rules read: "first 4.5 (median of the first 3: 4.4)"."""
+    return f"first {fmt_loss(c.ys[0])} (median of the first {c.edge}: {fmt_loss(c.start)})"
+
+
+def last_words(c: Curve) -> str:
+    """The last logged train loss (what the Loss pane shows), next to the median the rules read."""
+    return f"last {fmt_loss(c.ys[-1])} (median of the last {c.edge}: {fmt_loss(c.end)})"
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,9 @@ reasons are in `minigpt.logs.curve`'s docstring, what to say about each shape in
 
 from __future__ import annotations
 
+import bisect
 import math
+from collections.abc import Iterable
 
 from minigpt.logs.curve import (  # noqa: F401  (the thresholds by the names the docstring gives them)
     CEILING_MARGIN,
@@ -12,27 +14,27 @@ from minigpt.logs.curve import (  # noqa: F401  (the thresholds by the names the
     FLAT_BASELINE_MARGIN,
     FLAT_REL_DROP,
     FLAT_START_MARGIN,
-    IMPROVING_REL,
     MIN_POINTS,
     NO_BASELINE_CEILING,
+    OSC_MIN_EVALS,
+    OSC_NOISE_SHARE,
+    OSC_SWING_REL,
     OVERFIT_MARGIN_ABS,
     OVERFIT_MARGIN_REL,
-    OVERFIT_MIN_RISE,
-    OVERFIT_RISES,
+    OVERFIT_NOISE,
     OVERFIT_TRAIN_DROP,
     PLATEAU_EARLY,
-    PLATEAU_REL,
     RISE_ABS,
     RISE_REL,
     RISING_REL,
+    RISING_SE,
     SPIKE_MADS,
     SPIKE_MIN_BLOCK,
     SPIKE_MIN_JUMP,
     SPIKE_SCALE_BLOCKS,
+    STALL_EARLY,
     SURGE_ABS,
     SURGE_REL,
-    TAIL,
-    TREND_NOISY,
     Curve,
     CurveDiagnosis,
     Rule,
@@ -41,28 +43,18 @@ from minigpt.logs.curve import (  # noqa: F401  (the thresholds by the names the
     fmt_loss,
     lr_at,
     median,
-    relative_fall,
+    plateau_start,
+    smooth3,
 )
-from minigpt.logs.curve_advice import RunSettings, advice, fit_to_settings
+from minigpt.logs.curve_advice import RunSettings, diagnosis, first_words, fit_to_settings, last_words
+from minigpt.logs.curve_levels import rule_barely_learned, rule_scaled_loss
+from minigpt.logs.curve_trend import IMPROVING_REL, IMPROVING_SE, PLATEAU_REL, TAIL, TREND_NOISY, line_fit
 from minigpt.logs.metrics import MetricPoint
 
 
 def _fmt_steps(steps: list[int], limit: int = 5) -> str:
     shown = ", ".join(str(s) for s in steps[:limit])
     return shown + (f" and {len(steps) - limit} more" if len(steps) > limit else "")
-
-
-def _result(shape: str, summary: str, c: Curve) -> CurveDiagnosis:
-    causes, fixes = advice(shape)
-    return CurveDiagnosis(shape, summary, c.values, causes, fixes)
-
-
-def _first(c: Curve) -> str:
-    return f"first {fmt_loss(c.ys[0])} (median of the first {c.edge}: {fmt_loss(c.start)})"
-
-
-def _last(c: Curve) -> str:
-    return f"last {fmt_loss(c.ys[-1])} (median of the last {c.edge}: {fmt_loss(c.end)})"
 
 
 # -- derived series -------------------------------------------------------------------------
@@ -88,7 +80,7 @@ def _rule_nonfinite(c: Curve) -> CurveDiagnosis | None:
             value = getattr(p, bad[0])
             lr_text = f" (learning rate {lr:.3g})" if lr is not None else ""
             loss = f"; train loss {fmt_loss(p.train_loss)} there" if bad[0] == "grad_norm" and p.train_loss else ""
-            d = _result(
+            d = diagnosis(
                 "diverged", f"diverged: {bad[0].replace('_', ' ')} became {value} at step {p.step}{lr_text}{loss}", c
             )
             return _blame_raise(d, c, p.step)
@@ -99,7 +91,9 @@ def _rule_too_short(c: Curve) -> CurveDiagnosis | None:
     n = len(c.ys)
     if n >= MIN_POINTS:
         return None
-    return _result("too_short", f"too_short: {n} train loss value(s); need at least {MIN_POINTS} to judge the curve", c)
+    return diagnosis(
+        "too_short", f"too_short: {n} train loss value(s); need at least {MIN_POINTS} to judge the curve", c
+    )
 
 
 def _first_raw_above(c: Curve, i: int, level: float) -> int:
@@ -152,7 +146,7 @@ def _unstable_reason(c: Curve) -> tuple[str, str, int] | None:
     if c.end > c.start + max(RISE_ABS, RISE_REL * abs(c.start)):
         return "ended_above_start", "ended above where it started", n - 1
     fall, se = c.train_trend
-    if -fall > RISING_REL and -fall > 2 * se:
+    if -fall > RISING_REL and -fall > RISING_SE * se:
         return "rising", f"is still rising at the end ({100 * -fall:+.1f}% over the last {TAIL:.0%})", n - 1
     limit = c.start + max(SURGE_ABS, SURGE_REL * abs(c.start))
     best, run_from = (0, 0), None  # the longest run of consecutive points above the limit: [from, to)
@@ -180,7 +174,7 @@ def _rule_unstable(c: Curve) -> CurveDiagnosis | None:
     reason, words, index = found
     lr = lr_at(c.points, c.steps[index])
     c.values.update(unstable_reason=reason, lr_at_instability=lr)
-    d = _result("unstable", f"unstable: train loss {words}; {_first(c)}, {_last(c)}", c)
+    d = diagnosis("unstable", f"unstable: train loss {words}; {first_words(c)}, {last_words(c)}", c)
     peak_lr = c.values["peak_lr"]
     if peak_lr:
         d.fixes[0] = f"lower the learning rate 3-10x (peak {peak_lr:.3g}: try {peak_lr / 10:.2g} to {peak_lr / 3:.2g})"
@@ -214,37 +208,75 @@ def _rule_flat(c: Curve) -> CurveDiagnosis | None:
         summary = f"flat: train loss stayed near where it started over {span} ({100 * drop:.1f}% lower)"
     else:
         return None
-    d = _result("flat", f"{summary}; {_first(c)}, {_last(c)}", c)
+    d = diagnosis("flat", f"{summary}; {first_words(c)}, {last_words(c)}", c)
     if {p.lr for p in c.points if p.lr is not None} == {0.0}:
         d.causes.insert(0, "the learning rate is 0 for the whole run")
     return d
 
 
-def _train_level_at(c: Curve, step: int) -> float:
-    i = min(range(len(c.steps)), key=lambda k: abs(c.steps[k] - step))
-    half = max(1, c.edge // 2)
-    return median(c.ys[max(0, i - half) : i + half + 1])
+def _rule_oscillating(c: Curve) -> CurveDiagnosis | None:
+    """Over the second half neither loss made progress, and the val loss, an average over many
+    batches, swings by a sizeable share of the train loss's swing: the weights move, not only the
+    batches (a stable model's val readings differ by sampling noise alone)."""
+    n, steps = len(c.steps), c.steps
+    start = steps[0] + 0.5 * (steps[-1] - steps[0])
+    if c.cuts:  # after a cut of the LR the loss settles at a new level first
+        start = max(start, steps[min(n - 1, c.cuts[-1][0] + max(3, n // 20))])
+    vals = [(float(s), y) for s, y in c.vals if s >= start]
+    window = [i for i in range(n) if steps[i] >= start and i not in c.excused]
+    if len(vals) < OSC_MIN_EVALS or len(window) < 2 * OSC_MIN_EVALS:
+        return None
+    val = line_fit([s for s, _ in vals], [y for _, y in vals])
+    train = line_fit([steps[i] for i in window], [c.ys[i] for i in window])
+    c.values.update(swing_val=val.spread, swing_train=train.spread, swing_from_step=steps[window[0]])
+    if any(f.fall > 2 * f.se and f.fall > PLATEAU_REL for f in (val, train)):
+        return None  # it still makes progress
+    if val.spread < OSC_SWING_REL * val.level or val.spread < OSC_NOISE_SHARE * train.spread or not train.spread:
+        return None
+    d = diagnosis(
+        "oscillating",
+        f"oscillating: val loss swings +-{val.spread:.3f} ({val.spread / val.level:.1%}) about {fmt_loss(val.level)} "
+        f"from step {steps[window[0]]} ({len(vals)} evaluations), {val.spread / train.spread:.2f} x the train loss's "
+        f"+-{train.spread:.3f}, without progress (val {100 * val.fall:+.1f}% +- {100 * val.se:.1f}%, train "
+        f"{100 * train.fall:+.1f}% +- {100 * train.se:.1f}%); {last_words(c)}",
+        c,
+    )
+    peak_lr = c.values["peak_lr"]
+    if peak_lr:
+        d.fixes[0] = f"lower the learning rate 3x (peak {peak_lr:.3g}: try {peak_lr / 3:.2g}) and compare the curves"
+    return d
 
 
 def _rule_overfitting(c: Curve) -> CurveDiagnosis | None:
+    """Val rose above its best level by more than its own noise, while train fell since the best."""
     v, vals = c.values, c.vals
     if len(vals) < 3 or vals[-1][0] == v["best_val_step"]:
         return None
     best_val, best_step, last_val = v["best_val_loss"], v["best_val_step"], v["last_val_loss"]
-    tail = [val for _, val in vals[-(OVERFIT_RISES + 1) :]]
-    rising = (
-        len(tail) == OVERFIT_RISES + 1
-        and all(b > a for a, b in zip(tail, tail[1:]))
-        and tail[-1] - tail[0] >= OVERFIT_MIN_RISE
-    )
-    above = last_val >= best_val + max(OVERFIT_MARGIN_ABS, OVERFIT_MARGIN_REL * abs(best_val))
-    train_then = _train_level_at(c, best_step)
-    if not (rising or above) or c.end > train_then - OVERFIT_TRAIN_DROP * abs(train_then):
+    ys = [val for _, val in vals]
+    level = min(smooth3(ys)[:-1])  # the best level, not one lucky reading
+    noise = c.val_noise
+    # with its noise measured, the end is the median of the last 3 readings: one high reading is no rise
+    end, end_words = (last_val, "the last") if noise is None else (median(ys[-3:]), "the median of the last 3")
+    margin = max(OVERFIT_MARGIN_ABS, OVERFIT_MARGIN_REL * abs(level), OVERFIT_NOISE * (noise or 0.0))
+    v.update(overfit_rise=end - level, overfit_margin=margin)
+    if end - level < margin:
         return None
-    return _result(
+    n = len(c.steps)
+    first = min(bisect.bisect_left(c.steps, best_step), n - 4)  # at least 4 train points
+    window = [i for i in range(max(0, first), n) if i not in c.excused]
+    fall = line_fit([c.steps[i] for i in window], [c.ys[i] for i in window])
+    v.update(train_fall_since_best=fall.fall, train_fall_since_best_se=fall.se)
+    if not (fall.fall > OVERFIT_TRAIN_DROP and fall.fall > 2 * fall.se):
+        return None  # val rose but train did not fall: not the model learning its training data
+    noise_text = "" if noise is None else f", {OVERFIT_NOISE:g} x val noise {noise:.3f}"
+    return diagnosis(
         "overfitting",
-        f"overfitting: val loss rose from {fmt_loss(best_val)} (best, step {best_step}) to {fmt_loss(last_val)} (last) "
-        f"while train kept falling, to {_last(c)}; gap val - train {last_val - c.end:.3f}",
+        f"overfitting: val loss rose from {fmt_loss(best_val)} (best, step {best_step}) to {fmt_loss(last_val)} "
+        f"(last); {end_words} {end - level:.3f} above its best level (margin {margin:.3f}: "
+        f"max({OVERFIT_MARGIN_ABS:g}, {OVERFIT_MARGIN_REL:.0%}{noise_text})), while train fell "
+        f"{100 * fall.fall:.1f}% (+- {100 * fall.se:.1f}%) from step {c.steps[window[0]]}, to {last_words(c)}; "
+        f"gap val - train {last_val - c.end:.3f}",
         c,
     )
 
@@ -286,25 +318,13 @@ def _rule_spikes(c: Curve) -> CurveDiagnosis | None:
     c.values.update(spike_steps=spike_steps, lr_at_instability=lr)
     lr_text = f"; learning rate {lr:.3g} at the first" if lr is not None else ""
     top = max(spike_idx, key=c.ys.__getitem__)
-    d = _result(
+    d = diagnosis(
         "spikes",
         f"spikes: {len(spike_steps)} loss spike(s) at step(s) {_fmt_steps(spike_steps)} "
-        f"(highest {fmt_loss(c.ys[top])}){lr_text}; {_last(c)}",
+        f"(highest {fmt_loss(c.ys[top])}){lr_text}; {last_words(c)}",
         c,
     )
     return _blame_raise(d, c, spike_steps[0])
-
-
-def _plateau_start(c: Curve) -> int:
-    """The first step from which the smoothed series stays within PLATEAU_REL of where it ends."""
-    if c.trend_series == "val":
-        xs, ys = [s for s, _ in c.vals], [v for _, v in c.vals]
-        level = ys[-1]
-    else:
-        bounds = blocks(len(c.ys), max(1, min(50, len(c.ys) // 20)))
-        xs, ys = [c.steps[a] for a, _ in bounds], [median(c.ys[a:z]) for a, z in bounds]
-        level = c.end
-    return next(x for x, y in zip(xs, ys) if y <= level + PLATEAU_REL * abs(level))
 
 
 def _rule_plateau(c: Curve) -> CurveDiagnosis | None:
@@ -313,17 +333,17 @@ def _rule_plateau(c: Curve) -> CurveDiagnosis | None:
     if c.values["relative_drop"] < FLAT_REL_DROP:  # only reached when it started far below log V
         since, words = c.steps[0], "fell below the uniform guess before the first logged step, then stayed level"
         early_lr_too_high = True
-    elif fall < PLATEAU_REL and se < PLATEAU_REL:
-        since = _plateau_start(c)
+    elif c.level:  # the trend within PLATEAU_REL, replayed with its dead band
+        since = plateau_start(c)
         if since - c.steps[0] > PLATEAU_EARLY * (c.steps[-1] - c.steps[0]):
             return None  # flattened late: converged (healthy)
         words = f"has stayed level since step {since} ({100 * fall:+.1f}% over the last {TAIL:.0%}, {c.trend_series})"
-        early_lr_too_high = since - c.steps[0] <= 0.2 * (c.steps[-1] - c.steps[0])
+        early_lr_too_high = since - c.steps[0] <= STALL_EARLY * (c.steps[-1] - c.steps[0])
     else:
         return None
     lr = lr_at(c.points, since)
     c.values.update(plateau_start_step=since, lr_at_plateau_start=lr)
-    d = _result("plateau", f"plateau: train loss {words}; {_last(c)}", c)
+    d = diagnosis("plateau", f"plateau: train loss {words}; {last_words(c)}", c)
     if early_lr_too_high:
         d.causes.insert(0, "learning rate too high: the loss stalls early at a noisy level a lower rate gets below")
         d.fixes.insert(0, "try a 3x lower learning rate and compare the curves")
@@ -331,13 +351,15 @@ def _rule_plateau(c: Curve) -> CurveDiagnosis | None:
 
 
 def _rule_still_improving(c: Curve) -> CurveDiagnosis | None:
-    fall, se = c.trend
-    if not (fall > IMPROVING_REL and fall > 2 * se):
+    """The trend replayed over the log with its dead band (`curve_trend.TrendHistory.improving`) still
+    counts as improving: a fall that wanders about IMPROVING_REL as a run levels off changes this once."""
+    if not c.improving:
         return None
-    return _result(
+    fall, se = c.trend
+    return diagnosis(
         "still_improving",
         f"still_improving: {c.trend_series} loss fell {100 * fall:.1f}% (+- {100 * se:.1f}%) over the last "
-        f"{TAIL:.0%} of the run; train longer; {_first(c)}, {_last(c)}",
+        f"{TAIL:.0%} of the run; train longer; {first_words(c)}, {last_words(c)}",
         c,
     )
 
@@ -345,22 +367,30 @@ def _rule_still_improving(c: Curve) -> CurveDiagnosis | None:
 def _rule_healthy(c: Curve) -> CurveDiagnosis:
     fall, se = c.trend
     gap = "" if c.values["last_val_loss"] is None else f", last val {fmt_loss(c.values['last_val_loss'])}"
-    if se <= TREND_NOISY or fall > 2 * se:
+    if fall > IMPROVING_REL and fall > 2 * se:  # not past the dead band still_improving needs
+        trend = (
+            f"levelling off ({100 * fall:+.1f}% +- {100 * se:.1f}% over the last {TAIL:.0%}, {c.trend_series}; "
+            f"still improving needs {100 * IMPROVING_REL:.0f}% + {IMPROVING_SE:g} standard errors)"
+        )
+    elif se <= TREND_NOISY or fall > 2 * se:
         trend = f"converged ({100 * fall:+.1f}% over the last {TAIL:.0%}, {c.trend_series})"
     elif not math.isfinite(se):
         trend = "too few points to tell whether it still improves"
     else:
         trend = f"too noisy to tell whether it still improves ({100 * fall:+.1f}% +- {100 * se:.1f}%)"
-    return _result("healthy", f"healthy: train loss {_first(c)} -> {_last(c)}{gap}; {trend}", c)
+    return diagnosis("healthy", f"healthy: train loss {first_words(c)} -> {last_words(c)}{gap}; {trend}", c)
 
 
 RULES: tuple[tuple[str, Rule], ...] = (
     ("nonfinite", _rule_nonfinite),
     ("too_short", _rule_too_short),
+    ("scaled_loss", rule_scaled_loss),
     ("unstable", _rule_unstable),
     ("flat", _rule_flat),
+    ("oscillating", _rule_oscillating),
     ("overfitting", _rule_overfitting),
     ("spikes", _rule_spikes),
+    ("barely_learned", rule_barely_learned),
     ("plateau", _rule_plateau),
     ("still_improving", _rule_still_improving),
     ("healthy", _rule_healthy),
@@ -368,15 +398,20 @@ RULES: tuple[tuple[str, Rule], ...] = (
 
 
 def diagnose(
-    points: list[MetricPoint], *, baseline: float | None = None, settings: RunSettings | None = None
+    points: Iterable[MetricPoint],
+    *,
+    baseline: float | None = None,
+    unigram_entropy: float | None = None,
+    settings: RunSettings | None = None,
 ) -> CurveDiagnosis:
     """Name the shape of a training curve: the first rule of RULES that matches (see the module docstring).
+    `baseline` is log V; `unigram_entropy` (of the training tokens, when known) measures how much was learned;
     `settings` (the run's checkpoint's training settings) keep the advice to what the run does not do yet.
 
     `values` holds every key of VALUE_KEYS, None where a rule did not get that far; losses are over
     finite values, start/end_train_loss are medians of the first/last `edge_points` train losses,
     `*_perplexity` = e**loss of the end train and last val loss, generalisation_gap = last val - end train."""
-    c = derive(points, baseline)
+    c = derive(points, baseline, unigram_entropy)
     for name, rule in RULES:
         d = rule(c)
         if d is not None:

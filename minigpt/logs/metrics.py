@@ -7,6 +7,10 @@ One JSON object per line. Key aliases: `step`/`iter`/`iteration`; `train_loss`/`
 numbers may be strings ("nan", "inf", "-inf", as `minigpt.train.trainer` writes them) or bare
 NaN/Infinity literals. Blank lines are skipped; other unparseable lines are counted as bad. A last
 line without a newline that does not parse is a write in progress, not a bad line.
+
+Points are kept as written, one per line; several lines may share a step (a train line, then an
+evaluation line, then a loop's end-of-training summary). `merge_steps` makes one point per step, a
+later line adding fields and never erasing one.
 """
 
 from __future__ import annotations
@@ -358,6 +362,24 @@ def count_bad(log, lineno: int) -> None:
     log.bad_lines += 1
     if len(log.bad_line_numbers) < MAX_BAD_LINE_NUMBERS:
         log.bad_line_numbers.append(lineno)
+
+
+def merge_steps(points: Iterable[MetricPoint]) -> list[MetricPoint]:
+    """One point per step, in step order. A later record at a step adds its fields and replaces the
+    ones it repeats, and never erases one it lacks: an evaluation line written after the step's train
+    line, or a loop's end-of-training summary at the last step, keeps that step's losses. A step a
+    resumed run logs again takes the new values. The Loss pane's store merges its columns the same way."""
+    by_step: dict[int, MetricPoint] = {}
+    for p in points:
+        q = by_step.get(p.step)
+        if q is None:
+            by_step[p.step] = p
+            continue
+        later = [getattr(p, name) for name in _FIELDS]
+        by_step[p.step] = MetricPoint(
+            p.step, *[v if v is not None else getattr(q, name) for v, name in zip(later, _FIELDS)]
+        )
+    return [by_step[s] for s in sorted(by_step)]
 
 
 def series(points: Sequence[MetricPoint], name: str = "train_loss") -> tuple[list[int], list[float]]:
