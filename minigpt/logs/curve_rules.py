@@ -257,7 +257,7 @@ def _rule_overfitting(c: Curve) -> CurveDiagnosis | None:
     level = min(smooth3(ys)[:-1])  # the best level, not one lucky reading
     noise = c.val_noise
     # with its noise measured, the end is the median of the last 3 readings: one high reading is no rise
-    end, end_words = (last_val, "the last") if noise is None else (median(ys[-3:]), "the median of the last 3")
+    end, end_words = (last_val, "the last reading") if noise is None else (median(ys[-3:]), "the median of the last 3")
     margin = max(OVERFIT_MARGIN_ABS, OVERFIT_MARGIN_REL * abs(level), OVERFIT_NOISE * (noise or 0.0))
     v.update(overfit_rise=end - level, overfit_margin=margin)
     if end - level < margin:
@@ -273,9 +273,10 @@ def _rule_overfitting(c: Curve) -> CurveDiagnosis | None:
     return diagnosis(
         "overfitting",
         f"overfitting: val loss rose from {fmt_loss(best_val)} (best, step {best_step}) to {fmt_loss(last_val)} "
-        f"(last); {end_words} {end - level:.3f} above its best level (margin {margin:.3f}: "
-        f"max({OVERFIT_MARGIN_ABS:g}, {OVERFIT_MARGIN_REL:.0%}{noise_text})), while train fell "
-        f"{100 * fall.fall:.1f}% (+- {100 * fall.se:.1f}%) from step {c.steps[window[0]]}, to {last_words(c)}; "
+        f"(last); {end_words}, {fmt_loss(end)}, is {end - level:.3f} above its best level {fmt_loss(level)} "
+        f"(margin {margin:.3f}: max({OVERFIT_MARGIN_ABS:g}, {OVERFIT_MARGIN_REL:.0%}{noise_text})), while train fell "
+        f"{fall.fall * abs(fall.level):.3f} (+- {fall.se * abs(fall.level):.3f}, a line through the "
+        f"{len(window)} points from step {c.steps[window[0]]}), to {last_words(c)}; "
         f"gap val - train {last_val - c.end:.3f}",
         c,
     )
