@@ -1,6 +1,7 @@
 """Name the shape of a loss curve with a table of rules. Pure Python (no torch, rich or textual).
-Reading and following `logs/metrics.jsonl` lives in `minigpt.logs.metrics`; the rules, their advice and
-`diagnose` in `minigpt.logs.curve_rules`; the recent trend and its history in `minigpt.logs.curve_trend`.
+Reading and following `logs/metrics.jsonl` lives in `minigpt.logs.metrics`; the rules and `diagnose` in
+`minigpt.logs.curve_rules` (scaled_loss and barely_learned in `curve_levels`), their words in `curve_advice`;
+the recent trend and its history in `minigpt.logs.curve_trend`.
 
 `diagnose(points, baseline=log V, unigram_entropy=H1)` first derives the series every rule reads
 (`derive` -> `Curve`), then tries the rules of `RULES` in order; the first that returns a diagnosis wins.
