@@ -425,7 +425,7 @@ class MiniGPTApp(App):
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            self.push_screen(HelpScreen(PANES))
 
     def action_fault_menu(self) -> None:
         from minigpt.checks import FAULTS  # torch-free

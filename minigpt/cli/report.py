@@ -31,9 +31,11 @@ def run(args: argparse.Namespace) -> int:
         """`check: what changed`, continued 4 columns in."""
         console.print(hanging("", f"{name}: {text}", width, indent=4))
 
-    def detail(label: str, text: str) -> None:
-        """`    now: text` under its entry, continued under its text."""
-        console.print(hanging(f"    {label}: ", text, width))
+    def detail(label: str, text: str | None) -> None:
+        """`    now: text` under its entry, continued under its text; nothing for a report that
+        holds no summary for the check."""
+        if text is not None:
+            console.print(hanging(f"    {label}: ", str(text), width))
 
     if not any(diff.values()):
         print("no differences")

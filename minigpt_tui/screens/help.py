@@ -15,8 +15,6 @@ from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Static, TabPane
 
-from minigpt_tui.workbench import PANES
-
 # the help's words per action (its name without arguments); "{}" takes the bindings' own labels.
 # An action missing here shows its footer label: never a key without words.
 HELP_TEXT = {
@@ -96,15 +94,16 @@ def key_rows(app: App, bindings: list[Binding]) -> list[tuple[str, str]]:
     ]
 
 
-def key_sections(app: App) -> list[tuple[str, list[tuple[str, str]]]]:
-    """(title, rows) for the whole app, then each pane of the main screen that has keys of its own."""
+def key_sections(app: App, panes: list[tuple[str, str]]) -> list[tuple[str, list[tuple[str, str]]]]:
+    """(title, rows) for the whole app, then each of `panes` ((tab id, title), key N the Nth) on the
+    main screen that has keys of its own."""
     everywhere = key_rows(app, declared_bindings([app]))
     if app.ENABLE_COMMAND_PALETTE:
         palette = Binding(app.COMMAND_PALETTE_BINDING, "command_palette", key_display=app.COMMAND_PALETTE_DISPLAY)
         everywhere.append((app.get_key_display(palette), HELP_TEXT["command_palette"]))
     sections = [("everywhere", everywhere + MOVING)]
     tabs = {tab.id: tab for tab in app.screen_stack[0].query(TabPane)}
-    for n, (pane_id, title) in enumerate(PANES, start=1):
+    for n, (pane_id, title) in enumerate(panes, start=1):
         tab = tabs.get(pane_id)
         rows = key_rows(app, declared_bindings(tab.query("*"))) if tab is not None else []
         rows += NOT_BINDINGS.get(pane_id, [])
@@ -116,11 +115,15 @@ def key_sections(app: App) -> list[tuple[str, list[tuple[str, str]]]]:
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,question_mark,q", "dismiss_help", "Close")]
 
+    def __init__(self, panes: list[tuple[str, str]]) -> None:
+        super().__init__()
+        self.panes = panes  # (tab id, title) in the order of the number keys
+
     def compose(self) -> ComposeResult:
         table = Table(title="minigpt-tui keys", show_header=False, box=None, padding=(0, 2), title_style="bold")
         table.add_column(style="bold cyan", no_wrap=True)
         table.add_column()
-        for title, rows in key_sections(self.app):
+        for title, rows in key_sections(self.app, self.panes):
             table.add_row(Text(title, style="bold underline"), "")
             for key, what in rows:
                 table.add_row(Text(key), Text(what))

@@ -337,7 +337,7 @@ def test_help_screen_lists_the_app_and_pane_keys(snap_compare, size):
     async def opened(pilot):
         app = pilot.app
         await until(pilot, lambda: all(pane.is_mounted for pane in app.panes.values()), 10)
-        app.push_screen(HelpScreen())
+        app.push_screen(HelpScreen(PANES))
         await until(pilot, lambda: isinstance(app.screen, HelpScreen), 5)
 
     assert snap_compare(HelpHost(), terminal_size=size, run_before=opened)
