@@ -4,17 +4,54 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from minigpt.data.tokenizer import CharTokenizer
 from minigpt.io.files import atomic_torch_save
 from minigpt.io.workspace import Workspace
+
+SLOW_LEFT_OUT = pytest.StashKey[int]()
+
+
+def pytest_addoption(parser):
+    parser.addoption("--full", action="store_true", help="run the slow tier too (tests marked slow)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The default tier leaves out tests marked `slow`; `--full` runs them, and so does naming a
+    test (`FILE::TEST`): asking for one test by name runs it whatever its tier."""
+    named = any("::" in arg for arg in config.args)
+    if config.getoption("--full") or named:
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
+        config.hook.pytest_deselected(items=slow)
+    config.stash[SLOW_LEFT_OUT] = len(slow)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    left_out = config.stash.get(SLOW_LEFT_OUT, 0)
+    if left_out:
+        terminalreporter.write_line(f"{left_out} slow tests left out of this tier: `python -m pytest --full` runs them")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    # every test starts from the same seeds and one torch thread, whatever ran before it and in
+    # whatever order: a result never depends on the order, the load or the core count
+    random.seed(0)
+    np.random.seed(0)
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
 
 
 def pytest_configure(config):
@@ -69,11 +106,6 @@ def wikitext_dir() -> Path:
     if not WIKITEXT2.is_dir():
         pytest.skip(f"WikiText-2 not found at {WIKITEXT2}")
     return WIKITEXT2
-
-
-@pytest.fixture(autouse=True)
-def torch_seed():
-    torch.manual_seed(0)
 
 
 @pytest.fixture(scope="session")

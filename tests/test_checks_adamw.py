@@ -22,6 +22,7 @@ def assert_same_steps(ours, opt_ours, theirs, opt_theirs, steps: int = 20) -> No
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6, msg=name)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("weight_decay", [0.0, 0.1])
 def test_matches_torch_adamw_over_twenty_steps(weight_decay):
     cfg = MiniGPTConfig(vocab_size=50, block_size=16, embedding_dim=32, num_heads=4, num_layers=2, dropout=0.0)

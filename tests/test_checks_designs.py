@@ -186,6 +186,7 @@ def unexpected_skips(report, allowed) -> dict[str, str]:
 # -- healthy designs -------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("design", DESIGNS, ids=lambda d: d.id)
 def test_healthy_design_raises_no_false_alarm(workspace, tmp_path, design):
     # GIVEN a healthy design at debug size with its own dropout, and no checkpoint yet

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
 from minigpt.checks import CheckContext, CheckOptions, Status, run_checks
@@ -47,6 +48,7 @@ def test_tokenizer_roundtrip_fails_on_a_vocabulary_with_duplicates(tiny_workspac
     assert result.status is Status.FAIL and "repeats" in result.summary
 
 
+@pytest.mark.slow
 def test_tokenizer_fingerprint_fails_when_same_size_vocabulary_is_reordered(trained_workspace):
     tok = CharTokenizer.from_file(trained_workspace.tokenizer)
     CharTokenizer(list(reversed(tok.chars))).save(trained_workspace.tokenizer)

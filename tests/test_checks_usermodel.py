@@ -85,6 +85,7 @@ def test_parrot_model_generation_warns_about_loops(tiny_workspace, user_config):
     assert "loops" in result.summary
 
 
+@pytest.mark.slow
 def test_user_model_file_with_an_import_error_is_an_error_result_not_a_traceback(tiny_workspace, tmp_path, capsys):
     broken = tmp_path / "broken_model.py"
     broken.write_text("import torch\nraise RuntimeError('boom in user code')\n")

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from minigpt.cli import main
 
 
@@ -98,6 +100,7 @@ def test_sample_and_prepare_refuse_bad_input_with_exit_2(tiny_workspace, capsys)
     assert "--force" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_library_never_imports_rich_or_textual():
     code = (
         "import sys, minigpt, minigpt.checks, minigpt.checks.engine, minigpt.train.trainer, minigpt.sample.generate, "
@@ -108,6 +111,7 @@ def test_library_never_imports_rich_or_textual():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_python_dash_m_minigpt_works():
     result = subprocess.run([sys.executable, "-m", "minigpt", "check", "--list"], capture_output=True, text=True)
     assert result.returncode == 0 and "causal_independence" in result.stdout

@@ -79,6 +79,7 @@ def test_a_model_spec_is_printed_as_written_not_as_a_rich_emoji(tiny_workspace, 
     assert f"{bad}:M" in out and "\u24c2" not in out  # rich renders ":M" after a word as Ⓜ
 
 
+@pytest.mark.slow
 def test_json_goes_where_it_says_after_the_model_changes_directory(tiny_workspace, tmp_path):
     # GIVEN a model module that chdirs elsewhere when imported, and a relative --json path
     elsewhere = tmp_path / "elsewhere"
@@ -105,6 +106,7 @@ def test_json_goes_where_it_says_after_the_model_changes_directory(tiny_workspac
     assert f"report written to {tmp_path / 'out' / 'report.json'}" in done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
 def test_a_terminal_that_cannot_show_a_character_gets_an_escape_not_a_traceback(tiny_workspace, tmp_path, encoding):
     ws = tmp_path / "w\u00e9\u2603"

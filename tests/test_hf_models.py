@@ -113,6 +113,7 @@ def test_forward_with_an_optional_mask_never_gets_the_targets_as_mask(tiny_works
     assert torch.equal(a, b)
 
 
+@pytest.mark.slow
 def test_cli_refuses_an_unmatched_signature_with_exit_2(tiny_workspace, capsys):
     code = main(["check", "--workspace", str(tiny_workspace.root), "--model", f"{FIXTURE}:MaskRequired:WrapperConfig"])
     out = capsys.readouterr()

@@ -128,6 +128,7 @@ def test_a_second_run_moves_the_first_runs_logs_to_previous(tmp_path):
     assert read_loop_log(Workspace(tmp_path / "run")).last_step == 4
 
 
+@pytest.mark.slow
 def test_the_watch_closes_itself_at_interpreter_exit(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(
@@ -373,6 +374,7 @@ def test_loss_weight_reads_the_division_of_a_cross_entropy():
     assert probes.loss_weight(logits.grad, rows)[1] > 0.25
 
 
+@pytest.mark.slow
 def test_loss_weights_left_to_the_flush_equal_those_computed_in_the_backward(tmp_path, monkeypatch):
     # the flush computes a second's loss weights in one batch; past DEFER_BYTES the backward does
     plain_loop(tmp_path / "later", steps=25, interval=5)
@@ -403,6 +405,7 @@ def test_target_relation_counts_pool_over_micro_batches_of_any_size():
     assert probes.target_relation(ids, ids[:, :5]) is None  # shapes that do not match: nothing to say
 
 
+@pytest.mark.slow
 def test_a_healthy_runs_loss_is_never_scaled_by_the_sampling_noise_of_the_logits_reading(tmp_path):
     # GIVEN a plain loop (no accumulation) trained until its per-token losses spread out: the
     # cross-entropy read on 128 of its 256 rows is then several per cent off the batch's mean

@@ -29,6 +29,7 @@ def _windows(ids: torch.Tensor, n: int, T: int = 32) -> list[torch.Tensor]:
     return [ids[s : s + T] for s in starts]
 
 
+@pytest.mark.slow
 def test_hf_trainer_run_is_watched_and_clean(tmp_path):
     transformers = pytest.importorskip("transformers", reason="the [hf] extra (transformers) is not installed")
     pytest.importorskip("accelerate", reason="transformers' Trainer needs accelerate")

@@ -153,6 +153,7 @@ def test_main_exits_2_when_refusing_to_replace_tokenizer(tmp_path, capsys):
     assert "invalidates every checkpoint" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_library_modules_do_not_import_rich_or_textual():
     code = (
         "import sys, minigpt.data.corpus, minigpt.data.prepare, minigpt.cli.prepare; "

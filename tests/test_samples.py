@@ -39,6 +39,7 @@ def test_our_trainer_writes_a_sample_at_step_0_and_at_each_evaluation(trained_wo
     assert result.values["last"]["char_fit"] > result.values["first"]["char_fit"] + 0.3
 
 
+@pytest.mark.slow
 def test_a_resumed_run_rewrites_the_samples_after_its_checkpoint(tiny_workspace):
     cfg = TrainConfig.from_preset("debug", max_steps=60, eval_interval=30, device="cpu")
     Trainer(tiny_workspace.root, cfg).run()

@@ -31,6 +31,7 @@ def test_check_metadata_faults_options_and_sampler_settings_import_without_torch
     assert "torch" not in loaded
 
 
+@pytest.mark.slow
 def test_the_runnable_engine_does_import_torch():  # the test above would pass vacuously if nothing imported it
     assert "torch" in _modules_after("import minigpt.checks as c; c.run_checks")
 

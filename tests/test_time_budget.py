@@ -38,6 +38,7 @@ def test_the_plan_fits_steps_and_evaluations_into_the_time_left():
     assert plan.warmup_steps == 69  # planned once: later plans keep the schedule's shape
 
 
+@pytest.mark.slow
 def test_a_time_boxed_run_ends_in_its_budget_with_warmup_and_decay_complete(tiny_workspace):
     cfg = TrainConfig.from_preset("debug", device="cpu", eval_interval=50)
     trainer = Trainer(tiny_workspace.root, cfg, time_budget_s=6.0)

@@ -55,6 +55,7 @@ def test_short_run_lowers_the_loss_and_writes_checkpoints_and_metrics(tiny_works
         assert ("val_loss" in record) == (record["step"] % 20 == 0)
 
 
+@pytest.mark.slow
 def test_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path, tiny_workspace):
     # GIVEN run A: 40 steps straight through, with dropout so the global RNG matters too
     import shutil

@@ -72,6 +72,7 @@ def test_bfloat16_follows_the_float32_loss(tmp_path, tiny_workspace):
         assert abs(a["train_loss"] - b["train_loss"]) < 0.05, (a, b)
 
 
+@pytest.mark.slow
 def test_float16_scales_the_loss_and_saves_the_scaler_for_resume(tiny_workspace):
     Trainer(tiny_workspace, debug_config(max_steps=20, eval_interval=10, dtype="float16")).run()
     raw = read_checkpoint(tiny_workspace.latest_checkpoint)

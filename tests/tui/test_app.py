@@ -29,6 +29,7 @@ async def test_number_keys_show_the_seven_panes_in_order(workspace, make_app):
         assert app.is_running
 
 
+@pytest.mark.slow
 async def test_digits_typed_into_an_input_stay_in_the_input(workspace, make_app):
     app = make_app(workspace)
     async with app.run_test(size=SIZE) as pilot:
@@ -75,6 +76,7 @@ async def test_export_writes_the_report_json_into_the_workspace(workspace, make_
         assert [c["id"] for c in data["checks"]][:2] == ["environment", "files"]
 
 
+@pytest.mark.slow
 async def test_letters_never_export_or_quit_from_the_sampler_form(workspace, make_app):
     # GIVEN the sampler pane, the focus on its Stop button (as after a click or a few tabs)
     app = make_app(workspace)
@@ -224,6 +226,7 @@ def test_tmux_drive_script_runs_the_real_program(workspace, tmp_path):
     assert "selected device" in (tmp_path / "captures" / "2.txt").read_text()
 
 
+@pytest.mark.slow
 async def test_demo_flag_builds_trains_and_opens_the_demo_workspace(tmp_path, make_app, monkeypatch):
     from minigpt_tui import demo
 
@@ -294,6 +297,7 @@ def test_header_subtitle_cuts_the_path_from_the_left():
     assert text.endswith("xxxx") and len("minigpt-tui — " + text) <= 62
 
 
+@pytest.mark.slow
 async def test_a_checkpoint_moved_away_by_a_cli_run_makes_the_header_and_status_say_so(workspace, make_app):
     app = make_app(workspace)
     async with app.run_test(size=(80, 24)) as pilot:

@@ -62,6 +62,7 @@ async def test_enter_reruns_the_highlighted_check_and_its_dependencies(workspace
         assert second.by_id()["batch_shift"] is not first.by_id()["batch_shift"]
 
 
+@pytest.mark.slow
 async def test_r_reruns_every_check(workspace, make_app):
     from minigpt.checks import ordered_ids
 
@@ -166,6 +167,7 @@ async def test_detail_shows_values_for_people_and_the_files_judged(tmp_path):
         assert "cuda available no" in text and "gpu memory 79.6 GiB" in text
 
 
+@pytest.mark.slow
 async def test_slash_filters_the_checks_and_escape_clears(tmp_path):
     from ._pane_harness import PaneHarness
 

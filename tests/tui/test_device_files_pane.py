@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+import pytest
+
 from minigpt_tui.panes.device_files import DeviceFilesPane
 
 from .conftest import SIZE, rendered, wait_for_report, wait_until
@@ -93,6 +95,7 @@ async def test_live_view_shows_gpu_memory_load_and_the_training_process(demo_ws)
     assert "training (PID 4242) 2.0 GiB resident, 6.0 GiB on the GPU" in text
 
 
+@pytest.mark.slow
 async def test_live_sampling_is_at_most_once_a_second_and_stops_when_hidden(demo_ws):
     FakeSampler.calls = 0
     async with PaneHarness(FakeDevicePane, demo_ws).run_test(size=(80, 24)) as pilot:

@@ -171,6 +171,7 @@ async def test_a_follower_that_hangs_is_marked_stale_and_replaced(tmp_path, monk
         release.set()
 
 
+@pytest.mark.slow
 async def test_a_run_holding_the_workspace_lock_is_named_and_s_does_not_start_another(tmp_path):
     ws = _workspace_with_metrics(tmp_path, _lines(1, 21))
     app = PaneHarness(LossPane, ws)

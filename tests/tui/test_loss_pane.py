@@ -263,6 +263,7 @@ def test_a_verdict_cut_at_two_lines_of_characters_that_wraps_to_three_is_cut_fur
     assert lines[2:] == ["  likely: a cause", "  try: a fix"], lines
 
 
+@pytest.mark.slow
 async def test_v_shows_the_samples_by_step_beside_the_plot_and_follows_new_ones(tmp_path):
     ws = _workspace_with_metrics(tmp_path, _lines(1, 101))
     ws.samples.write_text(

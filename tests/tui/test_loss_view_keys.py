@@ -112,6 +112,7 @@ def _axis_labels(plot: LossPlot) -> str:
     return lines[bottom + 1] if bottom is not None and bottom + 1 < len(lines) else ""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["empty", "three points", "huge", "growing"])
 async def test_every_order_of_the_view_keys_draws_or_says_why(tmp_path, monkeypatch, kind):
     monkeypatch.setattr(LossPane, "POLL_S", 0.02)  # the follower and the plot's timer, both quicker
@@ -181,6 +182,7 @@ def test_a_verdict_from_an_earlier_reading_names_its_step():
     assert str(diagnosis_text(same, snap)).startswith("curve !! plateau")
 
 
+@pytest.mark.slow
 async def test_a_log_read_whole_or_left_by_its_run_is_not_called_growing(tmp_path):
     ws = _workspace_with_metrics(tmp_path, _lines(1, 101))
     app = PaneHarness(LossPane, ws)

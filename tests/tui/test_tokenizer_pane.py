@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from textual.widgets import Input
 
 from minigpt_tui.panes.tokenizer import TokenizerPane
@@ -9,6 +10,7 @@ from minigpt_tui.panes.tokenizer import TokenizerPane
 from .conftest import SIZE, rendered, wait_for_report, wait_until
 
 
+@pytest.mark.slow
 async def test_typed_text_shows_ids_and_flags_unknown_characters(workspace, make_app):
     app = make_app(workspace)
     async with app.run_test(size=SIZE) as pilot:

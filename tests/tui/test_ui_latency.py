@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 from textual._styles_cache import StylesCache
 from textual.app import App, ComposeResult
 from textual.binding import Binding
@@ -24,6 +25,7 @@ from minigpt_tui.workbench import PANES, PaneTab, Workbench
 from .conftest import SIZE, wait_for_report, wait_until
 
 
+@pytest.mark.slow
 def test_composing_the_app_imports_no_pane_but_the_checks_pane(workspace, tmp_path):
     # GIVEN a script that composes the app headless (its first frame) and lists the pane modules loaded
     script = tmp_path / "first_frame.py"  # a file: Textual reads the class's source to place its CSS
@@ -215,6 +217,7 @@ async def test_a_table_shown_again_keeps_its_lines_and_a_restyle_redraws_them():
         assert table.resizes_kept == kept and table.render_line(1).cell_length == 60
 
 
+@pytest.mark.slow
 async def test_a_frame_that_does_not_reach_the_footer_does_not_redraw_it(workspace, make_app):
     app = make_app(workspace)
     async with app.run_test(size=SIZE) as pilot:
@@ -252,6 +255,7 @@ def test_containers_are_drawn_blank_unless_a_filter_recolours_the_whole_screen()
     assert not blank_allowed({}, "dim")
 
 
+@pytest.mark.slow
 async def test_a_pane_switch_draws_the_containers_above_each_pane_as_plain_background(workspace, make_app, monkeypatch):
     # GIVEN the app with every pane built, and every line drawn through Textual's styles recorded
     app = make_app(workspace)

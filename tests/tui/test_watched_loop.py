@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from minigpt.checks import Status
 from minigpt_tui import app as app_module
 from tests.fixtures import loops
@@ -12,6 +14,7 @@ from tests.fixtures import loops
 from .conftest import SIZE, wait_for_report, wait_until
 
 
+@pytest.mark.slow
 async def test_a_watched_loops_folder_opens_with_its_loop_checks_and_is_rejudged_as_it_grows(
     tmp_path, make_app, monkeypatch
 ):
