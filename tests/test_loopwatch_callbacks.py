@@ -137,3 +137,28 @@ def test_scalars_from_library_logs_use_our_names():
         "loss": 3.0,
         "x_y": 1.0,
     }
+
+
+def test_hf_end_of_training_summary_is_no_train_loss_record(tmp_path):
+    # GIVEN the Trainer's callback on a model that returns logits only (its loss is the loop's)
+    pytest.importorskip("transformers", reason="the [hf] extra (transformers) is not installed")
+    from types import SimpleNamespace
+
+    model = torch.nn.Linear(4, 4)
+    cb = callbacks.hf_callback(tmp_path / "run")
+    cb.on_train_begin(None, None, None, model=model, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    state = SimpleNamespace(global_step=100)
+    # WHEN it forwards step 100's loss, the final evaluation, then train()'s summary (the run's mean loss)
+    cb.on_log(None, state, None, logs={"loss": 1.9, "learning_rate": 5e-4})
+    cb.on_log(None, state, None, logs={"eval_loss": 2.9, "eval_runtime": 0.4})
+    summary = {"train_runtime": 31.2, "train_samples_per_second": 51.3, "total_flos": 1.2e12, "train_loss": 2.61}
+    cb.on_log(None, state, None, logs=summary)
+    cb.on_train_end(None, state, None)
+    lines = [json.loads(line) for line in Workspace(tmp_path / "run").metrics.read_text().splitlines()]
+    # THEN the summary's mean loss is kept under its own name, and step 100 keeps its losses
+    assert [line.get("train_loss") for line in lines] == [1.9, None, None]
+    assert lines[-1]["mean_train_loss"] == 2.61
+    from minigpt.logs.metrics import merge_steps, read_metrics
+
+    (last,) = merge_steps(read_metrics(Workspace(tmp_path / "run").metrics).points)[-1:]
+    assert (last.train_loss, last.val_loss) == (1.9, 2.9)

@@ -29,6 +29,9 @@ def _torch_optimizer(optimizer: Any) -> Any:
 
 
 def _scalars(logs: dict) -> dict[str, float]:
+    # the Trainer's end-of-training summary (train_runtime, ...) carries the mean loss of the whole
+    # run as `train_loss`: kept under its own name, never a train loss at the last step
+    summary = "train_runtime" in (logs or {})
     out = {}
     for key, value in (logs or {}).items():
         if key in _SKIP or isinstance(value, bool):
@@ -36,7 +39,8 @@ def _scalars(logs: dict) -> dict[str, float]:
         if hasattr(value, "item") and getattr(value, "numel", lambda: 0)() == 1:
             value = value.item()
         if isinstance(value, int | float):
-            out[_RENAMES.get(key, key.replace("/", "_"))] = float(value)
+            name = "mean_train_loss" if summary and key == "train_loss" else _RENAMES.get(key, key.replace("/", "_"))
+            out[name] = float(value)
     return out
 
 
