@@ -151,11 +151,19 @@ class WorkspaceLock:
     holder: LockHolder
     notices: list[str] = field(default_factory=list)
     created: bool = False  # this acquire created the lock file
+    pid: int = field(default_factory=os.getpid)  # the process that took it: only it may release it
 
     def release(self, *, discard: bool = False) -> None:
         """Empty and unlock the file; `discard` also removes it when this lock created it (a refused
-        command leaves the workspace as it found it)."""
+        command leaves the workspace as it found it). In a forked child (which shares the parent's
+        flock through the inherited descriptor) it only closes the child's descriptor: unlocking
+        or emptying would release the parent's lock."""
         if self.fd < 0:
+            return
+        if os.getpid() != self.pid:
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            self.fd = -1
             return
         with contextlib.suppress(OSError):
             os.ftruncate(self.fd, 0)  # "nobody holds it" for readers that do not probe the flock

@@ -40,6 +40,7 @@ class RunLog:
         self._queued: dict[str, list[str]] = {}  # lines not yet written, by file
         self._loss_factor = 1.0  # the model's loss times this is the mean cross-entropy (see loss_factor)
         self.t0 = time.time()
+        self.pid = os.getpid()  # the process that opened the files: only it writes, flushes or releases them
 
     def start(self, header: dict) -> None:
         logs = self.ws.metrics.parent
@@ -118,7 +119,19 @@ class RunLog:
         except Exception:  # noqa: BLE001  reporting must never raise into the user's loop
             pass
 
+    def forget(self) -> None:
+        """In a forked child: drop the queued lines and the inherited files and lock unwritten and
+        unreleased (they are the parent's: the child's exit must not flush or unlock them)."""
+        self._queued = {}
+        self._files = {}  # no flush: the files' own buffers are empty after every `_flush`
+        if self._lock is not None:
+            self._lock.release()  # closes the child's descriptor only (see WorkspaceLock.release)
+            self._lock = None
+
     def release(self) -> None:
+        if os.getpid() != self.pid:
+            self.forget()
+            return
         try:
             self._flush()  # lines queued since the last flush (a rank's first line)
         except (OSError, ValueError):  # a full disk or a closed file: what is queued is lost, the rest stays
@@ -145,6 +158,9 @@ class RunLog:
             self._queued.setdefault(name, []).append(line)
 
     def _flush(self, sync: bool = False) -> None:
+        if os.getpid() != self.pid:
+            self.forget()
+            return
         queued, self._queued = self._queued, {}
         for name, fh in self._files.items():
             lines = queued.get(name)

@@ -93,6 +93,7 @@ class Watch:
         self.step = 0
         self.active = True
         self.closed = False
+        self.pid = os.getpid()  # the process that opened the watch: only it writes, closes or releases it
         self._handles: list[Any] = []
         self._pending: list[dict | LightStep] = []  # records whose tensors are still on the device
         self._clear_hook: Any = None  # the probe's before-accumulate hook, held during full readings only
@@ -138,6 +139,7 @@ class Watch:
             self.samples = WatchSamples(self.log_writer, self.sample_every, self.stderr)
             self.samples.start(tokenizer, self.model, self.step, None)
         atexit.register(self._at_exit, weakref.ref(self))
+        _WATCHES.add(self)
 
     # --- public API ----------------------------------------------------------------------------
 
@@ -172,6 +174,9 @@ class Watch:
         """Write what is buffered (one host transfer)."""
         if not self.active or not self._pending:
             return
+        if os.getpid() != self.pid:
+            self._forget_in_child()
+            return
         try:
             if self._weights:
                 self._weights.settle()
@@ -185,6 +190,9 @@ class Watch:
     def close(self) -> None:
         """Flush, write the closing record, remove every hook, release the run folder."""
         if self.closed:
+            return
+        if os.getpid() != self.pid:
+            self._forget_in_child()
             return
         self.closed = True
         if self.active:
@@ -483,11 +491,34 @@ class Watch:
             self._pre_hook.remove()
             self._pre_hook = None
 
+    def _forget_in_child(self) -> None:
+        """In a forked child (a DataLoader worker, `os.fork()` in the loop): the run folder, its lock
+        and the buffered steps are the parent's. The child writes nothing, and its exit flushes,
+        closes and releases nothing; its hooks (on its own copy of the model) are removed."""
+        self.active = False
+        self.closed = True
+        self._pending = []
+        self._remove_hooks()
+        if self.log_writer is not None:
+            self.log_writer.forget()
+
     @staticmethod
     def _at_exit(ref: weakref.ref) -> None:
         watch = ref()
         if watch is not None:
             watch.close()
+
+
+_WATCHES: weakref.WeakSet[Watch] = weakref.WeakSet()  # this process's open watches
+
+
+def _forget_watches_in_child() -> None:
+    for watch in list(_WATCHES):
+        if watch.pid != os.getpid():
+            watch._forget_in_child()
+
+
+os.register_at_fork(after_in_child=_forget_watches_in_child)
 
 
 def _has_closure(args: tuple, kwargs: dict) -> bool:
