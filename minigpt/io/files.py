@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import errno as E
+import io
 import os
 import shutil
 import stat
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, cast
@@ -20,6 +22,7 @@ from minigpt.errors import FileSystemError, UnsafePathError
 
 _DISK_FULL = {E.ENOSPC, getattr(E, "EDQUOT", E.ENOSPC)}
 _DENIED = {E.EACCES, E.EPERM}
+FIFO_READER_WAIT_S = 10.0  # how long a write into a FIFO waits for a reader to open it
 KEPT = " (nothing was overwritten: the old file, if any, is intact)"
 _UNNAMED = {
     E.ENOSPC: "Disk full: could not",
@@ -262,15 +265,90 @@ class StagedWrite:
             os.unlink(self.tmp)
 
 
+class InPlaceWrite(StagedWrite):
+    """The write of a path that is a character device or a FIFO (`/dev/null`, `/dev/stdout`, a
+    shell's `>(...)`), or a link to one: renaming a file over it would replace the device or the
+    pipe with a regular file, so the content is gathered in memory and `commit()` writes it into
+    what the path opens."""
+
+    def __init__(self, path: Path, fh: IO, encoding: str | None):
+        super().__init__(path, "", fh)
+        self.encoding = encoding or "utf-8"
+        self.data = b""
+
+    def commit(self) -> None:
+        fd = _open_in_place(self.path)
+        try:
+            os.set_blocking(fd, True)  # a reader that is slower than us: wait for it, as a shell does
+            view = memoryview(self.data)
+            while view:
+                view = view[os.write(fd, view) :]
+        except OSError as exc:
+            raise os_error(exc, self.path) from None
+        finally:
+            os.close(fd)
+
+    def discard(self) -> None:
+        self.data = b""
+
+
+def _open_in_place(path: Path) -> int:
+    """A write descriptor of the device or FIFO at `path`. O_NONBLOCK: a FIFO that nothing reads
+    fails with ENXIO instead of blocking for ever; its reader may be starting (`mkfifo f;
+    minigpt check --json f & cat f`), so that is retried for FIFO_READER_WAIT_S, then refused."""
+    give_up = time.monotonic() + FIFO_READER_WAIT_S
+    while True:
+        try:
+            return os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            if exc.errno != E.ENXIO:
+                raise os_error(exc, path) from None
+            if time.monotonic() >= give_up:
+                raise FileSystemError(
+                    f"Cannot write {path}: it is a FIFO (named pipe) that nothing read in {FIFO_READER_WAIT_S:.0f} s",
+                    path=path,
+                    errno=exc.errno,
+                    causes=[f"start its reader first (cat {path}), or write to a regular file"],
+                ) from None
+        time.sleep(0.05)
+
+
+def _write_target(path: Path) -> str:
+    """How `staged_open` writes `path`: "replace" (absent, a regular file, a folder: the rename
+    reports a folder), "in place" (a character device or a FIFO, or a link to one); a block
+    device or a socket raise UnsafePathError."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return "replace"  # absent, a dangling link, a loop: the rename and its errors say
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return "replace"
+    if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
+        return "in place"
+    raise UnsafePathError(
+        f"Refused to write {path}: it is {file_kind(mode)}, not a regular file, a character device or a FIFO",
+        path=path,
+        causes=[f"write to a regular file instead, or remove {path} first"],
+    )
+
+
 @contextlib.contextmanager
 def staged_open(path: str | os.PathLike, mode: str = "wb", encoding: str | None = None) -> Iterator[StagedWrite]:
     """Write a temporary file in `path`'s folder and fsync it; `path` itself is untouched.
 
     Use as `with staged_open(p) as staged: staged.fh.write(...)`, then `staged.commit()` (or
     `.discard()`). On any exception the temporary file is removed; an OS refusal is raised as
-    `FileSystemError`.
+    `FileSystemError`. A `path` that is a character device or a FIFO is never renamed over:
+    `commit()` writes into it (see `InPlaceWrite`); a block device or a socket is refused.
     """
     path = Path(path)
+    if _write_target(path) == "in place":
+        buffer: io.BytesIO | io.StringIO = io.BytesIO() if "b" in mode else io.StringIO()
+        in_place = InPlaceWrite(path, buffer, encoding)
+        yield in_place
+        value = buffer.getvalue()
+        in_place.data = value if isinstance(value, bytes) else value.encode(in_place.encoding)
+        return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
