@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from minigpt.data.tokenizer_api import Tokenizer, id_list
 from minigpt.errors import TokenizerError, UnknownCharactersError
 from minigpt.io.files import atomic_write_text, lfs_pointer_message, os_error, stat_input
 from minigpt.io.jsonsafe import parse_json
@@ -26,7 +27,11 @@ def _surrogate(c: object) -> bool:
     return isinstance(c, str) and len(c) == 1 and 0xD800 <= ord(c) <= 0xDFFF
 
 
-class CharTokenizer:
+class CharTokenizer(Tokenizer):
+    """One ID per character: lossless on the characters it knows, an error on any other."""
+
+    kind = "char"
+
     def __init__(self, chars: Sequence[str], *, path: str | None = None):
         chars = list(chars)
         where = f" in {path}" if path else ""
@@ -144,19 +149,15 @@ class CharTokenizer:
             raise UnknownCharactersError(self.unknown_chars(text), path=self.path) from None
 
     def decode(self, ids: Iterable[int]) -> str:
-        if hasattr(ids, "tolist"):
-            ids = ids.tolist()
-        ids = list(ids)
-        n = len(self.chars)
-        bad = [(pos, i) for pos, i in enumerate(ids) if not isinstance(i, int) or not 0 <= i < n]
-        if bad:
-            raise TokenizerError(
-                f"{len(bad)} ID(s) outside the vocabulary [0, {n}): "
-                + ", ".join(f"{i!r} at {pos}" for pos, i in bad[:5]),
-                path=self.path,
-                causes=["the IDs were encoded with another tokenizer", "the model's vocab_size is larger"],
-            )
+        ids = id_list(ids)
+        self.check_ids(ids)
         return "".join(self.chars[i] for i in ids)
+
+    def token_bytes(self, id: int) -> bytes:
+        return self.chars[id].encode("utf-8")
+
+    def encodable(self, text: str) -> str:
+        return "".join(c for c in text if c in self.stoi)
 
     def __repr__(self) -> str:
         return f"CharTokenizer(vocab_size={self.vocab_size}, fingerprint={self.fingerprint[:12]})"
