@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 class Host(Protocol):
     workspace: Workspace | None  # the run folder the panes show
     session: Session | None  # the check options and context (None in a harness without checks)
-    metrics_path: Path | None  # --metrics: the log the Loss pane follows, when it is a JSONL file
+    metrics_path: Path | None  # --metrics: the log the Loss pane follows (a metrics JSONL or TensorBoard events)
     device_name: str
 
     def run_checks(self, only: list[str] | None = None) -> None: ...

@@ -148,3 +148,23 @@ def test_training_curve_takes_the_clip_from_the_checkpoint(trained_workspace, tm
     assert result.status is Status.FAIL
     assert not any("clip gradients" in f for f in result.fixes)
     assert any("the checkpoint's train_config" in c for c in result.causes)
+
+
+def test_the_follower_gives_new_points_as_the_writer_adds_them(tmp_path):
+    from minigpt.logs.sources import run_follower
+    from minigpt.logs.tensorboard import TensorBoardFollower
+
+    # GIVEN a run being written: 5 steps flushed, then 5 more
+    writer = SummaryWriter(str(tmp_path / "run"))
+    for s in range(5):
+        writer.add_scalar("loss", 4.0 - s * 0.1, s)
+    writer.flush()
+    follower = run_follower(tmp_path / "run")
+    assert isinstance(follower, TensorBoardFollower)
+    first = follower.poll()
+    assert [p.step for p in first] == [0, 1, 2, 3, 4] and follower.poll() == []
+    for s in range(5, 10):
+        writer.add_scalar("loss", 4.0 - s * 0.1, s)
+    writer.close()
+    # THEN the next poll gives only the new steps, without a reset
+    assert [p.step for p in follower.poll()] == [5, 6, 7, 8, 9] and not follower.reset

@@ -67,17 +67,13 @@ def run_learning_rate(ctx) -> tuple[float | None, str]:
 
 
 def _log_peak_lr(ctx) -> float | None:
-    from minigpt.logs.metrics import read_metrics
-    from minigpt.logs.tensorboard import is_tensorboard_path, read_tensorboard
+    from minigpt.logs.sources import read_run_metrics
 
     path = ctx.inputs.metrics
     try:
-        if is_tensorboard_path(path):
-            log = read_tensorboard(path)
-        elif path.is_file():
-            log = read_metrics(path)
-        else:
+        if not path.exists():
             return None
+        log = read_run_metrics(path)
     except MiniGPTError:
         return None  # training_curve names an unreadable log
     lrs = [p.lr for p in log.points if p.lr is not None and math.isfinite(p.lr) and p.lr > 0]

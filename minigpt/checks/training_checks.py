@@ -138,14 +138,11 @@ SEVERITY = {"pass": Status.PASS, "warn": Status.WARN, "fail": Status.FAIL, "skip
 def training_curve(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     from minigpt.logs.curve import SHAPE_SEVERITY
     from minigpt.logs.curve_rules import diagnose
-    from minigpt.logs.metrics import read_metrics
-    from minigpt.logs.tensorboard import is_tensorboard_path, read_tensorboard
+    from minigpt.logs.sources import read_run_metrics
 
     path = ctx.inputs.metrics
-    if is_tensorboard_path(path):
-        log = read_tensorboard(path)
-    elif path.is_file() or path.exists():  # a FIFO or device is named by read_metrics, never opened
-        log = read_metrics(path)
+    if path.exists():  # a FIFO or device is named by read_metrics, never opened
+        log = read_run_metrics(path)
     else:
         raise Outcome(Status.SKIP, f"no metrics log at {path} (train first, or pass --workspace/--metrics)")
     baseline = unigram = None

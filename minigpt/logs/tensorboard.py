@@ -130,7 +130,7 @@ def _event_files(run: Path) -> list[tuple[Path, str | None]]:
     return files
 
 
-def read_tensorboard(path: str | os.PathLike) -> MetricsLog:
+def read_tensorboard(path: str | os.PathLike) -> TensorBoardLog:
     """The scalars of a TensorBoard run as a metrics log: a `TensorBoardLog`, with the tags read and
     which run of a parent folder (see the module docstring for the tags)."""
     path = Path(path)
@@ -190,3 +190,53 @@ def _scalar(value) -> float | None:
     if value.HasField("tensor") and value.tensor.double_val:
         return float(value.tensor.double_val[0])
     return None
+
+
+class TensorBoardFollower:
+    """Follows a TensorBoard run as its writer adds events, with a metrics follower's interface
+    (`poll`, `reset`, `resets`, `pending_bytes`, `bad_lines`): when an event file's size or time
+    changed, the run is read again whole; points that extend the ones given before come out as new
+    points, anything else as a reset. `log` is the last reading (its tags and notes)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.reset = False
+        self.resets = 0
+        self.bad_lines = 0
+        self.bad_line_numbers: list[int] = []
+        self.pending_bytes = 0
+        self.log: TensorBoardLog | None = None
+        self._signature: tuple = ()
+        self._given: list[MetricPoint] = []
+
+    def _files(self) -> tuple:
+        root = self.path
+        files = [root] if root.is_file() else sorted(root.rglob(EVENTS))
+        out = []
+        for f in files:
+            try:
+                st = f.stat()
+            except OSError:
+                continue  # removed between the listing and the stat
+            out.append((str(f), st.st_size, st.st_mtime_ns))
+        return tuple(out)
+
+    def poll(self, max_bytes: int | None = None) -> list[MetricPoint]:
+        """The points added since the last poll (all of them after a reset). Raises DataError as
+        `read_tensorboard` does; a run with no event file yet gives nothing."""
+        self.reset = False
+        signature = self._files()
+        if signature == self._signature:
+            return []
+        self._signature = signature
+        if not signature:
+            return []
+        log = read_tensorboard(self.path)
+        self.log = log
+        points = list(log.points)
+        given, self._given = self._given, points
+        if points[: len(given)] == given:
+            return points[len(given) :]
+        self.reset = True
+        self.resets += 1
+        return points

@@ -18,8 +18,8 @@ from typing import Protocol
 from textual.message import Message
 
 from minigpt.logs.curve import CurveDiagnosis
-from minigpt.logs.follow import MetricsFollower
 from minigpt.logs.metrics import downsample, read_metrics
+from minigpt.logs.sources import run_follower
 from minigpt_tui.training import OtherTrainer, other_trainer
 from minigpt_tui.widgets.loss_plot import CurveColumns, CurveSnapshot, CurveStore, LossView
 
@@ -123,7 +123,7 @@ def follow_curve(
     """Follow `path` until cancelled or `pane.follow_stop` is set, posting `CurveUpdated` snapshots shaped by
     `pane.view` and `DiagnosisDue` when new points wait for a verdict (runs on the follower thread)."""
     baseline = vocab_baseline(tokenizer_path)
-    store, follower = CurveStore(), MetricsFollower(path)
+    store, follower = CurveStore(), run_follower(path)
     started = time.perf_counter()
     initial_load_s = None
     diag_stale, diag_due = False, 0.0

@@ -26,6 +26,7 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from minigpt.logs.curve import CurveDiagnosis, perplexity_text
 from minigpt.logs.curve_rules import diagnose
+from minigpt.logs.tensorboard import is_tensorboard_path
 from minigpt_tui.host import NoWorkspace, host, workspace_of
 from minigpt_tui.panes.curve_follow import CurveDiagnosed, CurveUpdated, DiagnosisDue, follow_curve
 from minigpt_tui.panes.loss_text import diagnosis_more, diagnosis_text, fmt, fmt_loss_or_dash
@@ -116,8 +117,8 @@ class LossPane(Vertical, RenderWhenShown):
     def on_mount(self) -> None:
         self.set_interval(1.0, self._watch_follower)
         if host(self).workspace is not None:
-            given = host(self).metrics_path  # --metrics; a TensorBoard log is for the checks only
-            self.load_initial(given if given is not None and given.is_file() and "tfevents" not in given.name else None)
+            given = host(self).metrics_path  # --metrics: a metrics JSONL or TensorBoard events, as the checks read it
+            self.load_initial(given if given is not None and (given.is_file() or is_tensorboard_path(given)) else None)
         else:
             self._show_text("loss-status", "no workspace: nothing to follow")
 
