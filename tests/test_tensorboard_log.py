@@ -168,3 +168,51 @@ def test_the_follower_gives_new_points_as_the_writer_adds_them(tmp_path):
     writer.close()
     # THEN the next poll gives only the new steps, without a reset
     assert [p.step for p in follower.poll()] == [5, 6, 7, 8, 9] and not follower.reset
+
+
+def overfitting() -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+    """Train falls steadily; val falls to step 50, then rises well above its best."""
+    train = [(s, 4.0 * math.exp(-s / 60)) for s in range(0, 201, 5)]
+    val = [(s, 4.0 * math.exp(-s / 60) + 0.1 if s <= 50 else 1.8 + 0.01 * (s - 50)) for s in range(0, 201, 25)]
+    return train, val
+
+
+def test_one_writer_per_split_is_one_run_with_its_val_loss(tmp_path):
+    # GIVEN one SummaryWriter per split, both writing the tag `loss` (run/train, run/val)
+    train, val = overfitting()
+    write(tmp_path / "run" / "train", {"loss": train})
+    write(tmp_path / "run" / "val", {"loss": val})
+    log = read_tensorboard(tmp_path / "run")
+    # THEN the folders are one run, joined by their split names, and judged as overfitting
+    assert log.tags == {"train_loss": "train/loss", "val_loss": "val/loss"}
+    assert log.path == str(tmp_path / "run") and not any("runs in" in n for n in log.notes)
+    assert diagnose(list(log.points), baseline=math.log(103)).shape == "overfitting"
+    # AND the same from the parent of such runs
+    assert read_tensorboard(tmp_path).tags == log.tags
+
+
+def test_a_test_split_is_read_as_the_validation_loss_and_says_so(tmp_path):
+    # GIVEN PyTorch's TensorBoard recipe: Loss/train and Loss/test
+    train, val = overfitting()
+    log = read_tensorboard(write(tmp_path / "run", {"Loss/train": train, "Loss/test": val}))
+    assert log.tags == {"train_loss": "Loss/train", "val_loss": "Loss/test"}
+    assert any("Loss/test" in n and "validation" in n for n in log.notes)
+    assert diagnose(list(log.points), baseline=math.log(103)).shape == "overfitting"
+
+
+def test_a_loss_tag_left_unread_is_named(tmp_path):
+    train, val = overfitting()
+    log = read_tensorboard(write(tmp_path / "run", {"train/loss": train, "val/loss": val, "aux_loss": train}))
+    assert any("aux_loss" in n and "not judged" in n for n in log.notes)
+    # a run whose tags were all read carries no such note
+    assert read_tensorboard(write(tmp_path / "plain", {"train/loss": train, "val/loss": val})).notes == []
+
+
+def test_the_check_names_what_it_read_for_a_split_writer_run(tiny_workspace, tmp_path):
+    train, val = overfitting()
+    write(tmp_path / "run" / "train", {"loss": train})
+    write(tmp_path / "run" / "test", {"loss": val})
+    opts = CheckOptions(workspace=tiny_workspace.root, metrics=tmp_path / "run", device="cpu", skip_overfit=True)
+    result = run_checks(CheckContext(opts), only=["training_curve"]).by_id()["training_curve"]
+    assert result.values["shape"] == "overfitting", result.summary
+    assert "test/loss" in result.summary and "validation" in result.summary

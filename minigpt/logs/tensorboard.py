@@ -8,7 +8,9 @@ Tags, as people write them (case-insensitive). The exact names below win, in ord
 tag is read by its words (split at `/`, `_`, `-`, `.`, space): a tag with the word `loss` is a val
 loss when it also says val / valid / validation / eval, a train loss when it says train / training
 or nothing else (`loss`, `Loss/train_step`, `training_loss`, `validation_loss`, `eval/loss`); a
-per-step variant is preferred to a per-epoch one (Lightning's `train_loss_step`/`_epoch`).
+per-step variant is preferred to a per-epoch one (Lightning's `train_loss_step`/`_epoch`). A loss
+on a test split (`Loss/test`, PyTorch's TensorBoard recipe) is the validation loss when no tag is
+one, and the notes say so; a loss tag left unjudged is named in the notes.
 
 - train loss: `loss`, `train/loss`, `train_loss`, `loss/train`, `training/loss`
 - val loss: `val/loss`, `val_loss`, `loss/val`, `eval/loss`, `validation/loss`, `valid/loss`, `loss/validation`
@@ -17,8 +19,10 @@ per-step variant is preferred to a per-epoch one (Lightning's `train_loss_step`/
 
 Folders: a run folder holds `events.out.tfevents.*`; its subfolders with event files are
 `add_scalars("Loss", {"train": ..., "val": ...})` children, whose tag is the subfolder's name
-(`Loss_train`). A folder with no event files of its own is a parent of runs (`runs/`): its one
-run, or the newest of several (named in `notes`), is read.
+(`Loss_train`). Subfolders named for a split (`train`, `val`, `eval`, `test`...: one
+`SummaryWriter` per split) are one run, their tags read under the split's name (`val/loss`). A
+folder with no event files of its own is otherwise a parent of runs (`runs/`): its one run, or the
+newest of several (named in `notes`), is read.
 
 Points are keyed by the event's step; several event files in one folder (a resumed run) are read
 in file-name order, a later value for the same step replacing an earlier one.
@@ -44,7 +48,9 @@ EXTRA = "pip install 'minigpt-tui[tensorboard]'"
 EVENTS = "events.out.tfevents.*"
 _VAL_WORDS = {"val", "valid", "validation", "eval", "evaluation", "dev"}
 _TRAIN_WORDS = {"train", "training"}
-_OTHER_WORDS = {"test", "aux", "reg", "kl", "z"}  # a loss that is neither the train nor the val loss
+_TEST_WORDS = {"test", "testing"}  # a held-out loss: the validation loss when the run logs no other
+_OTHER_WORDS = _TEST_WORDS | {"aux", "reg", "kl", "z"}  # a loss that is neither the train nor the val loss
+_SPLIT_FOLDERS = _VAL_WORDS | _TRAIN_WORDS | _TEST_WORDS  # one SummaryWriter per split: run/train, run/val
 
 
 @dataclass
@@ -77,6 +83,12 @@ def tag_field(tag: str) -> str | None:
     return None
 
 
+def _is_test_loss(tag: str) -> bool:
+    """A loss on a test split (`Loss/test`, `test_loss`): read as the validation loss when no tag is one."""
+    words = set(_words(tag))
+    return "loss" in words and bool(words & _TEST_WORDS) and not words & (_OTHER_WORDS - _TEST_WORDS)
+
+
 def _rank(name: str, tag: str) -> tuple:
     """Lower is preferred: an exact known tag (in TAGS order), then per-step over per-epoch, then short."""
     low, words = tag.lower(), _words(tag)
@@ -105,8 +117,12 @@ def _choose_run(path: Path) -> tuple[Path, list[str]]:
     if path.is_file() or _has_events(path):
         return path, []
     runs = sorted({f.parent for f in path.glob(f"*/{EVENTS}")} | {f.parent for f in path.glob(f"*/*/{EVENTS}")})
+    # one writer per split (run/train, run/val): the folder above them is the run
+    runs = sorted({r.parent if _is_split_folder(r) else r for r in runs})
     # a run's add_scalars children live inside it: keep only the top-most folders
     runs = [r for r in runs if not any(o != r and o in r.parents for o in runs)]
+    if path in runs:  # `path` itself is a run of split writers
+        return path, []
     if not runs:
         raise DataError(
             f"No TensorBoard event files in {path}",
@@ -118,6 +134,10 @@ def _choose_run(path: Path) -> tuple[Path, list[str]]:
     newest = max(runs, key=lambda r: _newest(list(r.rglob(EVENTS))))
     others = len(runs) - 1
     return newest, [f"{len(runs)} runs in {path}; read the newest, {newest.relative_to(path)} ({others} other(s))"]
+
+
+def _is_split_folder(folder: Path) -> bool:
+    return folder.name.lower() in _SPLIT_FOLDERS
 
 
 def _event_files(run: Path) -> list[tuple[Path, str | None]]:
@@ -153,14 +173,17 @@ def read_tensorboard(path: str | os.PathLike) -> TensorBoardLog:
             for value in event.summary.value:
                 number = _scalar(value)
                 if number is not None:
-                    # add_scalars("Loss", {"train": x}) writes tag "Loss" into folder Loss_train
-                    tag = prefix if prefix is not None else value.tag
-                    series.setdefault(tag, {})[int(event.step)] = number
+                    series.setdefault(_tag_in(prefix, value.tag), {})[int(event.step)] = number
     chosen: dict[str, str] = {}
     for tag in series:
         name = tag_field(tag)
         if name is not None and (name not in chosen or _rank(name, tag) < _rank(name, chosen[name])):
             chosen[name] = tag
+    if "val_loss" not in chosen:
+        tests = sorted((t for t in series if _is_test_loss(t)), key=lambda t: _rank("val_loss", t))
+        if tests:
+            chosen["val_loss"] = tests[0]
+            notes.append(f"read {tests[0]} as the validation loss (no val/eval tag)")
     if "train_loss" not in chosen and "val_loss" not in chosen:
         found = ", ".join(sorted(series)[:20]) or "none"
         raise DataError(
@@ -174,12 +197,30 @@ def read_tensorboard(path: str | os.PathLike) -> TensorBoardLog:
     if "train_loss" not in chosen:  # only a val loss: that is the curve there is to judge
         chosen["train_loss"] = chosen.pop("val_loss")
         notes.append(f"no train-loss tag (found: {', '.join(sorted(series)[:12])}); judged {chosen['train_loss']}")
+    # a loss tag not judged is named, unless it is a per-epoch copy of one that is (Lightning's _epoch)
+    judged = {frozenset(_words(t)) - {"step", "epoch"} for t in chosen.values()}
+    unread = [
+        t
+        for t in sorted(series)
+        if "loss" in _words(t) and t not in chosen.values() and frozenset(_words(t)) - {"step", "epoch"} not in judged
+    ]
+    if unread:
+        notes.append(f"loss tags not judged: {', '.join(unread[:8])}" + (" ..." if len(unread) > 8 else ""))
     by_step: dict[int, dict[str, float]] = {}
     for name, tag in chosen.items():
         for step, number in series[tag].items():
             by_step.setdefault(step, {})[name] = number
     points = MetricPoints(MetricPoint(step, **fields) for step, fields in sorted(by_step.items()))
     return TensorBoardLog(str(run), points, tags=chosen, notes=notes)
+
+
+def _tag_in(folder: str | None, tag: str) -> str:
+    """A scalar's tag as the run holds it: add_scalars("Loss", {"train": x}) writes tag `Loss` into
+    the child folder `Loss_train` (the folder names it); a split writer (run/val) writes `loss` into
+    `val`, read as `val/loss`."""
+    if folder is None:
+        return tag
+    return folder if folder.startswith(f"{tag}_") else f"{folder}/{tag}"
 
 
 def _scalar(value) -> float | None:
