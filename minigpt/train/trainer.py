@@ -30,6 +30,7 @@ from minigpt.data.tokenizer import CharTokenizer
 from minigpt.device import resolve_device, tf32_matmuls
 from minigpt.errors import CheckpointError, ConfigError, TrainingDiverged
 from minigpt.io import lock
+from minigpt.io.crash_points import crash_point
 from minigpt.io.files import open_log
 from minigpt.io.workspace import Workspace
 from minigpt.model.checkpoint import (
@@ -472,15 +473,20 @@ class Trainer:
         improved = losses["val"] < st.best_val
         st.best_val = min(st.best_val, losses["val"])
         payload = self._payload(st, rng_states)
-        # the log line first (fsynced), then the checkpoint: a crash between them leaves a line
-        # after the checkpoint's step, which --resume drops and rewrites; SIGINT waits for both
+        # the log line first (fsynced), then best, then latest: a crash after the line leaves a line
+        # after latest's step, which --resume drops and rewrites; one between the two saves leaves
+        # best newer than latest (--resume repeats the steps since latest and saves both again),
+        # never latest past an evaluation whose best is missing. SIGINT waits for all three.
         with interrupts_deferred():
             log.write(json.dumps(record) + "\n")
             log.flush()
             os.fsync(log.fileno())
-            save_checkpoint(ws.latest_checkpoint, payload)
+            crash_point("eval-logged")
             if improved:
                 save_checkpoint(ws.best_checkpoint, payload)
+                crash_point("best-saved")
+            save_checkpoint(ws.latest_checkpoint, payload)
+            crash_point("latest-saved")
         st.last_good, st.last_good_step, st.val_loss = str(ws.latest_checkpoint), step, losses["val"]
         self.files.write_sample(st.model, st.tokenizer, step, losses["val"])
         if self.time_plan is not None:
