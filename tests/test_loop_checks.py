@@ -24,7 +24,7 @@ EXPECTED = {
     "scheduler_never_stepped": ("loop_scheduler", "never moved"),
     "warmup_too_long": ("loop_warmup_ends", "still rising at the last step"),
     "same_batch": ("loop_batches_change", "same batch on every step"),
-    "targets_equal_inputs": ("loop_targets_shifted", "equal the inputs"),
+    "targets_equal_inputs": ("loop_targets_shifted", "the targets equal the inputs"),
     "optimizer_misses_params": ("loop_optimizer_covers", "in no optimizer group"),
     "decay_on_norms": ("loop_weight_decay", "1-D parameter"),
     "clip_always": ("loop_clipping", "clipping fired"),
@@ -167,3 +167,32 @@ def test_ddp_ranks_reading_the_same_data_fail_and_per_rank_seeds_pass(tmp_path, 
         assert ranks.status is Status.FAIL and "same batches as rank 0" in ranks.summary
     else:
         assert ranks.status is Status.PASS, ranks.summary
+
+
+def test_a_watched_module_that_never_ran_forward_skips_the_forward_checks_saying_why(tmp_path):
+    # GIVEN a loop that watches a wrapper but calls its submodule (Lightning's `self.model(x)`)
+    import torch
+
+    import minigpt
+
+    torch.manual_seed(0)
+    data, vocab = loops.demo_ids()
+    wrapper = torch.nn.Module()
+    wrapper.model = loops.small_model(vocab)
+    optimizer = torch.optim.AdamW(wrapper.parameters(), lr=1e-3)
+    with minigpt.watch(wrapper, optimizer, workspace=tmp_path / "run"):
+        for _ in range(6):
+            ix = torch.randint(len(data) - 33, (8,))
+            x = torch.stack([data[i : i + 32] for i in ix])
+            y = torch.stack([data[i + 1 : i + 33] for i in ix])
+            optimizer.zero_grad()
+            _, loss = wrapper.model(x, y)
+            loss.backward()
+            optimizer.step()
+    report = loop_report(tmp_path / "run")
+    # THEN every check that reads forwards skips, naming the cause; none passes on zero forwards
+    for cid in ("loop_train_mode", "loop_eval_mode", "loop_eval_no_grad", "loop_targets_shifted", "loop_accumulation"):
+        r = report.by_id()[cid]
+        assert r.status is Status.SKIP and "never ran forward" in r.summary, (cid, r.summary)
+    # AND the checks that read the backward and the step still judge
+    assert report.by_id()["loop_grads_cleared"].status is Status.PASS

@@ -162,3 +162,47 @@ def test_hf_end_of_training_summary_is_no_train_loss_record(tmp_path):
 
     (last,) = merge_steps(read_metrics(Workspace(tmp_path / "run").metrics).points)[-1:]
     assert (last.train_loss, last.val_loss) == (1.9, 2.9)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module", [None, "model"])
+def test_lightning_callback_warns_when_training_step_calls_a_submodule(tmp_path, capsys, module):
+    # GIVEN a LightningModule whose training_step calls its child (`self.model(x)`, not `self(x)`)
+    pl = pytest.importorskip("lightning.pytorch", reason="the [lightning] extra is not installed")
+    ids, vocab = loops.demo_ids()
+
+    class LitGPT(pl.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.model = loops.small_model(vocab)
+
+        def training_step(self, batch, batch_idx):
+            return self.model(*batch)[1]
+
+        def configure_optimizers(self):
+            return torch.optim.AdamW(self.parameters(), lr=1e-3)
+
+    torch.manual_seed(0)
+    pairs = [(w[:-1], w[1:]) for w in _windows(ids, 64, 33)]
+    train = torch.utils.data.DataLoader(pairs, batch_size=8, shuffle=True)
+    run = tmp_path / "run"
+    trainer = pl.Trainer(
+        max_steps=5,
+        accelerator="cpu",
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[callbacks.lightning_callback(run, module=module)],
+    )
+    trainer.fit(LitGPT(), train)
+    err = capsys.readouterr().err
+    train_mode = loop_verdicts(run)["loop_train_mode"]
+    if module is None:
+        # THEN the callback says at the first step that it sees no forward, and names the option
+        assert "never ran forward in the first training step" in err and "module='model'" in err
+        # AND the mode check skips saying why, instead of passing on zero forwards
+        assert train_mode[0] == "skip" and "never ran forward" in train_mode[1]
+    else:
+        assert "never ran forward" not in err
+        assert train_mode == ("pass", "all 5 training forwards ran in train mode")

@@ -83,7 +83,7 @@ def loop_grads_reach_step(ctx: CheckContext, run: CheckRun) -> CheckReturn:
 
 @check("loop_accumulation", "loop", "Accumulated micro-batches add up to one mean loss")
 def loop_accumulation(ctx: CheckContext, run: CheckRun) -> CheckReturn:
-    log = watched_loop(ctx)
+    log = watched_loop(ctx, forwards=True)
     read = [s for s in log.deep if s.get("loss_weight") is not None]
     if not read:
         raise Outcome(
@@ -155,7 +155,7 @@ def loop_accumulation(ctx: CheckContext, run: CheckRun) -> CheckReturn:
 
 @check("loop_train_mode", "loop", "Training forwards run in train mode")
 def loop_train_mode(ctx: CheckContext, run: CheckRun) -> CheckReturn:
-    log = watched_loop(ctx)
+    log = watched_loop(ctx, forwards=True)
     bad = [s for s in log.steps if s.get("train_in_eval_mode", 0) > 0]
     total = sum(s.get("train_forwards", 0) for s in log.steps)
     in_eval = sum(s.get("train_in_eval_mode", 0) for s in log.steps)
@@ -188,7 +188,7 @@ def _eval_steps(log: LoopLog) -> tuple[int, list[dict]]:
 
 @check("loop_eval_mode", "loop", "Evaluation forwards run in eval mode")
 def loop_eval_mode(ctx: CheckContext, run: CheckRun) -> CheckReturn:
-    log = watched_loop(ctx)
+    log = watched_loop(ctx, forwards=True)
     total, steps = _eval_steps(log)
     bad = [s for s in steps if s.get("eval_in_train_mode", 0) > 0]
     in_train = sum(s.get("eval_in_train_mode", 0) for s in steps)
@@ -210,7 +210,7 @@ def loop_eval_mode(ctx: CheckContext, run: CheckRun) -> CheckReturn:
 
 @check("loop_eval_no_grad", "loop", "Evaluation runs without building gradients")
 def loop_eval_no_grad(ctx: CheckContext, run: CheckRun) -> CheckReturn:
-    log = watched_loop(ctx)
+    log = watched_loop(ctx, forwards=True)
     total, steps = _eval_steps(log)
     bad = [s for s in steps if s.get("eval_with_grad", 0) > 0]
     with_grad = sum(s.get("eval_with_grad", 0) for s in steps)

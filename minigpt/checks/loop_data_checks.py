@@ -15,7 +15,7 @@ from minigpt.checks.watched import MIN_STEPS, loop_values, watched_loop
 
 @check("loop_batches_change", "loop", "Each step trains on new batches")
 def loop_batches_change(ctx: CheckContext, run: CheckRun) -> CheckReturn:
-    log = watched_loop(ctx, need_steps=5)
+    log = watched_loop(ctx, need_steps=5, forwards=True)
     per_step = [tuple(s.get("fingerprints") or ()) for s in log.steps]
     per_step = [fp for fp in per_step if fp]
     if len(per_step) < 5:
@@ -46,7 +46,7 @@ def loop_batches_change(ctx: CheckContext, run: CheckRun) -> CheckReturn:
 
 @check("loop_ranks_differ", "loop", "DDP ranks train on different batches")
 def loop_ranks_differ(ctx: CheckContext, run: CheckRun) -> CheckReturn:
-    log = watched_loop(ctx)
+    log = watched_loop(ctx, forwards=True)
     world = int(log.header.get("world_size", 1))
     if world <= 1:
         raise Outcome(Status.SKIP, f"{log.writer()}: a single process (no DDP ranks to compare)")
@@ -81,7 +81,7 @@ def loop_ranks_differ(ctx: CheckContext, run: CheckRun) -> CheckReturn:
 
 @check("loop_targets_shifted", "loop", "Targets your loop passes are the inputs shifted by one")
 def loop_targets_shifted(ctx: CheckContext, run: CheckRun) -> CheckReturn:
-    log = watched_loop(ctx)
+    log = watched_loop(ctx, forwards=True)
     steps = [s for s in log.steps if s.get("targets_equal") is not None]
     if not steps:
         raise Outcome(
@@ -90,6 +90,7 @@ def loop_targets_shifted(ctx: CheckContext, run: CheckRun) -> CheckReturn:
             "loop, which the watch cannot compare)",
         )
     name = steps[0].get("targets") or "targets"
+    what = "targets" if name == "positional" else name  # passed by position: no argument name to quote
     equal = statistics.median(s["targets_equal"] for s in steps)
     shifted = statistics.median(s["targets_shifted"] for s in steps)
     hf = str(log.header.get("model_class", "")).startswith("transformers.") or name == "labels"
@@ -107,19 +108,18 @@ def loop_targets_shifted(ctx: CheckContext, run: CheckRun) -> CheckReturn:
                 fixes=["pass labels=input_ids"],
             )
     elif shifted >= 0.9:
-        what = "targets" if name == "positional" else name
         return f"the {what} are the inputs shifted by one ({shifted:.0%} of positions)", values
     elif equal >= 0.99:
         raise Outcome(
             Status.FAIL,
-            f"the {name} equal the inputs (from step {steps[0]['step']}): the model learns to copy its input",
+            f"the {what} equal the inputs (from step {steps[0]['step']}): the model learns to copy its input",
             values=values,
             causes=["targets built from the same slice as the inputs: y = data[i:i+T] instead of data[i+1:i+T+1]"],
             fixes=["y = data[i + 1 : i + 1 + block_size]"],
         )
     raise Outcome(
         Status.WARN,
-        f"unsure: the {name} match the inputs at {equal:.0%} and the shifted inputs at {shifted:.0%} of positions",
+        f"unsure: the {what} match the inputs at {equal:.0%} and the shifted inputs at {shifted:.0%} of positions",
         values=values,
         causes=["a shift by more than one", "targets from another sequence", "a masked or packed format"],
     )

@@ -12,9 +12,10 @@ MIN_STEPS = 3  # steps a check needs before it says anything
 _cache: dict[tuple, LoopLog | None] = {}
 
 
-def watched_loop(ctx, need_steps: int = MIN_STEPS) -> LoopLog:
+def watched_loop(ctx, need_steps: int = MIN_STEPS, *, forwards: bool = False) -> LoopLog:
     """The watched loop of the checks' workspace, read once per change of the file (the loop checks
-    all read it); skips the calling check when there is none or it has fewer than `need_steps` steps."""
+    all read it); skips the calling check when there is none or it has fewer than `need_steps` steps,
+    and, for a check that judges forwards (`forwards`), when the watched module never ran one."""
     ws = ctx.ws
     path = ws.loop_log
     key: tuple
@@ -35,7 +36,17 @@ def watched_loop(ctx, need_steps: int = MIN_STEPS) -> LoopLog:
             Status.SKIP,
             f"{log.writer()}: {len(log.steps)} optimizer step(s) recorded, this check needs {need_steps}{why}",
         )
+    if forwards and log.steps and not any(s.get("train_forwards") or s.get("eval_forwards") for s in log.steps):
+        raise Outcome(Status.SKIP, f"{log.writer()}: {NO_FORWARD.format(steps=len(log.steps))}")
     return log
+
+
+# the hooks are on the watched module; a loop that calls another one (a wrapper's submodule) is unseen
+NO_FORWARD = (
+    "the watched module never ran forward in {steps} optimizer steps: the loop calls another module "
+    "(Lightning: training_step calls self.model(...)); watch that one: minigpt.watch(model.model, ...), "
+    "lightning_callback(RUN, module='model')"
+)
 
 
 def loop_values(log: LoopLog, **more) -> dict:

@@ -44,6 +44,45 @@ def _scalars(logs: dict) -> dict[str, float]:
     return out
 
 
+class _FirstStepForwards:
+    """Whether the watched module ran forward in the first training step, and which of its parent's
+    children did: a `training_step` that calls `self.model(x)` runs the LightningModule's child, never
+    the module itself, and the watch's hooks on it would see nothing."""
+
+    def __init__(self, watched: Any, parent: Any):
+        self.ran = 0
+        self.children_ran: list[str] = []
+        self._handles = [watched.register_forward_hook(self._count)]
+        if parent is watched:
+            self._handles += [child.register_forward_hook(self._note(name)) for name, child in parent.named_children()]
+        self.done = False
+
+    def _count(self, *_) -> None:
+        self.ran += 1
+
+    def _note(self, name: str):
+        def hook(*_) -> None:
+            if name not in self.children_ran:
+                self.children_ran.append(name)
+
+        return hook
+
+    def finish(self, watch: Watch, what: str, option: str) -> None:
+        """At the end of the first step: remove the hooks; warn when the watched module never ran."""
+        self.done = True
+        for handle in self._handles:
+            handle.remove()
+        if self.ran or not watch.active:
+            return
+        name = self.children_ran[0] if self.children_ran else "model"
+        ran = f" (its child {', '.join(self.children_ran)} did)" if self.children_ran else ""
+        print(
+            f"minigpt.watch: {what} never ran forward in the first training step{ran}, so the watch sees no "
+            f"forward: the loop calls a submodule. Watch that one: {option.format(name=name)}",
+            file=watch.stderr,
+        )
+
+
 def hf_callback(workspace: str | os.PathLike = ".", **options):
     """A `transformers.TrainerCallback` that watches the Trainer's loop into `workspace`."""
     import importlib
@@ -72,7 +111,8 @@ def hf_callback(workspace: str | os.PathLike = ".", **options):
 def lightning_callback(workspace: str | os.PathLike = ".", *, module: str | None = None, **options):
     """A `lightning.pytorch.Callback` that watches `trainer.fit` into `workspace`. The watched model is
     the LightningModule, or its attribute `module` when `training_step` calls a submodule
-    (`self.model(x)`) rather than `self(x)`."""
+    (`self.model(x)`) rather than `self(x)`; when the watched module ran no forward in the first
+    training step, the callback says so on stderr and names the child that did."""
     import importlib
 
     try:
@@ -83,6 +123,7 @@ def lightning_callback(workspace: str | os.PathLike = ".", *, module: str | None
     class MinigptWatchCallback(Callback):  # type: ignore[misc,valid-type]
         def __init__(self):
             self.watch: Watch | None = None
+            self.first: _FirstStepForwards | None = None
 
         def on_train_start(self, trainer, pl_module):
             model = getattr(pl_module, module) if module else pl_module
@@ -92,6 +133,12 @@ def lightning_callback(workspace: str | os.PathLike = ".", *, module: str | None
                 self.watch = Watch(
                     model, _torch_optimizer(trainer.optimizers[0]), workspace, scheduler=scheduler, **options
                 )
+                self.first = _FirstStepForwards(model, pl_module)
+
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+            if self.watch is not None and self.first is not None and not self.first.done:
+                what = f"{type(pl_module).__name__}.{module}" if module else type(pl_module).__name__
+                self.first.finish(self.watch, what, "lightning_callback(RUN, module='{name}')")
 
         def on_validation_end(self, trainer, pl_module):
             if self.watch is not None and not trainer.sanity_checking:
