@@ -111,11 +111,15 @@ def holder(workspace: str | os.PathLike, *, refuse_unsafe: bool = False) -> Lock
 
 def _workspace_of(folder: Path, own_root: Path) -> Path | None:
     """The workspace (other than `own_root`) into whose own write folders the resolved `folder`
-    leads, if any (a folder elsewhere under a workspace, say `other/runs/x`, collides with nothing)."""
+    leads, if any (a folder elsewhere under a workspace, say `other/runs/x`, collides with nothing).
+    Markers are compared by what they resolve to: one inside `folder` itself is the folder's own
+    content (`checkpoints/` moved to `store/checkpoints` and linked back makes `store` look like a
+    workspace, and is not one)."""
     for parent in folder.parents:
         if parent == own_root or parent in own_root.parents:
             return None  # inside our own workspace, or a folder above it
-        if any(os.path.lexists(parent / marker) for marker in _MARKERS):
+        markers = [parent / marker for marker in _MARKERS if os.path.lexists(parent / marker)]
+        if any(folder not in Path(os.path.realpath(m)).parents for m in markers):
             return parent if folder.relative_to(parent).parts[0] in WRITE_FOLDERS else None
     return None
 

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import shutil
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from minigpt.errors import FileSystemError
+from minigpt.io.files import atomic_open, os_error
 
 SPLITS = ("train", "val", "test")
 
@@ -77,7 +83,12 @@ class Workspace:
 def archive_run(ws: Workspace, paths: Iterable[Path]) -> Path | None:
     """A fresh run never overwrites an earlier one: the non-empty files among `paths` move to
     `<workspace>/previous/<time>/` (same relative paths) first. Returns that folder, or None when
-    there was nothing to move."""
+    there was nothing to move.
+
+    All or nothing: a file on another file system than `previous/` (`logs/` or `checkpoints/`
+    linked onto a scratch disk or a tmpfs) is copied and fsynced, and its source removed only
+    once every file has reached `previous/`; any failure moves back what was moved, removes the
+    copies and raises FileSystemError, leaving every file where it was."""
     old = [p for p in paths if p.is_file() and p.stat().st_size > 0]
     if not old:
         return None
@@ -85,8 +96,55 @@ def archive_run(ws: Workspace, paths: Iterable[Path]) -> Path | None:
     n = 1
     while dest.exists():
         dest, n = dest.with_name(f"{dest.name.split('.')[0]}.{n}"), n + 1
-    for path in old:
-        target = dest / path.relative_to(ws.root)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(path, target)
+    renamed: list[tuple[Path, Path]] = []
+    copied: list[tuple[Path, Path]] = []
+    path = old[0]
+    try:
+        for path in old:
+            target = dest / path.relative_to(ws.root)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.replace(path, target)
+                renamed.append((path, target))
+            except OSError as exc:
+                if exc.errno != errno.EXDEV:
+                    raise
+                _copy_durably(path, target)
+                copied.append((path, target))
+    except OSError as exc:
+        for source, target in reversed(renamed):
+            with contextlib.suppress(OSError):
+                os.replace(target, source)
+        for _, target in copied:
+            with contextlib.suppress(OSError):
+                target.unlink()
+        _remove_empty_folders(dest)
+        found = os_error(exc, path, action="move to previous/")
+        raise FileSystemError(
+            f"{found.message} (nothing was moved: the previous run's files are where they were)",
+            path=path,
+            errno=found.errno,
+            causes=found.causes,
+        ) from exc
+    for source, _ in copied:
+        source.unlink()
     return dest
+
+
+def _copy_durably(source: Path, target: Path) -> None:
+    """Copy `source` to `target` across file systems: a temp file next to `target`, fsynced, then
+    renamed, so `target` is whole or absent."""
+    with atomic_open(target, "wb") as out, open(source, "rb") as src:
+        shutil.copyfileobj(src, out, 1 << 20)
+    shutil.copystat(source, target)
+
+
+def _remove_empty_folders(folder: Path) -> None:
+    """Remove `folder` and the folders under it when they hold no file (a failed archive's)."""
+    if not folder.is_dir():
+        return
+    for sub in sorted((p for p in folder.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        with contextlib.suppress(OSError):
+            sub.rmdir()
+    with contextlib.suppress(OSError):
+        folder.rmdir()
