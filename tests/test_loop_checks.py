@@ -196,3 +196,20 @@ def test_a_watched_module_that_never_ran_forward_skips_the_forward_checks_saying
         assert r.status is Status.SKIP and "never ran forward" in r.summary, (cid, r.summary)
     # AND the checks that read the backward and the step still judge
     assert report.by_id()["loop_grads_cleared"].status is Status.PASS
+
+
+@pytest.mark.slow
+def test_the_curves_advice_uses_the_clipping_the_watch_measured(tmp_path):
+    # GIVEN nanoGPT's loop (clip 1.0) at LR 1.0, watched: the loss blows up although it clips
+    loops.nanogpt_loop(tmp_path / "run", max_iters=100, learning_rate=1.0, interval=10)
+    report = run_checks(
+        CheckContext(CheckOptions(workspace=tmp_path / "run", device="cpu")), only=["loop_clipping", "training_curve"]
+    )
+    clipping, curve = report.by_id()["loop_clipping"], report.by_id()["training_curve"]
+    assert clipping.values["clipped_share"] >= 0.5
+    # THEN the curve's advice never asks for the clipping the same report saw, and names what it saw
+    assert curve.status is Status.FAIL and curve.values["shape"] == "unstable"
+    assert not any("clip gradients" in f for f in curve.fixes), curve.fixes
+    assert "no gradient clipping" not in curve.causes
+    readings = clipping.values["readings"]
+    assert any("the watch saw clipping at" in c and f"of {readings} full readings" in c for c in curve.causes)

@@ -12,7 +12,7 @@ from minigpt.checks.context import CheckContext
 from minigpt.checks.control import CheckRun
 from minigpt.checks.registry import CheckReturn, check
 from minigpt.checks.result import Outcome, Status
-from minigpt.checks.watched import loop_values, watched_loop
+from minigpt.checks.watched import CLIP_AFTER_STEP, clip_readings, loop_values, watched_loop
 
 CLIP_ALWAYS = 0.9  # clipped on at least this share of full readings: "nearly every step"
 CLIP_SEVERE = 0.5  # ... and cut to less than this share of its norm (a mild trim early in training is usual)
@@ -62,9 +62,9 @@ def loop_weight_decay(ctx: CheckContext, run: CheckRun) -> CheckReturn:
 @check("loop_clipping", "loop", "Gradient clipping does not fire on nearly every step")
 def loop_clipping(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     log = watched_loop(ctx)
-    read = [s for s in log.deep if "clipped" in s and s["step"] > 3]
+    read = clip_readings(log)
     if len(read) < 3:
-        raise Outcome(Status.SKIP, f"{log.writer()}: fewer than 3 full readings after step 3 yet")
+        raise Outcome(Status.SKIP, f"{log.writer()}: fewer than 3 full readings after step {CLIP_AFTER_STEP} yet")
     clipped = [s for s in read if s["clipped"]]
     share = len(clipped) / len(read)
     before = [s["grad_norm_before_clip"] for s in read if s.get("grad_norm_before_clip") is not None]

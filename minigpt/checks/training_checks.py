@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
@@ -15,8 +16,10 @@ from minigpt.checks.control import CheckRun
 from minigpt.checks.nonfinite_checks import localise_nonfinite
 from minigpt.checks.registry import CheckReturn, check
 from minigpt.checks.result import Outcome, Status
+from minigpt.checks.watched import measured_clipping
 from minigpt.errors import MiniGPTError
 from minigpt.logs.curve import perplexity, perplexity_text
+from minigpt.logs.curve_advice import RunSettings
 
 # A healthy model memorises one fixed batch: its loss must end below this fraction of log(V).
 # Far below the baseline, not merely below the initial loss: a loss computed on probabilities
@@ -151,7 +154,7 @@ def training_curve(ctx: CheckContext, run: CheckRun) -> CheckReturn:
         unigram = _unigram_entropy(ctx, ctx.tokenizer.vocab_size)
     except MiniGPTError:
         pass  # tokenizer_roundtrip and the data checks report it; the curve is judged without those lines
-    diagnosis = diagnose(log.points, baseline=baseline, unigram_entropy=unigram, settings=ctx.run_settings())
+    diagnosis = diagnose(log.points, baseline=baseline, unigram_entropy=unigram, settings=_run_settings(ctx))
     values = {"shape": diagnosis.shape, "points": len(log.points), "bad_lines": log.bad_lines, **diagnosis.values}
     for note in getattr(log, "notes", []):  # a TensorBoard folder: which run and tags were read
         diagnosis.summary += f"; {note}"
@@ -224,6 +227,20 @@ def checkpoint_load(ctx: CheckContext, run: CheckRun) -> CheckReturn:
         f"step {loaded.step}, {split} loss {loss:.3f} (perplexity {perplexity_text(loss)}) vs log(V) "
         f"{baseline:.3f}" + (f"; {notes}" if notes else "")
     ), values
+
+
+def _run_settings(ctx: CheckContext) -> RunSettings | None:
+    """The run's settings for the curve's advice: the checkpoint's, with the clipping the watch
+    measured when the checkpoint names none (the watch sees the clip; a loop's settings are not saved)."""
+    settings = ctx.run_settings()
+    if settings is not None and settings.grad_clip:
+        return settings
+    clip = measured_clipping(ctx)
+    if clip is None or not clip.clipped or clip.max_norm is None:
+        return settings
+    if settings is None:
+        return RunSettings(clip.words, grad_clip=clip.max_norm)
+    return dataclasses.replace(settings, grad_clip=clip.max_norm, clip_source=clip.words)
 
 
 def _unigram_entropy(ctx: CheckContext, vocab_size: int) -> float:

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import statistics
+from dataclasses import dataclass
+
 from minigpt.checks.result import Outcome, Status
 from minigpt.loopwatch.loop_log import LoopLog, read_loop_log
 
@@ -59,3 +62,38 @@ def first_step(steps: list[dict]) -> int | None:
 
 def mode_sensitive(log: LoopLog) -> tuple[int, list[str]]:
     return int(log.header.get("mode_sensitive_count", 0)), list(log.header.get("mode_sensitive_modules", []))
+
+
+@dataclass(frozen=True)
+class MeasuredClipping:
+    """Clipping as the watch measured it at its full readings (the optimizer step's gradient norm
+    against the backward's)."""
+
+    readings: int  # full readings where the clip could be read
+    clipped: int  # of them, readings where the step's gradient was cut
+    max_norm: float | None  # the median norm the clipped steps were cut to: the threshold in use
+
+    @property
+    def words(self) -> str:
+        return f"the watch saw clipping at {self.clipped} of {self.readings} full readings"
+
+
+CLIP_AFTER_STEP = 3  # the first steps' gradients are the initial ones: clipping is judged after them
+
+
+def clip_readings(log: LoopLog, after_step: int = CLIP_AFTER_STEP) -> list[dict]:
+    """The full readings where the watch could read whether the step was clipped (after the first steps)."""
+    return [s for s in log.deep if "clipped" in s and s["step"] > after_step]
+
+
+def measured_clipping(ctx) -> MeasuredClipping | None:
+    """What the watched loop of the workspace measured of clipping; None without a watched loop or a reading."""
+    try:
+        log = watched_loop(ctx, need_steps=1)
+    except Outcome:
+        return None
+    read = clip_readings(log)
+    if not read:
+        return None
+    cut = [s["grad_norm_at_step"] for s in read if s["clipped"] and s.get("grad_norm_at_step") is not None]
+    return MeasuredClipping(len(read), sum(bool(s["clipped"]) for s in read), statistics.median(cut) if cut else None)

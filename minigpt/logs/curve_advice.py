@@ -165,6 +165,7 @@ class RunSettings:
     batch_size: int | None = None  # sequences per micro-batch
     weight_decay: float | None = None
     beta2: float | None = None
+    clip_source: str | None = None  # where grad_clip was read, when not `source` (the watch measured it)
 
 
 # advice that a run which clipped its gradients already follows
@@ -179,7 +180,7 @@ def fit_to_settings(d: CurveDiagnosis, settings: RunSettings) -> None:
         d.fixes = [x for x in d.fixes if not any(w in x for w in _CLIP_WORDS)]
         if len(d.causes) + len(d.fixes) < before:
             d.causes.append(
-                f"the run clipped gradients at {settings.grad_clip:g} ({settings.source}): "
+                f"the run clipped gradients at {settings.grad_clip:.3g} ({settings.clip_source or settings.source}): "
                 "clipping alone did not hold it"
             )
     if settings.learning_rate and not d.values.get("peak_lr") and d.shape in ("unstable", "spikes", "diverged"):
