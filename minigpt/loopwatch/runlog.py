@@ -344,7 +344,8 @@ def _factor_source(factor: float) -> str:
 
 def grads_record(step: dict, g: dict) -> dict:
     """A grads.jsonl record (the gradients pane's format): norms as the optimizer step saw them,
-    scaled back to before clipping when the step was clipped."""
+    scaled back to before clipping when the step was clipped, and whether it was (`clipped`, with
+    `clip` the norm it was cut to)."""
     factor = step.get("clip_factor") or 1.0
     rows = []
     for i, name in enumerate(g["names"]):
@@ -365,7 +366,16 @@ def grads_record(step: dict, g: dict) -> dict:
                 "flags": flags,
             }
         )
-    return {"step": step["step"], "global_norm": step.get("grad_norm_before_clip"), "clip": None, "rows": rows}
+    # the clip as measured: a clipped step's gradient was cut to the loop's max_norm; `clipped` None: not read
+    clipped = step.get("clipped")
+    clip = step.get("grad_norm_at_step") if clipped else None
+    return {
+        "step": step["step"],
+        "global_norm": step.get("grad_norm_before_clip"),
+        "clip": clip,
+        "clipped": clipped,
+        "rows": rows,
+    }
 
 
 def _encode_finite(record: dict) -> str:

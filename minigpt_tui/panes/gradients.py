@@ -59,6 +59,7 @@ class GradSource:
     label: str  # where the numbers come from, in words
     ratios: dict[str, float | None] = field(default_factory=dict)  # optimizer_update, same model
     verdict: CheckResult | None = None  # the gradients check's result (check source only)
+    clipped: bool | None = None  # a watched run's step: measured clipped or not (None: not measured)
 
 
 @dataclass
@@ -179,11 +180,13 @@ class GradientsPane(Vertical, RenderWhenShown):
             self.sources["training"] = None
         else:
             step = record.get("step")
+            clipped = record.get("clipped")
             self.sources["training"] = GradSource(
                 record["rows"],
                 record.get("global_norm"),
                 record.get("clip"),
                 f"training step {step if step is not None else '?'} ({Path(message.path).name})",
+                clipped=clipped if isinstance(clipped, bool) else None,
             )
         self._source_changed("training")
 
@@ -385,6 +388,8 @@ class GradientsPane(Vertical, RenderWhenShown):
         else:
             if src.verdict is not None:  # a check's single backward pass: no clipping involved
                 clip = ""
+            elif src.clipped is not None:  # the watch measured the step: the loop's threshold is not written
+                clip = f" · clipped to {_num(src.clip)}" if src.clipped else " · not clipped at this step"
             else:
                 over = " (clipped)" if src.clip and src.global_norm is not None and src.global_norm > src.clip else ""
                 clip = f" · clip {_num(src.clip) if src.clip else 'off'}{over}"

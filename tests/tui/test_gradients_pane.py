@@ -332,3 +332,24 @@ async def test_the_table_is_never_sorted_by_a_column_it_does_not_show(tmp_path):
         pane.action_switch_source()
         await pilot.pause()
         assert pane.sorted_by == "grad" and "sort grad norm" in rendered(pane.query_one("#grad-header"))
+
+
+async def test_a_watched_runs_measured_clipping_is_in_the_header(tmp_path):
+    # GIVEN nanoGPT's loop (clip 1.0) watched for 3 steps: the watch writes the step-1 gradients
+    from tests.fixtures import loops
+
+    loops.nanogpt_loop(tmp_path, max_iters=3)
+    record = json.loads((tmp_path / "logs" / "grads.jsonl").read_text().splitlines()[0])
+    assert record["clipped"] is True and abs(record["clip"] - 1.0) < 1e-3  # cut to the loop's max_norm
+    app = PaneHarness(GradientsPane, Workspace(tmp_path))
+    async with app.run_test(size=(100, 24)) as pilot:
+        pane = app.query_one(GradientsPane)
+        pane.POLL_S = 0.05
+        for _ in range(40):
+            await asyncio.sleep(0.05)
+            await pilot.pause()
+            if pane.source.startswith("training step 1"):
+                break
+        # THEN the header says the step was clipped to 1, as measured, never "clip off"
+        header = _header(pane)
+        assert "clipped to 1" in header and "clip off" not in header, header
