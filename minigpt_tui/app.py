@@ -52,6 +52,7 @@ from minigpt_tui.widgets.key_footer import KeyFooter
 from minigpt_tui.workbench import PANES, Workbench, WorkScreen, build_panes
 
 JUDGED_POLL_S = 2.0  # how often the judged checkpoint is stat-ed (two stat calls: cheap)
+_UNSEEN = object()  # the loop log's size before the first look
 LOOP_RECHECK_S = 10.0  # a watched loop's log that grew is re-judged this often (the loop checks read logs only)
 # the GIL hand-off interval while the app runs (Python: 5 ms): Textual's writer thread sends each frame,
 # and waited that long for the GIL behind the UI thread's work after a pane switch (its restyles)
@@ -175,7 +176,7 @@ class MiniGPTApp(App):
         self.set_interval(1.0, self.idle_gc.tick)
         self.call_after_refresh(self._first_paint)
         self.set_interval(JUDGED_POLL_S, self._check_judged_files)
-        self._loop_log_size: int | None = None
+        self._loop_log_size: int | None | object = _UNSEEN
         self.set_interval(LOOP_RECHECK_S, self._recheck_watched_loop)
         if not self.needs_setup:
             self.call_after_refresh(self._add_hidden_panes)  # before the checks: their messages go to every pane
@@ -301,7 +302,7 @@ class MiniGPTApp(App):
             self.checkpoint_label = (
                 f"ckpt step {values['step']}"
                 if "step" in values
-                else "no checkpoint"
+                else self._watched_label() or "no checkpoint"
                 if status == "skip"
                 else "ckpt unreadable"
             )
@@ -336,13 +337,29 @@ class MiniGPTApp(App):
         self._judged_change = None
         self._update_title()
 
+    def _watched_label(self) -> str | None:
+        """The header's words for a folder that `minigpt.watch` records: the loop's PID while the
+        loop holds the folder's lock (a loop started with `lock=False` names none)."""
+        if not self.workspace.loop_log.is_file():
+            return None
+        from minigpt.io.lock import holder  # pure Python: one small read
+
+        held = holder(self.workspace.root)
+        return f"watched loop PID {held.pid}" if held is not None and held.command == "watch" else "watched loop"
+
     def _check_judged_files(self) -> None:
         """The header and the checks' status must not describe a checkpoint that is gone: say
         what changed and that `r` re-runs the checks (not automatically: a run writing a
-        checkpoint every few steps would keep the checks running)."""
+        checkpoint every few steps would keep the checks running). A watched loop's PID in the
+        header follows the loop (started, ended)."""
         report = self.session.last_report
         if report is None or self.checks.running:
             return
+        if self.checkpoint_label.startswith("watched loop"):
+            label = self._watched_label() or self.checkpoint_label
+            if label != self.checkpoint_label:
+                self.checkpoint_label = label
+                self._update_title()
         judged = report.judged_file("checkpoint")
         change = judged_change(judged)
         if change == self._judged_change:
@@ -359,18 +376,26 @@ class MiniGPTApp(App):
     def _recheck_watched_loop(self) -> None:
         """A loop that `minigpt.watch` records is re-judged as it goes: the loop checks and the curve,
         when its log grew since the last look."""
-        if not self.panes or self.session.last_report is None or self.checks.running:
+        report = self.session.last_report
+        if not self.panes or report is None or self.checks.running:
             return
         try:
-            size = self.workspace.loop_log.stat().st_size
+            size: int | None = self.workspace.loop_log.stat().st_size
         except OSError:
-            return
-        if self._loop_log_size is None:
+            size = None  # no loop yet (the UI may open before the loop starts) or none at all
+        if self._loop_log_size is _UNSEEN:
             self._loop_log_size = size  # the first look: the checks just read it
             return
         if size == self._loop_log_size:
             return
         self._loop_log_size = size
+        if size is None:
+            return
+        files = report.by_id().get("files")
+        if files is not None and files.status.value == "fail":
+            # the folder the checks failed as empty now holds a loop's log: judge all of it again
+            self.run_checks()
+            return
         from minigpt.checks import catalog
 
         self.run_checks(only=[cid for cid, info in catalog().items() if info.stage == "loop"] + ["training_curve"])
@@ -504,6 +529,8 @@ class MiniGPTApp(App):
         error = event.worker.error
         text = f"{event.worker.name or event.worker.group} failed: {type(error).__name__}: {error}"
         self.log.error(text)
+        if event.worker.group == "tokenizer" and not self.workspace.tokenizer.exists():
+            return  # a folder without a tokenizer (a watched loop's): the Tokenizer pane says so in place
         self.notify(text, title="error", severity="error", timeout=10, markup=False)
         if event.worker.group == "checks" and "checks" in self.panes:
             self.panes["checks"].query_one("#checks-status").update(f"check run failed: {type(error).__name__}")

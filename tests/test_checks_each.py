@@ -11,6 +11,7 @@ from minigpt.checks import CheckContext, CheckOptions, Status, run_checks
 from minigpt.checks.control import Finished
 from minigpt.data.tokenizer import CharTokenizer
 from minigpt.io.files import atomic_torch_save
+from minigpt.io.workspace import Workspace
 from minigpt.model.gpt import MiniGPT, MiniGPTConfig
 from minigpt.sample.generate import SamplerSettings
 
@@ -145,3 +146,16 @@ def test_cancel_stops_before_the_next_check(tiny_workspace):
         CheckContext(CheckOptions(workspace=tiny_workspace.root, device="cpu")), listener=listener, cancel=cancel
     )
     assert report.cancelled and seen == ["environment"]
+
+
+def test_a_loop_that_has_not_logged_yet_is_not_a_files_fault(tmp_path):
+    # GIVEN a watch just opened on a fresh folder: its metrics log exists and is empty
+    import minigpt
+
+    model = torch.nn.Linear(4, 4)
+    with minigpt.watch(model, torch.optim.SGD(model.parameters(), lr=0.1), workspace=tmp_path / "run"):
+        assert Workspace(tmp_path / "run").metrics.stat().st_size == 0
+        # WHEN the files check runs THEN it reads a watched loop's folder, not an empty-file fault
+        files = run_checks(CheckContext(CheckOptions(workspace=tmp_path / "run")), only=["files"]).by_id()["files"]
+    assert files.status is Status.SKIP and "watched loop's folder" in files.summary, files.summary
+    assert "too small" not in files.summary

@@ -87,6 +87,8 @@ def files(ctx: CheckContext, run: CheckRun) -> CheckReturn:
             unreadable.append(problem)
         # a torch.save file is never under 64 bytes; a JSON tokenizer of a few characters can be
         # (its own loader names what is wrong with it, in tokenizer_roundtrip)
+        elif size == 0 and role == "metrics":
+            status = "empty"  # a run that has not logged yet (a loop just started): training_curve says so
         elif size is not None and (size == 0 or (size < SMALL_FILE_BYTES and role not in ("metrics", "tokenizer"))):
             status = "empty" if size == 0 else "suspiciously small"
             small.append(f"{role} {path} ({size} B)")

@@ -4,8 +4,10 @@ checks pane, and re-judged when the loop's log grows."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
+import torch
 
 from minigpt.checks import Status
 from minigpt_tui import app as app_module
@@ -40,3 +42,40 @@ async def test_a_watched_loops_folder_opens_with_its_loop_checks_and_is_rejudged
         assert again["loop_train_mode"].values["steps"] == result.values["steps"] + 1
         assert again["loop_train_mode"].status is Status.FAIL
         await wait_until(pilot, lambda: app.is_running, 5, "the app to keep running")
+
+
+@pytest.mark.slow
+async def test_a_folder_opened_before_its_loop_starts_is_judged_again_when_the_loop_writes(
+    tmp_path, make_app, monkeypatch
+):
+    # GIVEN the UI opened on the run folder before the loop wrote anything ("open as it is")
+    run = tmp_path / "run"
+    run.mkdir()
+    monkeypatch.setattr(app_module, "LOOP_RECHECK_S", 0.2)
+    monkeypatch.setattr(app_module, "JUDGED_POLL_S", 0.2)
+    app = make_app(run)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("n")
+        report = await wait_for_report(pilot, app)
+        assert report.by_id()["files"].status is Status.FAIL
+        # WHEN a watched loop then records its steps there, holding the folder's lock
+        import minigpt
+
+        model = torch.nn.Linear(4, 4)
+        watch = minigpt.watch(model, torch.optim.SGD(model.parameters(), lr=0.1), workspace=run)
+        loops.nanogpt_loop(run / "loop", max_iters=20)  # a finished loop's log, moved into the run folder
+        (run / "logs").mkdir(exist_ok=True)
+        (run / "logs" / "loop.jsonl").write_bytes((run / "loop" / "logs" / "loop.jsonl").read_bytes())
+
+        # THEN every check runs again (not only the loop checks): the folder is a watched loop's,
+        # and the header names the loop's PID while it holds the lock
+        def judged_as_a_loop() -> bool:
+            last = app.session.last_report
+            return not app.checks.running and last.by_id()["files"].status is Status.SKIP
+
+        await wait_until(pilot, judged_as_a_loop, 90, "the checks to judge the loop's folder")
+        assert app.session.last_report.by_id()["loop_train_mode"].status is Status.PASS
+        await wait_until(pilot, lambda: f"watched loop PID {os.getpid()}" in app.sub_title, 10, "the loop's PID")
+        watch.close()
+        await wait_until(pilot, lambda: "PID" not in app.sub_title, 10, "the PID to go")
+        assert "watched loop" in app.sub_title
