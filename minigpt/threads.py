@@ -4,10 +4,10 @@ by library functions, so a user's own `torch.set_num_threads` in their script al
 - `OMP_NUM_THREADS` (or `MKL_NUM_THREADS`) set: torch is left alone; the user chose.
 - otherwise, training uses the physical cores this process may run on; the checks and sampling
   (debug-sized models, one sequence at a time) use 1 (more threads only add synchronisation on
-  256-token batches: 2 threads made the suite 2-5x slower on a 2-core machine);
-- a busy machine (1-minute load average above the cores we may use) gets 1 thread: measured on 2
-  cores with another job running, the 300-step overfit took 127 s with 2 threads and 6 s with 1
-  (OpenMP threads spin-wait for a core the neighbour holds);
+  256-token batches);
+- a busy machine (1-minute load average above the cores we may use) gets 1 thread: OpenMP threads
+  spin-wait for a core the neighbour holds, many times slower than one thread
+  (docs/performance.md);
 - `share_with` > 0 leaves that many cores to another torch process of ours (the UI's training
   subprocess next to its checks).
 """
@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 
 USER_SETTINGS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
-CHECK_THREADS_MAX = 1  # measured: 2 threads made the debug-shape suite 2-5x slower even at load 2.8
+CHECK_THREADS_MAX = 1  # debug-shaped work gains nothing from a second thread, and loses much under load
 PURPOSES = ("train", "checks", "sample", "prepare")  # all but train: small work, one thread
 
 

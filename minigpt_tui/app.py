@@ -181,7 +181,7 @@ class MiniGPTApp(App):
         if not self.needs_setup:
             self.call_after_refresh(self._add_hidden_panes)  # before the checks: their messages go to every pane
             self.call_after_refresh(self._focus_pane, "checks")
-            # torch work starts once the first frame is out: its import holds the GIL for ~2 s
+            # torch work starts once the first frame is out: its import holds the GIL for seconds
             self.call_after_refresh(self.run_checks)
         elif self.demo_mode:
             self.call_after_refresh(self._start_demo)

@@ -2,7 +2,7 @@
 
 Once the checks have run, the app's process holds about 250,000 objects that the collector tracks
 (torch, the model, Textual's caches). Python's automatic full collection walks all of them and
-stopped the UI thread for 200 to 330 ms about once every four pane switches: the slow switches.
+stops the UI thread for a pause a person sees, every few pane switches (docs/performance.md).
 So, for as long as the app runs:
 
 - what is alive once the checks have loaded torch is collected once and frozen (`gc.freeze`: those

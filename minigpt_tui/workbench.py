@@ -27,7 +27,7 @@ TAB_LABELS = {"device": "Device"}
 
 
 # (module, class) per pane: a pane's module is imported when the pane is built, so the first
-# frame loads only the checks pane (importing all seven cost ~0.1 s before it)
+# frame loads only the checks pane
 PANE_CLASSES = {
     "checks": ("minigpt_tui.panes.checks", "ChecksPane"),
     "device": ("minigpt_tui.panes.device_files", "DeviceFilesPane"),
@@ -111,7 +111,7 @@ class Workbench(PaneTabs):
     """The seven tabs with the panes given (the checks pane drawn with the first frame, the others
     mounted after it); a pane not given leaves its tab empty until `add_panes`. The tabs widget
     itself, a child of the screen: Textual draws every container between the screen and a pane in
-    full on every frame, so the stack is kept short (a bare app with two more layers: +1-2 ms a switch)."""
+    full on every frame, so the stack is kept short."""
 
     BLANK = BLANK_CONTAINERS  # drawn as its background (widgets/blank.py)
 
@@ -121,8 +121,8 @@ class Workbench(PaneTabs):
         self.panes = panes
         for n, (pane_id, title) in enumerate(PANES, start=1):
             pane = panes.get(pane_id)
-            # the hidden panes mount after the first frame (Lazy): 160 widgets styled before it
-            # cost ~0.15 s of the 0.5 s budget for first paint
+            # the hidden panes mount after the first frame (Lazy): their widgets styled before it
+            # would delay the first paint
             children = [] if pane is None else [pane if pane_id == "checks" else AfterFirstFrame(pane)]
             self.compose_add_child(PaneTab(f"{n} {TAB_LABELS.get(pane_id, title)}", *children, id=pane_id))
 

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 WINDOW = 64  # tokens per probe window
-PROBES = 100  # windows drawn from each held-out split (~1 ms each on 2M training tokens)
+PROBES = 100  # windows drawn from each held-out split
 
 
 @dataclass

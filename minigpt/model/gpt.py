@@ -64,9 +64,9 @@ class KVCache:
         self.length = 0  # positions filled
         self.capacity = config.block_size
         # one-row products on the CPU run against a transposed copy of each weight, made on first
-        # use: MKL's matrix-vector product is slower over an (out, in) weight than an (in, out) one
-        # (the benchmark model's 24 layers: 2.7 vs 2.0 ms a token), and a cached generation step
-        # is ~85 % such products. Keyed by layer, with the weight's version at the copy.
+        # use: MKL's matrix-vector product is slower over an (out, in) weight than an (in, out) one,
+        # and a cached generation step is mostly such products (docs/performance.md). Keyed by
+        # layer, with the weight's version at the copy.
         self.transposed: dict[nn.Linear, tuple[int, torch.Tensor]] = {}
         self.transposes = device is None or torch.device(device).type == "cpu"
 

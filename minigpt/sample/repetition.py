@@ -5,7 +5,7 @@ word measures alone pass it. `assess_repetition` judges a sample on measures tha
 characters; `repetition_report` returns every measure as plain values for the check engine and
 the TUI's sampler pane.
 
-Word and loop measures (unchanged keys of `repetition_report`):
+Word and loop measures (keys of `repetition_report`):
 
 - `distinct_n(text, n)`: distinct word n-grams / all word n-grams (Li et al., 2016), words split
   on whitespace. 1.0 = no word n-gram repeats; "the the the the" has distinct_1 = 0.25.
@@ -19,7 +19,7 @@ Word and loop measures (unchanged keys of `repetition_report`):
 
 Character measures (`assess_repetition`; extra keys of `repetition_report`):
 
-- `tail_fraction`: the looping tail's share of the text (reported, as before).
+- `tail_fraction`: the looping tail's share of the text (reported, not judged).
 - `tail_loop_share`: the same when the tail's unit repeats at least `MIN_LOOP_REPEATS` (3) times,
   else 0. Real text repeats a line twice (a table border under a table row), rarely three times.
 - `longest_repeat_share`: length of the longest substring that occurs twice (overlaps allowed) /
@@ -37,35 +37,9 @@ Character measures (`assess_repetition`; extra keys of `repetition_report`):
 - `run_share`: share of characters equal to the one before them. Reported, not judged: indented
   code and table borders score up to 0.85 in real text.
 
-Thresholds (`THRESHOLDS`: warn / fail), calibrated on 2000 windows each of 100 and 200 characters
-(606 and 464 of 1000) of WikiText-2 valid and of the demo corpus (Python's pydoc topics), and on
-real garbage sampled from models trained here (debug preset 5 steps = untrained; 50-3000 steps;
-trained with the causal mask off; small preset 1000 steps; greedy and temperature 0.8-1). "Real"
-is the worst real window at 200 characters unless stated:
-
-- tail_loop_share 0.25 / 0.4. Real: 0.275, 0.55 at 100 (a run of "-"); greedy loops 0.64-1.0.
-- longest_repeat_share 0.35 / 0.5. Real: 0.43 (a WikiText run of "<unk>"), 0.15 at 1000, 0.59
-  at 100 (tables); greedy loops 0.54-1.0.
-- top3_share 0.55 / 0.7. Real: 0.49, 0.42 at 1000, 0.82 at 100 (a grammar rule of quoted single
-  letters). Garbage: a WikiText model stammering "= = = \n = \n" 0.77, a newline flood 0.61-0.78,
-  "ppp m)))ppU)pmpp)p))" 0.8-0.85. Healthy samples of undertrained models reach 0.48.
-- char_entropy 5.5 / none (noise is not a loop, but not language either). Real: 5.10, 5.17 at
-  1000; untrained model 6.2 (200 characters) to 6.5 (600); a 50-step model 5.2-5.5. Texts under
-  ~80 characters cannot reach 5.5 (the most is log2 of the length), so short noise passes.
-- whitespace_share 0.8 / none. Real: 0.73, 0.85 at 100 (indented code); a model that learned
-  mostly line breaks and spaces 0.81-0.94.
-- word_bigram_distinct 0.4 / 0.25 (below). Real: 0.35 (the "Family <unk>" list), 0.61 at 1000;
-  the greedy "= = = =" loop 0.01, the stammer 0.30, three shuffled phrases 0.17.
-- compression_ratio 0.15 / none (below). Real: 0.225, 0.13 at 1000 (tables); loops 0.03-0.12.
-
-False alarms this leaves on real windows (warn / fail): 200 characters (10,000 windows each):
-WikiText 0.1% / 0.03% (runs of "<unk>", a list of "Family <unk>"), demo corpus 0.24% / 0; 1000
-characters 0.2% / 0; 100 characters: WikiText 0.2% / 0, demo corpus 2% / 1% (tables, grammar
-rules); 40-50 characters: WikiText 1% / 0.25%, demo corpus up to 7.5% (a line of "=====").
-
-Known gaps: gibberish spread evenly over 8 or more characters without spaces passes (entropy
-about 3, as low as real text goes); a loop over less than a quarter of the text passes, and one
-over a quarter to a half warns, not fails.
+Thresholds (`THRESHOLDS`: warn / fail) sit above the worst real windows of WikiText-2 and the demo
+corpus and below the garbage of models trained badly; docs/repetition.md gives each one's
+calibration, the false alarms left and the known gaps.
 
 Texts under `MIN_CHARS` (40) characters pass as "too short to judge". Texts too short to hold
 an n-gram score as non-repetitive (distinct 1.0, rate 0.0).

@@ -3,8 +3,8 @@
 On a pane switch Textual draws every widget of the shown stack, each container too (its background
 under its children), and the switch clears those containers' line caches: the pane shown, its tab,
 the tabs widget change size or scrollable size. A container with `BLANK` set is drawn as one
-background strip repeated instead of line by line through its styles: in tmux at 80x24 that took
-the switch frame's drawing from 7.7-9.2 to 5.6 ms (before the header and the switcher joined).
+background strip repeated instead of line by line through its styles, a cheaper switch frame
+(docs/performance.md).
 `BLANK` skips the widget's border, content and the app's line filters, so it is for containers
 without a border of their own, and off while a filter recolours the whole screen (NO_COLOR's
 monochrome, TEXTUAL_FILTERS=dim): a blank background would keep its colour there."""

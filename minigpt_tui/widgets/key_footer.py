@@ -2,8 +2,8 @@
 
 Textual's Footer is a container of one widget per key, recomposed on every change of the screen's
 bindings (each focus change signals). On a pane switch that meant unmounting and mounting a widget
-per key, restyling them and laying the screen out again: half of the UI thread's work per switch
-(36.6 -> 18.9 ms of CPU with the footer left out, measured with py-spy on the real app at 80x24).
+per key, restyling them and laying the screen out again: about half of the UI thread's work per
+switch (docs/performance.md).
 This draws the same keys, in the same colours (the theme's `$footer-*` variables), as one line of
 text; a click on a key presses it, as on Textual's footer."""
 

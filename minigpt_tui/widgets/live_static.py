@@ -1,6 +1,6 @@
 """A Static whose updates skip the screen's layout pass when the widget's size cannot change.
 
-`Static.update` lays the whole screen out again on every call (10-20 ms at 80x24 here), and the
+`Static.update` lays the whole screen out again on every call (costly: docs/performance.md), and the
 panes update their lines from followers and on every show: a pane switch paid one or two extra
 layouts that way. `LiveStatic.update` measures the new content at the widget's current width
 first; when it takes as many lines as the widget has and the width does not follow the content,

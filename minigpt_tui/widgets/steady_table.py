@@ -1,7 +1,7 @@
 """A DataTable that keeps its rendered lines when its tab is shown again or focus comes back.
 
-A pane switch to a table re-rendered every visible cell (6-25 ms here for the checks and
-gradients tables, the costliest part of the switch), for two reasons that change nothing drawn:
+A pane switch to a table re-rendered every visible cell (for the checks and gradients tables,
+the costliest part of the switch), for two reasons that change nothing drawn:
 Textual sends a Resize each time a tab is shown, same size or not, and DataTable drops its
 caches on every Resize; and leaving the pane blurs the table, which restyles it, and DataTable
 drops its caches on every restyle. Its cache keys already hold the size and the focus state
