@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from minigpt.checks.batch_checks import model_vocab
+from minigpt.checks.batch_checks import block_size, model_vocab
 from minigpt.checks.context import CheckContext
 from minigpt.checks.control import CheckRun
 from minigpt.checks.registry import CheckReturn, check
@@ -56,12 +56,20 @@ def generation_repetition(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     tok, settings = ctx.tokenizer, ctx.options.sampler
     inspected = ctx.inspected_model(require_finite=True)
     model, source = inspected.model, inspected.label
-    prompt = "".join(c for c in ctx.options.prompt if c in tok.stoi) or tok.chars[0]
+    prompt = tok.encodable(ctx.options.prompt) or tok.decode([0])
     ids = tok.encode(prompt)
     # a vocabulary padded past the tokenizer: sample the IDs it can decode (a trained model gives
     # the padding rows almost nothing; a fresh one a share of its guess)
     padded = model_vocab(ctx) > tok.vocab_size
-    new = generate(model, ids, settings, vocab_limit=tok.vocab_size if padded else None)
+    # the shape of the config the model was built from: not every model keeps it in `model.config`
+    new = generate(
+        model,
+        ids,
+        settings,
+        vocab_limit=tok.vocab_size if padded else None,
+        block_size=block_size(ctx),
+        vocab_size=model_vocab(ctx),
+    )
     text = tok.decode(new)
     report = repetition_report(text)
     verdict = assess_repetition(text)

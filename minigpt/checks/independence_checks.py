@@ -168,8 +168,12 @@ def _gradient_leak(model: nn.Module, emb: nn.Module, x: torch.Tensor, V: int) ->
     captured: dict[str, torch.Tensor] = {}
 
     def hook(_m, _inp, out):
-        out.retain_grad()
+        if out.requires_grad:
+            out.retain_grad()
+        else:  # a frozen embedding: what the logits depend on is measured all the same
+            out = out.detach().requires_grad_(True)
         captured["emb"] = out
+        return out
 
     handle = emb.register_forward_hook(hook)
     try:
@@ -188,7 +192,7 @@ def _gradient_leak(model: nn.Module, emb: nn.Module, x: torch.Tensor, V: int) ->
             captured["emb"].grad = None
         (logits[0, t] * probe).sum().backward(retain_graph=True)
         grad = captured["emb"].grad
-        assert grad is not None  # backward reached the embedding output: retain_grad() was called
+        assert grad is not None  # backward reached the embedding output: it keeps its grad
         g = grad[0, t + 1 :]
         if g.abs().max().item() > 0:
             return t

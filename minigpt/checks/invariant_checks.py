@@ -73,12 +73,27 @@ def shared_modules(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     inside = {n for g in outer for path in g for n in _params_under(modules, path)}
     ties = [g for g in params if _is_tie(model, g)]
     other = [g for g in params if g not in ties and not set(g) <= inside]
+    aliased = _aliased(model)
     values: dict[str, Any] = {
         "shared_modules": outer,
         "tied_parameters": ties,
         "other_shared_parameters": other,
+        "aliased_parameters": aliased,
         "parameters": sum(p.numel() for p in model.parameters()),
     }
+    if aliased:
+        shown = "; ".join(" and ".join(pair) for pair in aliased[:3])
+        raise Outcome(
+            Status.FAIL,
+            f"distinct parameters over the same memory: {shown}: each gets its own gradient and its own "
+            "optimizer state, and the optimizer steps that memory once for each",
+            values=values,
+            causes=[
+                "a tie written on the tensors: a.weight.data = b.weight.data (or a view of another parameter "
+                "wrapped in a new nn.Parameter)",
+            ],
+            fixes=["tie the Parameter itself: self.transformer.wte.weight = self.lm_head.weight"],
+        )
     if outer:
         shown = "; ".join(" = ".join(g[:4]) + (" = ..." if len(g) > 4 else "") for g in outer[:3])
         raise Outcome(
@@ -103,6 +118,22 @@ def shared_modules(ctx: CheckContext, run: CheckRun) -> CheckReturn:
         )
     tie = f"; tied: {' = '.join(ties[0])}" if ties else ""
     return f"every layer owns its weights{tie}", values
+
+
+def _aliased(model: nn.Module) -> list[list[str]]:
+    """Pairs of distinct Parameter objects whose memory overlaps. A tie is one Parameter at two
+    paths, never two Parameters over one memory; views of a flat buffer that do not overlap pass."""
+    spans = []
+    for name, p in model.named_parameters():  # one name per Parameter object
+        if p.numel():
+            start = p.data_ptr()
+            spans.append((str(p.device), start, start + p.numel() * p.element_size(), name))
+    spans.sort()
+    pairs = []
+    for (device, _, end, name), (other_device, start, _, other) in zip(spans, spans[1:]):
+        if device == other_device and start < end:
+            pairs.append([name, other])
+    return pairs
 
 
 def _under(name: str, group: list[str]) -> bool:

@@ -60,7 +60,12 @@ def nonfinite_localisation(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     B, T, _ = check_shape(ctx)
     inspected = ctx.inspected_model()
     model, source = inspected.model.eval(), inspected.label
-    x, y = ctx.batch(B, min(T, adapter.config_value(model, "block_size")))
+    # the context of the config the model was built from; a model whose own config names a shorter
+    # one (a checkpoint's) gets that
+    declared = adapter.config_lookup(getattr(model, "config", None), "block_size")
+    if isinstance(declared, int) and not isinstance(declared, bool):
+        T = min(T, declared)
+    x, y = ctx.batch(B, T)
     result = localise_nonfinite(model, x, y)
     result["model"] = source
     if result["first_module"] or result["nonfinite_parameters"] or not result["logits_finite"]:

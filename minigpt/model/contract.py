@@ -157,7 +157,8 @@ def unmatched_advice(cls: type) -> list[str]:
 def call(model: nn.Module, idx: torch.Tensor, targets: torch.Tensor | None = None, notes: list[str] | None = None):
     """Run forward the way it wants and return (logits, loss). A model that returns no loss (or a
     Hugging Face model, whose `labels=` are shifted inside and so are not our targets) gets the
-    standard cross-entropy of its logits against the targets, noted in `notes`."""
+    standard cross-entropy of its logits against the targets, noted in `notes`. Logits a forward
+    flattens to (B*T, V) when it is given targets are viewed back as (B, T, V), noted too."""
     plan = forward_plan(type(model))
     if plan.style == "hf":
         # by keyword: the second positional parameter is a cache or an attention mask
@@ -171,6 +172,13 @@ def call(model: nn.Module, idx: torch.Tensor, targets: torch.Tensor | None = Non
     else:
         logits, loss = unpack(model(idx))
         why = "forward takes no targets: used F.cross_entropy on its logits"
+    if targets is not None and logits.dim() == 2 and logits.shape[0] == idx.numel() and idx.dim() == 2:
+        # flattened to (B*T, V) for F.cross_entropy and returned that way, as in Karpathy's lecture
+        # GPT: the rows are (b, t) in order, so the view back is exact
+        logits = logits.view(*idx.shape, logits.shape[-1])
+        flat = "forward(idx, targets) returns its logits flattened to (B*T, V): read back as (B, T, V)"
+        if notes is not None and flat not in notes:
+            notes.append(flat)
     if targets is not None and loss is None and logits.dim() == 3 and logits.shape[:2] == targets.shape:
         loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
         if notes is not None and why not in notes:

@@ -140,6 +140,8 @@ def generate(
     use_cache: bool = True,
     generator: torch.Generator | None = None,
     vocab_limit: int | None = None,
+    block_size: int | None = None,
+    vocab_size: int | None = None,
 ) -> list[int]:
     """Sample up to `settings.max_new_tokens` tokens after `ids`; returns the new tokens only.
 
@@ -150,11 +152,13 @@ def generate(
     the output identical to full recomputation. `on_token(token_id)` is called per token;
     returning False stops generation early (that token is still included). `vocab_limit` keeps
     sampling to the IDs a tokenizer can decode when the model's vocabulary is padded past it.
+    `block_size` and `vocab_size` default to the model's `config`; a model that keeps its
+    hyperparameters elsewhere (or nowhere) is given them by the caller.
     """
-    validate(settings, config_value(model, "vocab_size"))
+    validate(settings, vocab_size or config_value(model, "vocab_size"))
     if len(ids) == 0:
         raise SamplerSettingsError("empty prompt: generation needs at least one token to condition on")
-    block_size = config_value(model, "block_size")
+    block_size = block_size or config_value(model, "block_size")
     device = _model_device(model)
     if generator is None and settings.seed is not None:
         generator = torch.Generator(device=device)
