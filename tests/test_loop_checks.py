@@ -155,16 +155,17 @@ def _torchrun_loop(run_dir, *extra):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("same_seed", [False, True], ids=["per_rank_seeds", "same_seed"])
-def test_ddp_ranks_reading_the_same_data_fail_and_per_rank_seeds_pass(tmp_path, same_seed):
-    # GIVEN a DDP loop under torchrun with 2 gloo ranks, watched on both (rank 1 writes logs/ranks/)
-    _torchrun_loop(tmp_path / "run", *(["same_seed"] if same_seed else []))
+@pytest.mark.parametrize("mode", ["per_rank_seeds", "same_seed", "same_seed_eval"])
+def test_ddp_ranks_reading_the_same_data_fail_and_per_rank_seeds_pass(tmp_path, mode):
+    # GIVEN a DDP loop under torchrun with 2 gloo ranks, watched on both (rank 1 writes logs/ranks/);
+    # same_seed_eval: seeded alike, rank 0 alone evaluates from the same generator and runs ahead
+    _torchrun_loop(tmp_path / "run", mode)
     report = loop_report(tmp_path / "run")
     ranks = report.by_id()["loop_ranks_differ"]
     others = {cid: s for cid, s in not_clean(report).items() if cid != "loop_ranks_differ"}
     assert not others, others
-    if same_seed:
-        assert ranks.status is Status.FAIL and "same batches as rank 0" in ranks.summary
+    if mode != "per_rank_seeds":
+        assert ranks.status is Status.FAIL and "same batches as rank 0" in ranks.summary, ranks.summary
     else:
         assert ranks.status is Status.PASS, ranks.summary
 

@@ -12,6 +12,8 @@ from minigpt.checks.registry import CheckReturn, check
 from minigpt.checks.result import Outcome, Status
 from minigpt.checks.watched import MIN_STEPS, loop_values, watched_loop
 
+LATE_SHARE = 0.5  # of a rank's batches, drawn by rank 0 too at some step: the same stream, shifted
+
 
 @check("loop_batches_change", "loop", "Each step trains on new batches")
 def loop_batches_change(ctx: CheckContext, run: CheckRun) -> CheckReturn:
@@ -57,12 +59,19 @@ def loop_ranks_differ(ctx: CheckContext, run: CheckRun) -> CheckReturn:
             "write them on their own disks)",
         )
     mine = {s["step"]: s.get("fingerprints") or [] for s in log.steps}
-    same: dict[int, float] = {}
+    # every batch rank 0 drew, at any step, evaluation included: a rank seeded alike but behind
+    # rank 0's stream (rank 0 alone evaluates from the same generator) reads them steps later
+    drawn = {f for s in log.steps for f in (s.get("fingerprints") or []) + (s.get("eval_fingerprints") or [])}
+    same: dict[int, float] = {}  # rank -> share of common steps with the same batches
+    anywhere: dict[int, float] = {}  # rank -> share of its batches that rank 0 drew at some step
     for rank, steps in sorted(log.ranks.items()):
         common = [st for st in steps if st in mine and mine[st] and steps[st]]
         if len(common) >= MIN_STEPS:
             same[rank] = sum(steps[st] == mine[st] for st in common) / len(common)
-    values = loop_values(log, world_size=world, ranks_read=sorted(log.ranks), same_share=same)
+        theirs = [f for fps in steps.values() for f in fps]
+        if len(theirs) >= MIN_STEPS:
+            anywhere[rank] = sum(f in drawn for f in theirs) / len(theirs)
+    values = loop_values(log, world_size=world, ranks_read=sorted(log.ranks), same_share=same, drawn_share=anywhere)
     dupes = {r: share for r, share in same.items() if share >= 0.9}
     if dupes:
         r = min(dupes)
@@ -74,9 +83,24 @@ def loop_ranks_differ(ctx: CheckContext, run: CheckRun) -> CheckReturn:
             causes=["every rank seeds its data the same way", "no DistributedSampler (or set_epoch never called)"],
             fixes=["seed per rank (seed + rank) or shard the data with DistributedSampler"],
         )
-    if not same:
+    late = {r: share for r, share in anywhere.items() if share >= LATE_SHARE}
+    if late:
+        r = min(late)
+        raise Outcome(
+            Status.FAIL,
+            f"rank {r} trained on the same batches as rank 0 drew, steps later: {late[r]:.0%} of its "
+            f"{sum(len(f) for f in log.ranks[r].values())} micro-batches read ({len(late)} of {len(anywhere)} ranks)",
+            values=values,
+            causes=[
+                "every rank seeds its data the same way; rank 0 runs ahead, drawing extra batches (an evaluation "
+                "on rank 0 alone, from the same generator)",
+                "no DistributedSampler (or set_epoch never called)",
+            ],
+            fixes=["seed per rank (seed + rank) or shard the data with DistributedSampler"],
+        )
+    if not same and not anywhere:
         raise Outcome(Status.SKIP, f"{log.writer()}: fewer than {MIN_STEPS} steps in common with the other ranks")
-    return f"{len(same)} other rank(s) trained on different batches", values
+    return f"{len(same or anywhere)} other rank(s) trained on different batches", values
 
 
 @check("loop_targets_shifted", "loop", "Targets your loop passes are the inputs shifted by one")

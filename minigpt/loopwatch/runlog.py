@@ -199,6 +199,7 @@ def loop_record(r: dict) -> dict:
         "lrs": r.get("lrs", []),
         "tokens": r.get("tokens", 0),
         "fingerprints": r.get("fingerprints", []),
+        **({"eval_fingerprints": r["eval_fingerprints"]} if r.get("eval_fingerprints") else {}),
         "targets": r.get("targets"),
         "seconds": r.get("seconds"),
         "closure": r.get("closure", False),

@@ -147,11 +147,12 @@ def step_record(w: Window, step: int, at: float, seconds: float, lrs: list, pres
     }
 
 
-def short_line(s: LightStep, losses: list[float] | None) -> dict[str, Any]:
+def short_line(s: LightStep, losses: list[float] | None, prints: tuple[list, list] = ([], [])) -> dict[str, Any]:
     """The loop log's line of a step between full readings, made straight from what its hooks noted:
     the fields `step_record` and `runlog.loop_record` would give it, less those at their value in
     `loop_log.STEP_DEFAULTS` (the reader puts them back). The flush makes one per step, inside the
-    user's loop, so it builds one dict, not three."""
+    user's loop, so it builds one dict, not three. `prints`: the batches' fingerprints of its
+    training and evaluation forwards (taken under DDP only)."""
     w = s.window
     backwards = w.backwards or w.logit_backwards
     fs = w.forwards
@@ -173,6 +174,8 @@ def short_line(s: LightStep, losses: list[float] | None) -> dict[str, Any]:
             out["closure"] = True
         if losses:
             out["loss"] = sum(losses) / len(losses)
+        if prints[0]:
+            out["fingerprints"] = prints[0]
         return out
     counts = forward_counts(w)
     out = {
@@ -193,6 +196,10 @@ def short_line(s: LightStep, losses: list[float] | None) -> dict[str, Any]:
         out["closure"] = True
     if losses:  # one per micro-batch, averaged here on the host
         out["loss"] = sum(losses) / len(losses)
+    if prints[0]:
+        out["fingerprints"] = prints[0]
+    if prints[1]:
+        out["eval_fingerprints"] = prints[1]
     return out
 
 
@@ -204,16 +211,30 @@ def host_records(pending: list[dict | LightStep]) -> list[dict]:
         for s in pending
         if isinstance(s, LightStep)
     ]
+    # fingerprints of the light steps' batches (taken under DDP only): training ones, then evaluation ones
+    prints = [
+        [f.fingerprint for f in s.window.forwards if f.fingerprint is not None and f.backwarded]
+        + [f.fingerprint for f in s.window.forwards if f.fingerprint is not None and not f.backwarded]
+        for s in pending
+        if isinstance(s, LightStep)
+    ]
     full = [s for s in pending if not isinstance(s, LightStep)]
-    # the light steps' losses as one flat list: one step's are the next len(...) numbers
-    host = probes.to_host([{"losses": [t for step in losses for t in step]}, *full])
-    host_losses, host_full = iter(host[0]["losses"]), iter(host[1:])
-    step_losses = iter(losses)
+    # the light steps' numbers as flat lists: one step's are the next len(...) numbers
+    flat = {"losses": [t for step in losses for t in step], "prints": [t for step in prints for t in step]}
+    host = probes.to_host([flat, *full])
+    host_losses, host_prints, host_full = iter(host[0]["losses"]), iter(host[0]["prints"]), iter(host[1:])
+    step_losses, step_prints = iter(losses), iter(prints)
     out = []
     for s in pending:
         if isinstance(s, LightStep):
             mine = [next(host_losses) for _ in next(step_losses)]
-            out.append({"step": s.step, "time": s.time, "seconds": s.seconds, "short_line": short_line(s, mine)})
+            batches = [int(next(host_prints)) for _ in next(step_prints)]
+            n_train = sum(1 for f in s.window.forwards if f.fingerprint is not None and f.backwarded)
+            train, evals = batches[:n_train], batches[n_train:]
+            line = short_line(s, mine, (train, evals))
+            out.append(
+                {"step": s.step, "time": s.time, "seconds": s.seconds, "short_line": line, "fingerprints": train}
+            )
         else:
             out.append(next(host_full))
     return out

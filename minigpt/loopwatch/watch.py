@@ -269,6 +269,8 @@ class Watch:
             ids = args[0] if args and not kwargs and probes.is_ids(args[0]) else probes.forward_inputs(args, kwargs).ids
             if ids is not None:
                 fwd.tokens = ids.numel()
+                if self.world_size > 1 and not window.deep:  # under DDP every batch: ranks are compared
+                    fwd.fingerprint = self._fingerprint(ids)
             logits, loss = probes.model_outputs(output)
             if loss is not None:
                 fwd.loss = loss.detach()
@@ -423,6 +425,8 @@ class Watch:
         }
         train = [f for f in w.forwards if f.backwarded]
         record["fingerprints"] = [f.fingerprint for f in train if f.fingerprint is not None]
+        evals = [f for f in w.forwards if not f.backwarded]
+        record["eval_fingerprints"] = [f.fingerprint for f in evals if f.fingerprint is not None]
         rel = [f.relation for f in train if f.relation is not None]
         record["targets"] = next(f.target_name for f in train if f.relation is not None) if rel else None
         # micro-batches' counts, pooled on the host (runlog.loop_record)
