@@ -23,7 +23,8 @@ from minigpt.checks.faults import FAULTS, Fault
 from minigpt.checks.options import CheckOptions, ResolvedInputs
 from minigpt.checks.result import FileIdentity, Outcome, Status
 from minigpt.data.batches import get_batch, load_ids
-from minigpt.data.tokenizer import CharTokenizer
+from minigpt.data.tokenizer_api import Tokenizer
+from minigpt.data.tokenizer_load import load_tokenizer
 from minigpt.device import resolve_device
 from minigpt.errors import CheckpointError, ConfigError, MiniGPTError
 from minigpt.io.files import stat_input
@@ -115,7 +116,7 @@ class CheckContext:
     def _reset_files(self) -> None:
         inputs = self.inputs
         self.ws = Workspace(inputs.workspace)
-        self._tokenizer = _Lazy(lambda: CharTokenizer.from_file(inputs.tokenizer))
+        self._tokenizer = _Lazy(lambda: load_tokenizer(inputs.tokenizer_spec))
         self._splits = _Lazy(self._load_splits)
         self._ckpt_raw = _Lazy(lambda: read_checkpoint(inputs.checkpoint))  # type: ignore[arg-type]
         self._ckpt = _Lazy(self._load_checkpoint)
@@ -171,7 +172,7 @@ class CheckContext:
         return self._device.get()
 
     @property
-    def tokenizer(self) -> CharTokenizer:
+    def tokenizer(self) -> Tokenizer:
         return self._tokenizer.get()
 
     @property

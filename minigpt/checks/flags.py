@@ -19,6 +19,7 @@ LR_PROBE_STEPS = 150
 # flag dest -> CheckOptions field, for every flag both commands take
 _SHARED = {
     "checkpoint": "checkpoint",
+    "tokenizer": "tokenizer",
     "model_spec": "model_spec",
     "config_path": "config_path",
     "metrics": "metrics",
@@ -31,7 +32,6 @@ _SHARED = {
     "run_learning_rate": "run_learning_rate",
 }
 _CLI_ONLY = {
-    "tokenizer": "tokenizer",
     "train_data": "train_data",
     "expect_gpu": "expect_gpu",
     "allow_large": "allow_large",
@@ -52,8 +52,12 @@ def add_check_arguments(p: argparse.ArgumentParser, *, ui: bool = False) -> None
     p.add_argument(
         "--checkpoint", help="checkpoint to inspect (default: checkpoints/mini_gpt_best.pt; none = fresh model)"
     )
+    p.add_argument(
+        "--tokenizer",
+        metavar="PATH|tiktoken:NAME",
+        help="char_tokenizer.json, tokenizer.json, a .model, a .tiktoken or tiktoken:gpt2 (default: the workspace's)",
+    )
     if not ui:
-        p.add_argument("--tokenizer", help="tokenizer JSON (default: tokenizer/char_tokenizer.json)")
         p.add_argument("--train-data", help="encoded training IDs (default: data/encoded/train_ids.pt)")
     p.add_argument(
         "--model",

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from minigpt.checks.faults import FAULTS
+from minigpt.data.tokenizer_load import HF_PREFIX, is_named_encoding, tokenizer_file_in, workspace_tokenizer
 from minigpt.errors import ConfigError
 from minigpt.io.workspace import Workspace
 from minigpt.sample.settings import SamplerSettings
@@ -21,7 +22,7 @@ class CheckOptions:
 
     workspace: Path | str = "."
     checkpoint: Path | str | None = None  # None: <workspace>/checkpoints/mini_gpt_best.pt if present; "none": fresh
-    tokenizer: Path | str | None = None  # None: <workspace>/tokenizer/char_tokenizer.json
+    tokenizer: Path | str | None = None  # a file, a folder or tiktoken:NAME; None: the workspace's, else hf:PATH's
     train_data: Path | str | None = None  # None: <workspace>/data/encoded/train_ids.pt
     model_spec: str | None = None  # FILE.py:CLASS[:CONFIG]
     config_path: Path | str | None = None  # JSON model config when there is no checkpoint
@@ -56,7 +57,7 @@ class CheckOptions:
         fresh = isinstance(self.checkpoint, str) and self.checkpoint.strip().lower() == FRESH_MODEL
         explicit = {
             "--checkpoint": None if fresh else self.checkpoint,
-            "--tokenizer": self.tokenizer,
+            "--tokenizer": None if is_named_encoding(self.tokenizer) else self.tokenizer,
             "--train-data": self.train_data,
             "--config": self.config_path,
             "--metrics": self.metrics,
@@ -74,16 +75,31 @@ class CheckOptions:
             checkpoint = Path(self.checkpoint).expanduser()
         else:
             checkpoint = ws.best_checkpoint if ws.best_checkpoint.exists() else None
+        tokenizer_spec = self._tokenizer_spec(ws)
         return ResolvedInputs(
             workspace=ws.root,
             checkpoint=checkpoint,
             checkpoint_default=ws.best_checkpoint,
             fresh_model_requested=fresh,
-            tokenizer=Path(self.tokenizer).expanduser() if self.tokenizer else ws.tokenizer,
+            tokenizer=None if is_named_encoding(tokenizer_spec) else Path(tokenizer_spec).expanduser(),
+            tokenizer_spec=tokenizer_spec,
             train_data=Path(self.train_data).expanduser() if self.train_data else ws.ids("train"),
             config_path=Path(self.config_path).expanduser() if self.config_path else None,
             metrics=Path(self.metrics).expanduser() if self.metrics else ws.metrics,
         )
+
+    def _tokenizer_spec(self, ws: Workspace) -> str:
+        """--tokenizer as given; else the workspace's tokenizer; else the one saved beside an
+        `--model hf:PATH` folder's weights; else the workspace's default path (its messages name it)."""
+        if self.tokenizer is not None:
+            return str(self.tokenizer)
+        own = workspace_tokenizer(ws.tokenizer)
+        spec = self.model_spec or ""
+        if not own.exists() and spec.startswith(HF_PREFIX):
+            beside = tokenizer_file_in(Path(spec[len(HF_PREFIX) :]).expanduser())
+            if beside is not None:
+                return str(beside)
+        return str(own)
 
 
 @dataclass(frozen=True)
@@ -92,7 +108,8 @@ class ResolvedInputs:
     checkpoint: Path | None  # None: the checks run on a fresh model
     checkpoint_default: Path  # where the workspace's checkpoint would be (for messages)
     fresh_model_requested: bool  # --checkpoint none
-    tokenizer: Path
+    tokenizer: Path | None  # the tokenizer's file (None: an encoding named by tiktoken:NAME)
+    tokenizer_spec: str  # what the tokenizer is loaded from: the file's path or tiktoken:NAME
     train_data: Path
     config_path: Path | None
     metrics: Path  # a metrics.jsonl, or a TensorBoard event file or folder

@@ -41,6 +41,7 @@ STAGES = (
 # pipeline order: the modules in this order, each module's checks in file order
 CHECK_MODULES = (
     "data_checks",
+    "tokenizer_checks",
     "batch_checks",
     "model_checks",
     "independence_checks",

@@ -1,4 +1,4 @@
-"""`minigpt import nanogpt`: open a nanoGPT character-level run as a workspace."""
+"""`minigpt import nanogpt`: open a nanoGPT run (character-level or GPT-2 BPE) as a workspace."""
 
 from __future__ import annotations
 
@@ -11,7 +11,14 @@ FORMATS = ("nanogpt",)
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("format", choices=FORMATS, help="what wrote the run (nanogpt: Karpathy's nanoGPT)")
     p.add_argument("--out-dir", required=True, help="nanoGPT's out_dir, holding ckpt.pt")
-    p.add_argument("--data-dir", required=True, help="nanoGPT's data/<dataset> folder: meta.pkl, train.bin, val.bin")
+    p.add_argument(
+        "--data-dir", required=True, help="nanoGPT's data/<dataset> folder: train.bin, val.bin (and meta.pkl if char)"
+    )
+    p.add_argument(
+        "--tokenizer",
+        metavar="PATH|tiktoken:NAME",
+        help="what wrote the IDs (default: meta.pkl, else GPT-2's BPE, tiktoken:gpt2, as nanoGPT's sample.py assumes)",
+    )
     p.add_argument(
         "--log",
         metavar="FILE",
@@ -42,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from minigpt.model.nanogpt import MODEL_CLASS
 
     with large_allowed(args.allow_large):
-        summary = import_nanogpt(args.out_dir, args.data_dir, args.workspace, log=args.log)
+        summary = import_nanogpt(args.out_dir, args.data_dir, args.workspace, log=args.log, tokenizer=args.tokenizer)
     cfg = summary.config
     best = f"{summary.best_val_loss:.4f}" if summary.best_val_loss is not None else "unknown"
     print(f"imported {summary.checkpoint} (iter {summary.step}, best val loss {best}) into {summary.workspace}")
@@ -54,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"  training    {settings_line(summary.settings)}")
     if summary.log_records is not None:
         print(f"  log         {summary.log_records:,} steps from {args.log}")
-    print(f"  tokenizer   {summary.vocab_size} characters, fingerprint {summary.fingerprint[:12]}")
+    print(f"  tokenizer   {summary.tokenizer}, fingerprint {summary.fingerprint[:12]}")
     print(
         "  data        "
         + ", ".join(f"{split} {n:,} tokens" for split, n in summary.tokens.items())

@@ -159,5 +159,8 @@ class CharTokenizer(Tokenizer):
     def encodable(self, text: str) -> str:
         return "".join(c for c in text if c in self.stoi)
 
+    def describe(self) -> str:
+        return f"char tokenizer, {self.vocab_size} characters ({self.name})"
+
     def __repr__(self) -> str:
         return f"CharTokenizer(vocab_size={self.vocab_size}, fingerprint={self.fingerprint[:12]})"

@@ -1,4 +1,5 @@
-"""Open a nanoGPT character-level run (`out_dir/ckpt.pt` + `data/<dataset>/`) as a minigpt workspace.
+"""Open a nanoGPT run (`out_dir/ckpt.pt` + `data/<dataset>/`) as a minigpt workspace: a
+character-level one (meta.pkl) or a GPT-2 BPE one (no meta.pkl, or --tokenizer).
 
 `GPT` is nanoGPT's model under nanoGPT's own parameter names, so its checkpoint loads strictly,
 with no renaming. `import_nanogpt` reads the run without ever unpickling code and writes the
@@ -15,6 +16,10 @@ workspace files the rest of minigpt reads:
              optimizer                   ->  not carried (nanoGPT's AdamW groups; minigpt trains MiniGPT)
     meta.pkl itos {id: char}             ->  tokenizer/char_tokenizer.json chars[id]; its fingerprint
                                              is the checkpoint's tokenizer_fingerprint
+    no meta.pkl (openwebtext, shakespeare)->  GPT-2's encoding (tiktoken:gpt2), as nanoGPT's sample.py
+    or --tokenizer PATH|tiktoken:NAME        assumes, or the tokenizer given, stored in tokenizer/
+                                             (gpt2.tiktoken, tokenizer.json, tokenizer.model); a
+                                             vocab_size padded past it (50304 for 50257) is kept
     train.bin / val.bin (uint16)         ->  data/encoded/{train,val}_ids.pt (smallest integer dtype;
                                              nanoGPT has no test split)
     its stdout (--log, optional)         ->  logs/metrics.jsonl (`nanogpt_log`: train/val loss per
@@ -40,7 +45,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from minigpt.errors import CheckpointError, ConfigError, DataError
+from minigpt.data.tokenizer import CharTokenizer
+from minigpt.data.tokenizer_api import Tokenizer
+from minigpt.data.tokenizer_fit import fit, ids_look_like, mismatches
+from minigpt.data.tokenizer_load import load_tokenizer, stage_in_workspace, workspace_tokenizer
+from minigpt.errors import CheckpointError, ConfigError, DataError, TokenizerError
 from minigpt.importers.nanogpt_log import read_nanogpt_log
 from minigpt.importers.nanogpt_pickles import read_meta, refused_entries
 from minigpt.io.files import StagedWrite, os_error, stage_text, stage_torch_save, stat_input
@@ -48,6 +57,9 @@ from minigpt.io.workspace import SPLITS, Workspace
 from minigpt.model.nanogpt import GPT, MODEL_CLASS, GPTConfig
 
 CHUNK_TOKENS = 1 << 22  # tokens converted per step (8 MiB of uint16)
+GPT2 = "tiktoken:gpt2"  # what nanoGPT's sample.py decodes with when a dataset has no meta.pkl
+GPT2_VOCAB = 50257
+FIT_SAMPLE = 1 << 16  # train.bin IDs the tokenizer is tried on before anything is written
 
 
 def read_nanogpt_checkpoint(path: str | os.PathLike) -> dict:
@@ -126,7 +138,9 @@ def open_bin(path: Path) -> np.memmap:
     return np.memmap(path, dtype=np.uint16, mode="r")
 
 
-def stage_ids(src: np.memmap, dest: Path, dtype: torch.dtype, vocab_size: int, source: Path) -> StagedWrite:
+def stage_ids(
+    src: np.memmap, dest: Path, dtype: torch.dtype, vocab_size: int, source: Path, vocab_of: str = "meta.pkl"
+) -> StagedWrite:
     """Convert `src` chunk by chunk into a disk-backed scratch array of `dtype`, then stage it as
     `torch.save` of a 1-D tensor (what `data.load_ids` reads). An ID >= vocab_size is refused."""
     np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
@@ -149,9 +163,9 @@ def stage_ids(src: np.memmap, dest: Path, dtype: torch.dtype, vocab_size: int, s
             if top >= vocab_size:
                 at = start + int(np.argmax(chunk >= vocab_size))
                 raise DataError(
-                    f"{source} holds ID {top} at token {at:,}, outside the vocabulary of meta.pkl ({vocab_size})",
+                    f"{source} holds ID {top} at token {at:,}, outside the vocabulary of {vocab_of} ({vocab_size})",
                     path=source,
-                    causes=["train.bin/val.bin and meta.pkl come from different prepare.py runs"],
+                    causes=[f"train.bin/val.bin and {vocab_of} come from different prepare.py runs"],
                 )
             out[start : start + len(chunk)] = chunk
         out.flush()
@@ -174,7 +188,7 @@ class ImportSummary:
     best_val_loss: float | None
     config: dict  # model_args
     parameters: int  # distinct parameters (the tied head counted once)
-    vocab_size: int
+    vocab_size: int  # the tokenizer's (the model's may be padded past it)
     fingerprint: str
     tokens: dict[str, int]  # split -> tokens
     ids_dtype: str
@@ -182,13 +196,20 @@ class ImportSummary:
     notices: list[str] = field(default_factory=list)
     settings: dict = field(default_factory=dict)  # the checkpoint's whole `config`: train.py's settings
     log_records: int | None = None  # metrics records written from --log (None: no log given)
+    tokenizer: str = ""  # which tokenizer, in words
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 def _refuse_existing_run(ws: Workspace) -> None:
-    run_files = (ws.tokenizer, *(ws.ids(s) for s in SPLITS), ws.best_checkpoint, ws.latest_checkpoint, ws.metrics)
+    run_files = (
+        workspace_tokenizer(ws.tokenizer),
+        *(ws.ids(s) for s in SPLITS),
+        ws.best_checkpoint,
+        ws.latest_checkpoint,
+        ws.metrics,
+    )
     present = [p for p in run_files if p.exists()]
     if present:
         raise DataError(
@@ -227,13 +248,14 @@ def import_nanogpt(
     workspace: str | os.PathLike,
     *,
     log: str | os.PathLike | None = None,
+    tokenizer: str | os.PathLike | None = None,
 ) -> ImportSummary:
     """Read nanoGPT's `out_dir/ckpt.pt` and `data_dir/{meta.pkl,train.bin,val.bin}` and write them
-    into `workspace` as a minigpt run. Everything is validated and staged first, then replaced
+    into `workspace` as a minigpt run; `tokenizer` (a path or tiktoken:NAME) reads the IDs instead
+    of meta.pkl, and without either the IDs are GPT-2's BPE. Everything is validated and staged first, then replaced
     together (the checkpoint last) while holding the workspace lock; a failure writes nothing.
     Raises CheckpointError / DataError / ConfigError on bad input."""
     from minigpt.data.batches import id_dtype
-    from minigpt.data.tokenizer import CharTokenizer
     from minigpt.io.lock import acquire
     from minigpt.model.factory import MODEL_CLASS_KEY, require_buildable
 
@@ -250,19 +272,14 @@ def import_nanogpt(
             path=ckpt_path,
             causes=getattr(exc, "causes", []),
         ) from None
-    tokenizer = CharTokenizer(read_meta(data_dir / "meta.pkl"), path=str(data_dir / "meta.pkl"))
-    if tokenizer.vocab_size != cfg.vocab_size:
-        raise DataError(
-            f"meta.pkl in {data_dir} has {tokenizer.vocab_size} characters but the checkpoint's vocab_size is "
-            f"{cfg.vocab_size}",
-            path=data_dir / "meta.pkl",
-            causes=["--data-dir is another dataset than the one this run trained on"],
-        )
+    notices: list[str] = []
+    tok, vocab_of = _run_tokenizer(data_dir, tokenizer, cfg.vocab_size, notices)
     bins = {split: open_bin(data_dir / f"{split}.bin") for split in ("train", "val")}
+    _refuse_foreign_ids(tok, vocab_of, bins["train"], data_dir / "train.bin")
     stored = sum(v.numel() for v in raw["model"].values() if isinstance(v, torch.Tensor))
     require_buildable({**cfg.to_dict(), MODEL_CLASS_KEY: MODEL_CLASS}, ckpt_path, stored=stored)  # before GPT(cfg)
     model = GPT(cfg)
-    notices = _load_weights(model, raw["model"], ckpt_path)
+    notices += _load_weights(model, raw["model"], ckpt_path)
     iter_num = raw.get("iter_num")
     if iter_num is not None and (isinstance(iter_num, bool) or not isinstance(iter_num, int) or iter_num < 0):
         raise CheckpointError(
@@ -279,7 +296,7 @@ def import_nanogpt(
         "config": {**cfg.to_dict(), MODEL_CLASS_KEY: MODEL_CLASS},
         "step": iter_num,
         "best_val_loss": best,
-        "tokenizer_fingerprint": tokenizer.fingerprint,
+        "tokenizer_fingerprint": tok.fingerprint,
         "imported_from": {
             "format": "nanoGPT",
             "checkpoint": str(ckpt_path),
@@ -287,15 +304,16 @@ def import_nanogpt(
             "config": train_config,
         },
     }
-    dtype = id_dtype(tokenizer.vocab_size)
+    dtype = id_dtype(tok.vocab_size)
     staged: list[StagedWrite] = []
     with acquire(ws.root, "import") as lock:
         notices += lock.notices
         _refuse_existing_run(ws)  # again under the lock: a run may have started meanwhile
         try:
             for split, src in bins.items():
-                staged.append(stage_ids(src, ws.ids(split), dtype, tokenizer.vocab_size, data_dir / f"{split}.bin"))
-            staged.append(stage_text(tokenizer.to_json(), ws.tokenizer))
+                bin_path = data_dir / f"{split}.bin"
+                staged.append(stage_ids(src, ws.ids(split), dtype, tok.vocab_size, bin_path, vocab_of))
+            staged.append(stage_in_workspace(tok, ws.tokenizer.parent))
             if stdout_log is not None:
                 lines = "".join(json.dumps(r) + "\n" for r in stdout_log.records)
                 staged.append(stage_text(lines, ws.metrics))
@@ -316,12 +334,104 @@ def import_nanogpt(
         best_val_loss=best,
         config=cfg.to_dict(),
         parameters=sum(p.numel() for p in model.parameters()),
-        vocab_size=tokenizer.vocab_size,
-        fingerprint=tokenizer.fingerprint,
+        vocab_size=tok.vocab_size,
+        fingerprint=tok.fingerprint,
         tokens={split: len(src) for split, src in bins.items()},
         ids_dtype=str(dtype),
         seconds=time.perf_counter() - started,
         notices=notices,
         settings=dict(train_config or {}),
         log_records=len(stdout_log.records) if stdout_log is not None else None,
+        tokenizer=tok.describe(),
     )
+
+
+def _run_tokenizer(
+    data_dir: Path, spec: str | os.PathLike | None, model_vocab: int, notices: list[str]
+) -> tuple[Tokenizer, str]:
+    """The tokenizer the run's IDs were written with, and how messages name it: --tokenizer, else
+    meta.pkl, else GPT-2's encoding (stated as the assumption it is)."""
+    meta = data_dir / "meta.pkl"
+    if spec is not None:
+        tok: Tokenizer = load_tokenizer(spec)
+        vocab_of = f"--tokenizer {os.fspath(spec)}"
+    elif meta.exists():
+        tok = CharTokenizer(read_meta(meta), path=str(meta))
+        vocab_of = "meta.pkl"
+        if tok.vocab_size != model_vocab:
+            gpt2 = " (GPT-2's 50257, padded to 50304?)" if model_vocab >= 50257 else ""
+            top = _largest_id(data_dir / "train.bin")
+            if top is not None and top >= tok.vocab_size:
+                gpt2 += f"; train.bin holds IDs up to {top:,}: token files of a larger (BPE?) vocabulary"
+            raise DataError(
+                f"meta.pkl in {data_dir} has {tok.vocab_size} characters but the checkpoint's vocab_size is "
+                f"{model_vocab}{gpt2}",
+                path=meta,
+                causes=[
+                    "--data-dir is another dataset than the one this run trained on",
+                    "a char dataset's meta.pkl beside BPE token files: pass --tokenizer tiktoken:gpt2 "
+                    "(or the run's tokenizer file)",
+                ],
+            )
+        return tok, vocab_of
+    elif model_vocab < GPT2_VOCAB:
+        raise DataError(
+            f"meta.pkl not found in {data_dir}, and the checkpoint's vocab_size {model_vocab} is smaller than "
+            f"GPT-2's {GPT2_VOCAB}, so its IDs are not GPT-2 BPE (what nanoGPT assumes without meta.pkl)",
+            path=meta,
+            causes=[
+                "--data-dir is nanoGPT's data/<dataset> folder: a char dataset keeps its meta.pkl there",
+                "a BPE of your own: pass --tokenizer PATH (tokenizer.json, .model or .tiktoken)",
+            ],
+        )
+    else:
+        try:
+            tok = load_tokenizer(GPT2)
+        except TokenizerError as exc:
+            raise TokenizerError(
+                f"no meta.pkl in {data_dir}, so the IDs are taken as GPT-2 BPE (as nanoGPT's sample.py takes "
+                f"them), but {exc.message}",
+                causes=exc.causes + ["pass --tokenizer PATH (a .tiktoken, tokenizer.json or .model file)"],
+            ) from None
+        vocab_of = "GPT-2's encoding"
+        notices.append(
+            f"no meta.pkl in {data_dir}: the IDs are read as GPT-2 BPE ({GPT2}), as nanoGPT's sample.py "
+            "assumes; pass --tokenizer if they were written by another tokenizer"
+        )
+    if tok.vocab_size > model_vocab:
+        raise DataError(
+            f"{tok.describe()} has more tokens than the checkpoint's vocab_size {model_vocab}: the model has "
+            "no rows for the rest",
+            causes=["the tokenizer of another run", "tokens added to the tokenizer after training"],
+        )
+    if model_vocab > tok.vocab_size:
+        notices.append(
+            f"the model's vocab_size {model_vocab} pads the tokenizer's {tok.vocab_size} by "
+            f"{model_vocab - tok.vocab_size} rows that no ID targets"
+        )
+    return tok, vocab_of
+
+
+def _largest_id(path: Path) -> int | None:
+    """The largest ID in the first chunk of a token file (None: unreadable; open_bin names why later)."""
+    try:
+        return int(open_bin(path)[:CHUNK_TOKENS].max())
+    except (DataError, OSError, ValueError):
+        return None
+
+
+def _refuse_foreign_ids(tok: Tokenizer, vocab_of: str, train: np.memmap, path: Path) -> None:
+    """Refuse, before writing anything, IDs that the tokenizer does not read back: a BPE tokenizer
+    given for char IDs decodes them to text that re-encodes to other IDs."""
+    sample = torch.from_numpy(np.asarray(train[:FIT_SAMPLE], dtype=np.int64))
+    if int(sample.max()) >= tok.vocab_size:
+        return  # stage_ids names the first ID beyond the vocabulary
+    problems = mismatches(tok, sample, fit(tok, sample))
+    if problems:
+        looks = ids_look_like(sample)
+        raise DataError(
+            f"{path} was written by another tokenizer than {vocab_of} ({tok.describe()}): " + "; ".join(problems),
+            path=path,
+            causes=([f"the IDs look like {looks}"] if looks else [])
+            + ["--tokenizer names another run's tokenizer", "pass the tokenizer the dataset's prepare.py used"],
+        )

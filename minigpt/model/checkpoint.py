@@ -320,7 +320,15 @@ def load_checkpoint(
                 f"{str(fp)[:12]}: the model was trained with another vocabulary"
             )
         vocab = data["config"].get("vocab_size")
-        if vocab is not None and vocab != tokenizer.vocab_size and result.fingerprint_mismatch is None:
+        # a vocabulary padded past the tokenizer (nanoGPT's 50304 for GPT-2's 50257) is the run's own
+        # when the fingerprint says so; the extra rows are never sampled (generate's vocab_limit)
+        padded = isinstance(vocab, int) and vocab > tokenizer.vocab_size and fp == tokenizer.fingerprint
+        if padded:
+            result.notices.append(
+                f"the model's vocab_size {vocab} pads the tokenizer's {tokenizer.vocab_size}: the extra rows are "
+                "never sampled"
+            )
+        elif vocab is not None and vocab != tokenizer.vocab_size and result.fingerprint_mismatch is None:
             result.fingerprint_mismatch = (
                 f"tokenizer has {tokenizer.vocab_size} characters but the model's vocab_size is {vocab}"
             )

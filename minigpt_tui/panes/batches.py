@@ -90,14 +90,18 @@ class BatchesPane(VerticalScroll, RenderWhenShown, can_focus=True):
             from minigpt.checks.batch_checks import DEBUG_BATCH_SIZE, block_size
 
             x, y = ctx.batch(DEBUG_BATCH_SIZE, block_size(ctx), seed=seed)  # the batch_shift check's shape
-            chars = ctx.tokenizer.chars
+            tok = ctx.tokenizer
         except MiniGPTError as exc:  # bad files: say so here, the files/tokenizer checks explain
             self.post_message(self.BatchFailed(f"cannot draw a batch: {exc.message}"))
             return
         inputs, targets = x.tolist(), y.tolist()
+        labels: dict[int, str] = {}  # each distinct ID once: a row of a large vocabulary repeats many
 
         def decode(row: list[int]) -> list[str]:
-            return [chars[i] if 0 <= i < len(chars) else "¿" for i in row]
+            for i in row:
+                if i not in labels:
+                    labels[i] = _token_text(tok, i) if 0 <= i < tok.vocab_size else "¿"
+            return [labels[i] for i in row]
 
         self.post_message(
             self.BatchDrawn(
@@ -212,3 +216,13 @@ class BatchesPane(VerticalScroll, RenderWhenShown, can_focus=True):
                 marks.append(OK_MARK, style="green")
         lines += [inp, tgt, marks]
         return Text("\n").join(lines)
+
+
+def _token_text(tok, i: int) -> str:
+    """One ID's text as the row shows it: a character as it is, a subword token's bytes decoded
+    (a partial character as its hex bytes)."""
+    data = tok.token_bytes(i)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "".join(f"<{b:02X}>" for b in data)
