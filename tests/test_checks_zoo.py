@@ -218,6 +218,7 @@ class Broken:
     check: str
     phrase: str  # in the check's summary or its first cause
     shape: dict | None = None  # config changes, where the bug is in the config
+    also: tuple[str, ...] = ()  # other checks the same bug rightly fails
 
     def apply(self, tmp_path: Path) -> str:
         design = BY_ID[self.design]
@@ -324,6 +325,17 @@ BROKEN = [
         "ln2",
     ),
     Broken(
+        "ng_video_lecture_logits_always_flat",
+        "ng_video_lecture",
+        (
+            ("logits = self.lm_head(x)  # (B,T,vocab_size)", "logits = self.lm_head(x).flatten(0, 1)", 1),
+            ("            B, T, C = logits.shape\n            logits = logits.view(B * T, C)\n", "", 1),
+        ),
+        "forward_shapes",
+        "without targets returns logits of shape",
+        also=("generation_repetition",),  # generation cannot read them either
+    ),
+    Broken(
         "build_nanogpt_double_shift",
         "build_nanogpt",
         (
@@ -405,7 +417,7 @@ def test_a_minimal_edit_of_public_code_fails_the_check_that_names_it(workspace, 
     result = report.by_id()[broken.check]
     said = " ".join([result.summary, *result.causes[:1]])
     assert result.status is Status.FAIL and broken.phrase in said, f"{result.status.value}: {said}"
-    assert set(model_alarms(report)) == {broken.check}, model_alarms(report)
+    assert set(model_alarms(report)) == {broken.check, *broken.also}, model_alarms(report)
 
 
 # -- a forward the checks cannot call is refused, not judged ------------------------------------------
@@ -447,3 +459,23 @@ def test_a_forward_that_needs_positions_is_refused_saying_what_to_write(workspac
     assert code == 2
     assert "needs positions, which the checks cannot supply" in out, out
     assert "wrap the model" in out
+
+
+# -- parameters over one memory: a tie is one Parameter, never two over the same memory ----------------
+
+
+def test_parameters_that_are_disjoint_views_of_one_buffer_are_not_aliases():
+    import torch
+    import torch.nn as nn
+
+    from minigpt.checks.invariant_checks import _aliased
+
+    # GIVEN parameters carved out of one flat buffer without overlap (as FSDP's flat parameters are)
+    flat = torch.zeros(20)
+    model = nn.Module()
+    model.a = nn.Parameter(flat[:10])
+    model.b = nn.Parameter(flat[10:])
+    assert _aliased(model) == []
+    # WHEN one overlaps another, THEN the pair is named
+    model.c = nn.Parameter(flat[5:15])
+    assert _aliased(model) == [["a", "c"], ["c", "b"]]

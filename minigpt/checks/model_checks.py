@@ -73,9 +73,19 @@ def forward_shapes(ctx: CheckContext, run: CheckRun) -> CheckReturn:
             causes=["a non-finite weight or an overflow in forward (see nonfinite_localisation)"],
             fixes=["run nonfinite_localisation"],
         )
-    _, note = adapter.full_logits(model, x)
+    plain, note = adapter.full_logits(model, x)
     if note:
         notes.append(note)
+    if list(plain.shape) != [B, T, V]:
+        # with targets the logits read as (B, T, V); without, generation has to read them too
+        values["logits_shape_without_targets"] = list(plain.shape)
+        raise Outcome(
+            Status.FAIL,
+            f"forward(idx) without targets returns logits of shape {list(plain.shape)}, expected {[B, T, V]}",
+            values=values,
+            causes=["logits flattened to (B*T, V) whatever the call: generation's logits[:, -1, :] cannot read them"],
+            fixes=["flatten only inside the loss: F.cross_entropy(logits.view(-1, V), targets.view(-1))"],
+        )
     source, fallback = ctx.config_source()
     values["config_source"] = source
     values["notes"] = notes

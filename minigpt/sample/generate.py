@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from minigpt.errors import SamplerSettingsError
-from minigpt.model.contract import config_value, unpack
+from minigpt.model.contract import ModelContractError, config_value, unpack
 from minigpt.sample.settings import SamplerSettings, unusual_settings, validate  # noqa: F401  (re-exported)
 
 # Mass already kept within float32 rounding of top_p counts as having reached it, so that
@@ -176,7 +176,12 @@ def generate(
             else:
                 x, kwargs = tokens[cache.length :], {"cache": cache}  # prefill, then one token
             out = model(torch.tensor([x], dtype=torch.long, device=device), **kwargs)
-            logits = unpack(out)[0][0, -1, :]  # (V,): tuple, bare logits, dict or .logits
+            logits = unpack(out)[0]
+            if logits.dim() != 3:
+                raise ModelContractError(
+                    f"forward(idx) returned logits of shape {list(logits.shape)}; generation needs (B, T, V)"
+                )
+            logits = logits[0, -1, :]  # (V,): tuple, bare logits, dict or .logits
             if vocab_limit is not None:
                 logits = logits[:vocab_limit]  # rows of a padded vocabulary are never sampled
             logits = filter_logits(logits, tokens[-block_size:], settings)
