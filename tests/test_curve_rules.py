@@ -544,3 +544,13 @@ def test_curve_imports_no_torch_rich_or_textual():
     code = "import sys, minigpt.logs.curve; print([m for m in ('torch', 'rich', 'textual') if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_slow_fall_judged_without_log_v_is_not_called_converged():
+    # GIVEN the same `--lr 1e-5` run judged where the vocabulary size is unknown (no tokenizer to read)
+    d = diagnose(real("lr_1e-5")[0])
+    # THEN it is no "converged": the loss still falls measurably, and the verdict says what it could not judge
+    assert "converged" not in d.summary, d.summary
+    assert "still falling slowly" in d.summary and "log V unknown" in d.summary
+    # a run that levelled off is still converged
+    assert "converged" in real_diagnosis("lr_1e-3").summary

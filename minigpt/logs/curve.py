@@ -85,7 +85,8 @@ Rules, in order (`RULES`; shape -> status in SHAPE_SEVERITY):
    reached within the first PLATEAU_EARLY (50%) of the run. Reached later: converged (healthy).
 11. still_improving: the trend, replayed, counts as improving (its fall cleared IMPROVING_REL, 3%, by
    3 standard errors and has not dropped below 3% since): train longer.
-12. healthy: none of the above (converged, or too noisy to tell: the summary says which).
+12. healthy: none of the above (converged; still falling slowly after a fall under SLOW_WHOLE_FALL, 20%,
+   in all, never "converged"; or too noisy to tell: the summary says which).
 
 Advice follows the direction: only "flat" and "barely_learned" (never rose, learned little) offer
 "raise the learning rate"; "unstable" names the run's peak LR and a 3-10x lower range, "oscillating" a

@@ -365,6 +365,14 @@ def _rule_still_improving(c: Curve) -> CurveDiagnosis | None:
     )
 
 
+SLOW_WHOLE_FALL = 0.2  # a run whose loss fell less than this in all and still falls is not "converged"
+
+
+def _whole_fall(c: Curve) -> float:
+    """How far the train loss fell over the whole run, relative to its start."""
+    return (c.start - c.end) / c.start if c.start and c.start > 0 else 0.0
+
+
 def _rule_healthy(c: Curve) -> CurveDiagnosis:
     fall, se = c.trend
     gap = "" if c.values["last_val_loss"] is None else f", last val {fmt_loss(c.values['last_val_loss'])}"
@@ -373,6 +381,13 @@ def _rule_healthy(c: Curve) -> CurveDiagnosis:
             f"levelling off ({100 * fall:+.1f}% +- {100 * se:.1f}% over the last {TAIL:.0%}, {c.trend_series}; "
             f"still improving needs {100 * IMPROVING_REL:.0f}% + {IMPROVING_SE:g} standard errors)"
         )
+    elif fall > 2 * se and _whole_fall(c) < SLOW_WHOLE_FALL:  # still falling, having learned little: not level
+        trend = (
+            f"still falling slowly ({100 * fall:+.1f}% +- {100 * se:.1f}% over the last {TAIL:.0%}, "
+            f"{c.trend_series}; still improving needs {100 * IMPROVING_REL:.0f}%)"
+        )
+        if c.baseline is None:
+            trend += "; how much it learned cannot be judged: log V unknown (no vocabulary size)"
     elif se <= TREND_NOISY or fall > 2 * se:
         trend = f"converged ({100 * fall:+.1f}% over the last {TAIL:.0%}, {c.trend_series})"
     elif not math.isfinite(se):
