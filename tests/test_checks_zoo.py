@@ -187,6 +187,21 @@ def test_public_design_passes_every_model_check(workspace, tmp_path, design):
     assert skipped == {}, "every model check ran"
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("design", DESIGNS, ids=lambda d: d.id)
+def test_public_design_memorises_one_batch(workspace, tmp_path, design):
+    needs(design)
+    config = tmp_path / "config.json"
+    config.write_text(
+        json.dumps({"vocab_size": CharTokenizer.from_file(workspace.tokenizer).vocab_size, **design.shape})
+    )
+    opts = CheckOptions(
+        workspace=workspace.root, checkpoint="none", model_spec=design.resolved(), config_path=config, device="cpu"
+    )
+    result = run_checks(CheckContext(opts), only=["single_batch_overfit"]).by_id()["single_batch_overfit"]
+    assert result.status is Status.PASS, result.summary
+
+
 def test_a_lecture_forward_that_flattens_its_logits_for_the_loss_is_read_back(workspace, tmp_path):
     # GIVEN Karpathy's lecture GPT: forward(idx, targets) returns logits viewed as (B*T, V)
     design = BY_ID["ng_video_lecture"]
