@@ -7,15 +7,16 @@ directory, is a directory: one line naming the path, no traceback), 130 interrup
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import io
 import os
 import signal
 import sys
+from typing import TYPE_CHECKING
 
-from minigpt.errors import MiniGPTError
-from minigpt.io.files import os_error
+# first, before any slow import: SIGINT is held back while the command's modules load (see startup)
+from minigpt.cli.startup import preload, sigint_held
+
+if TYPE_CHECKING:
+    import argparse
 
 # subcommand -> (module, help)
 COMMANDS = {
@@ -29,6 +30,9 @@ COMMANDS = {
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+    import importlib
+
     from minigpt import __version__
 
     parser = argparse.ArgumentParser(
@@ -61,22 +65,31 @@ def take_sigint() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     take_sigint()
-    for stream in (sys.stdout, sys.stderr):  # an ASCII/Latin-1 terminal gets \u2713, never a traceback
-        if isinstance(stream, io.TextIOWrapper):
-            stream.reconfigure(errors="backslashreplace")
-    parser = build_parser()
-    args = parser.parse_args(argv)
     try:
+        with sigint_held() as interrupted:  # Ctrl-C during the imports: noted, acted on once they are done
+            import io
+
+            from minigpt.errors import MiniGPTError
+            from minigpt.io.files import os_error
+
+            for stream in (sys.stdout, sys.stderr):  # an ASCII/Latin-1 terminal gets \u2713, never a traceback
+                if isinstance(stream, io.TextIOWrapper):
+                    stream.reconfigure(errors="backslashreplace")
+            parser = build_parser()
+            args = parser.parse_args(argv)
+            preload(args.command)
+        if interrupted:
+            raise KeyboardInterrupt
         return int(args._run(args) or 0)
+    except KeyboardInterrupt:  # first: the other clauses name what the block imports
+        print("interrupted", file=sys.stderr)
+        return 130
     except MiniGPTError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # one the library did not type itself: classified by errno
         print(f"error: {os_error(exc, action='access')}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
 
 
 if __name__ == "__main__":
