@@ -38,8 +38,10 @@ def test_a_run_trained_at_too_high_a_rate_fails_the_probe_and_no_other_check(tin
     probe = results["lr_probe"]
     assert probe.status is Status.FAIL, probe.summary
     assert "lr 0.1 (the checkpoint's train_config) is too high" in probe.summary
-    assert probe.values["best"] in ("LR/10", "LR/3") and probe.fixes[0].startswith("train at lr 0.0")
-    assert [r["factor"] for r in probe.values["probe"]] == ["LR/10", "LR/3", "LR", "3xLR"]
+    # lr 0.1 is about 100x the debug preset's 1e-3: the probe goes on below LR/10 while lower rates win
+    assert probe.values["best"] in ("LR/100", "LR/30", "LR/10") and probe.fixes[0].startswith("train at lr 0.00")
+    names = [r["factor"] for r in probe.values["probe"]]
+    assert names[-4:] == ["LR/10", "LR/3", "LR", "3xLR"] and set(names[:-4]) <= {"LR/100", "LR/30"}
     assert probe.values["batch_size"] == 8 and probe.values["grad_clip"] == 1.0  # the run's own settings
     failed = sorted(cid for cid, r in results.items() if r.status is Status.FAIL)
     assert failed == ["lr_probe"]
@@ -128,3 +130,35 @@ def test_verdicts_from_the_losses_side_by_side():
     assert status is Status.WARN and summary.startswith("unsure: no rate learned much")
     status, summary = _judge(math.inf, math.inf, math.inf, math.inf, diverged=10)
     assert status is Status.FAIL and summary.startswith("every probe rate diverged")
+
+
+def test_a_probe_whose_best_rate_is_at_an_end_goes_on_past_it():
+    from minigpt.checks.lr_probe_checks import next_factor
+
+    # GIVEN the four rates, 3xLR clearly best (a run 100x too low): the probe goes on to 10xLR, 30xLR...
+    runs = _runs(4.5, 4.45, 4.4, 4.2)
+    assert next_factor(runs) == 10.0
+    runs.append(ProbeRun(10.0, 1e-2, [30, 60], [3.5, 3.5], 3.5, None))
+    assert next_factor(runs) == 30.0
+    # ... and stops where a larger rate no longer wins, or at the ladder's end
+    runs.append(ProbeRun(30.0, 3e-2, [30, 60], [3.6, 3.6], 3.6, None))
+    assert next_factor(runs) is None
+    # a run too high goes down past LR/10; one near its best goes nowhere
+    assert next_factor(_runs(2.2, 2.5, 3.1, 3.3)) == 0.03
+    assert next_factor(_runs(2.6, 2.4, 2.3, 2.29)) is None
+
+
+def test_a_rate_off_by_ten_times_or_more_fails_and_the_advice_moves_by_the_measured_factor():
+    # GIVEN the probe of a run 100x too low: 30xLR ends best, far ahead of the run's own rate
+    runs = _runs(4.5, 4.45, 4.4, 4.2) + [
+        ProbeRun(f, 1e-3 * f, [30, 60], [s, s], s, None) for f, s in ((10.0, 3.5), (30.0, 3.1), (100.0, 3.3))
+    ]
+    with pytest.raises(Outcome) as out:
+        _verdict(runs, 1e-3, "--lr", 60, math.log(65), {})
+    # THEN it fails (not a warning), naming the factor measured, and the advice is that rate
+    assert out.value.status is Status.FAIL and "too low" in out.value.summary and "30xLR" in out.value.summary
+    assert out.value.fixes[0].startswith("train at lr 0.03 (30x the run's")
+    # AND a rate 10x too high fails the same way, its advice 10x lower
+    with pytest.raises(Outcome) as out:
+        _verdict(_runs(2.2, 2.3, 2.4, 2.6) + [ProbeRun(0.03, 3e-5, [30], [2.4], 2.4, None)], 1e-3, "--lr", 60, None, {})
+    assert out.value.status is Status.FAIL and out.value.fixes[0].startswith("train at lr 0.0001 (1/10 of the run's")

@@ -11,7 +11,10 @@ validation losses.
 Reading it: short runs favour the larger rates (a larger step goes further in few steps), so a
 *lower* rate that ends clearly better is strong evidence the run's rate is too high. A larger rate
 that ends better is weaker evidence the run's rate is too low (a long run with a decaying schedule
-may still catch up): a warning that says so. Opt-in (`--lr-probe`): it trains four models.
+may still catch up): a warning that says so, unless the best rate is 10x or more above the run's and
+far ahead, which fails. When the best rate is the highest (or lowest) probed and beat its neighbour,
+the probe goes on one rate at a time along `LADDER` (10x, 30x, 100x; LR/30, LR/100) while each wins,
+so the advice names the rate it measured. Opt-in (`--lr-probe`): it trains four models or more.
 """
 
 from __future__ import annotations
@@ -31,7 +34,11 @@ from minigpt.checks.result import Outcome, Status
 from minigpt.errors import MiniGPTError
 
 FACTORS = (0.1, 1 / 3, 1.0, 3.0)
-FACTOR_NAMES = ("LR/10", "LR/3", "LR", "3xLR")
+# where the best of FACTORS is at an end and beat its neighbour, the probe goes on along this ladder
+# (one rate at a time, while each goes on winning): a rate 100x off is measured, not guessed at 3x
+LADDER = (0.01, 0.03, 0.1, 1 / 3, 1.0, 3.0, 10.0, 30.0, 100.0)
+LADDER_NAMES = ("LR/100", "LR/30", "LR/10", "LR/3", "LR", "3xLR", "10xLR", "30xLR", "100xLR")
+OFF_FACTOR = 10.0  # a best rate this far from the run's, winning by FAIL_NATS, fails in either direction
 MAX_BATCH = 32  # the run's batch size, capped: the probe's cost is 4 x steps x one step
 EVAL_BATCHES = 4
 EVALS = 5  # validation losses per probe run (the last two are averaged for the verdict)
@@ -139,6 +146,36 @@ def _probe_one(ctx, run, cfg, factor, lr, steps, batch, val_batches, clip, wd, b
     return ProbeRun(factor, lr * factor, at, losses, score, diverged)
 
 
+def factor_name(factor: float) -> str:
+    """The probe's name of a rate: LR/10, LR, 3xLR..."""
+    return min(zip(LADDER, LADDER_NAMES), key=lambda pair: abs(math.log(pair[0] / factor)))[1]
+
+
+def _ladder_index(factor: float) -> int:
+    return min(range(len(LADDER)), key=lambda i: abs(math.log(LADDER[i] / factor)))
+
+
+def next_factor(runs: list[ProbeRun]) -> float | None:
+    """The next rate to probe: one step further along LADDER when the best run so far is the
+    highest (or lowest) rate probed and beat its neighbour by the margin; None when the best is
+    inside the rates probed, or at the ladder's end."""
+    ordered = sorted(runs, key=lambda r: r.factor)
+    best_i = min(range(len(ordered)), key=lambda i: ordered[i].score)
+    best = ordered[best_i]
+    if not math.isfinite(best.score) or len(ordered) < 2:
+        return None
+    if best_i == len(ordered) - 1:
+        neighbour, step = ordered[-2], 1
+    elif best_i == 0:
+        neighbour, step = ordered[1], -1
+    else:
+        return None
+    if neighbour.score - best.score <= max(MARGIN_NATS, MARGIN_FRACTION * best.score):
+        return None
+    i = _ladder_index(best.factor) + step
+    return LADDER[i] if 0 <= i < len(LADDER) else None
+
+
 @check(
     "lr_probe",
     "optimization",
@@ -198,6 +235,10 @@ def lr_probe(ctx: CheckContext, run: CheckRun) -> CheckReturn:
                     f"the probe would take about {projected / 60:.0f} min at this model size on this device; "
                     f"pass --lr-probe-steps below {steps}",
                 )
+    while (further := next_factor(runs)) is not None:  # the best is at an end: measure how far off the rate is
+        done, total = total, total + steps
+        runs.append(_probe_one(ctx, run, cfg, further, lr, steps, batch, val_batches, clip, wd, beta2, done, total))
+    runs.sort(key=lambda r: r.factor)
     values = {
         "learning_rate": lr,
         "learning_rate_source": lr_source,
@@ -209,10 +250,10 @@ def lr_probe(ctx: CheckContext, run: CheckRun) -> CheckReturn:
         "grad_clip": clip,
         "weight_decay": wd,
         "probe": [
-            {"factor": FACTOR_NAMES[i], "lr": r.lr, "val_loss": r.score, "diverged_at": r.diverged_at}
-            for i, r in enumerate(runs)
+            {"factor": factor_name(r.factor), "lr": r.lr, "val_loss": r.score, "diverged_at": r.diverged_at}
+            for r in runs
         ],
-        "curves": {FACTOR_NAMES[i]: [r.steps, r.val_losses] for i, r in enumerate(runs)},
+        "curves": {factor_name(r.factor): [r.steps, r.val_losses] for r in runs},
         "seconds": round(time.perf_counter() - started, 2),
     }
     return _verdict(runs, lr, lr_source, steps, _baseline(ctx), values)
@@ -226,18 +267,20 @@ def _baseline(ctx) -> float | None:
 
 
 def _losses_text(runs: list[ProbeRun]) -> str:
-    def one(i: int, r: ProbeRun) -> str:
+    def one(r: ProbeRun) -> str:
         loss = f"diverged at step {r.diverged_at}" if r.diverged_at is not None else f"{r.score:.3f}"
-        return f"{FACTOR_NAMES[i]} {r.lr:.2g}: {loss}"
+        return f"{factor_name(r.factor)} {r.lr:.2g}: {loss}"
 
-    return ", ".join(one(i, r) for i, r in enumerate(runs))
+    return ", ".join(one(r) for r in sorted(runs, key=lambda r: r.factor))
 
 
 def _verdict(runs: list[ProbeRun], lr: float, lr_source: str, steps: int, baseline: float | None, values: dict):
-    here = runs[FACTORS.index(1.0)]
-    best_i = min(range(len(runs)), key=lambda i: runs[i].score)
-    best = runs[best_i]
-    values.update(best=FACTOR_NAMES[best_i], best_lr=best.lr)
+    here = next(r for r in runs if r.factor == 1.0)
+    best = min(runs, key=lambda r: r.score)
+    name = factor_name(best.factor)
+    values.update(best=name, best_lr=best.lr, measured_factor=best.factor)
+    ratio = f"{best.factor:.2g}x the run's" if best.factor > 1 else f"1/{1 / best.factor:.2g} of the run's"
+    advice = f"train at lr {best.lr:.2g} ({ratio}, the best rate the probe measured)"
     losses = f"val loss after {steps} steps: {_losses_text(runs)}"
     where = f"lr {lr:.3g} ({lr_source})"
     if not math.isfinite(best.score):
@@ -259,12 +302,9 @@ def _verdict(runs: list[ProbeRun], lr: float, lr_source: str, steps: int, baseli
     if best.factor < 1.0 and gap > max(MARGIN_NATS, MARGIN_FRACTION * best.score):
         status = Status.FAIL if gap > FAIL_NATS else Status.WARN
         if here.diverged_at is not None:
-            how = (
-                f"it diverged at step {here.diverged_at}; {FACTOR_NAMES[best_i]} ({best.lr:.2g}) "
-                f"reached {best.score:.3f}"
-            )
+            how = f"it diverged at step {here.diverged_at}; {name} ({best.lr:.2g}) reached {best.score:.3f}"
         else:
-            how = f"{FACTOR_NAMES[best_i]} ({best.lr:.2g}) ended {gap:.3f} nats lower"
+            how = f"{name} ({best.lr:.2g}) ended {gap:.3f} nats lower"
         raise Outcome(
             status,
             f"{where} is too high: {how}; {losses}",
@@ -273,17 +313,25 @@ def _verdict(runs: list[ProbeRun], lr: float, lr_source: str, steps: int, baseli
                 "a learning rate too high for this model settles on a plateau above what a lower one reaches "
                 "(short runs favour larger rates, so a lower one winning is strong evidence)"
             ],
-            fixes=[f"train at lr {best.lr:.2g} (or between it and {lr:.2g})"],
+            fixes=[advice],
         )
     if best.factor > 1.0 and gap > max(LOW_NATS, LOW_FRACTION * best.score):
+        if best.factor >= OFF_FACTOR and gap > FAIL_NATS:  # too far for short runs' bias towards larger rates
+            raise Outcome(
+                Status.FAIL,
+                f"{where} is too low: {name} ({best.lr:.2g}) ended {gap:.3f} nats lower; {losses}",
+                values=values,
+                causes=[f"a learning rate about {best.factor:.2g}x below the best the probe measured"],
+                fixes=[advice],
+            )
         raise Outcome(
             Status.WARN,
-            f"{where} may be too low: 3xLR ({best.lr:.2g}) ended {gap:.3f} nats lower; {losses}",
+            f"{where} may be too low: {name} ({best.lr:.2g}) ended {gap:.3f} nats lower; {losses}",
             values=values,
             causes=[
                 "a learning rate below what the model takes; but short runs favour larger rates, and a long run "
                 "with a decaying schedule may catch up"
             ],
-            fixes=[f"try lr {best.lr:.2g} on a longer run, compared side by side"],
+            fixes=[f"try lr {best.lr:.2g} ({ratio}) on a longer run, compared side by side"],
         )
     return f"{where} is near the best of LR/10..3xLR; {losses}", values

@@ -8,18 +8,30 @@ import math
 
 from rich.text import Text
 
-COLORS = ("blue", "cyan", "green", "red")  # LR/10, LR/3, LR, 3xLR: the run's own rate in green
+# by rate, lowest to highest; the run's own rate (LR) always green
+COLORS = {
+    "LR/100": "magenta",
+    "LR/30": "violet",
+    "LR/10": "blue",
+    "LR/3": "cyan",
+    "LR": "green",
+    "3xLR": "red",
+    "10xLR": "orange",
+    "30xLR": "yellow",
+    "100xLR": "white",
+}
 
 
 def probe_plot(curves: dict, width: int = 60, height: int = 11) -> Text:
-    """`curves`: rate name -> [steps, validation losses] (lr_probe's `values["curves"]`)."""
+    """`curves`: rate name -> [steps, validation losses] (lr_probe's `values["curves"]`, four rates or more)."""
     from textual_plotext.plot import Plot
 
     plot = Plot()
     plot.plotsize(width, height)
     plot.theme("clear")
     drawn = False
-    for (name, series), color in zip(curves.items(), COLORS):
+    for name, series in curves.items():
+        color = COLORS.get(name, "gray")
         steps, losses = series
         points = [(s, v) for s, v in zip(steps, losses) if isinstance(v, (int, float)) and math.isfinite(v)]
         if points:
