@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+BROKEN_PIPE_EXIT = 128 + signal.SIGPIPE  # 141: the status of a writer whose reader went away (`yes | head`)
 TAKE_SIGINT = "MINIGPT_TAKE_SIGINT"  # set by a parent that stops us with SIGINT (the UI's training run)
 
 
@@ -65,6 +66,9 @@ def take_sigint() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     take_sigint()
+    if sys.stdout is None:  # started with stdout closed (`>&-`): what it would print goes nowhere, as >/dev/null
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115  the process's stdout, open until exit
+    stdout_at_start = _fd_identity(sys.stdout)
     try:
         with sigint_held() as interrupted:  # Ctrl-C during the imports: noted, acted on once they are done
             import io
@@ -84,12 +88,44 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # first: the other clauses name what the block imports
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `minigpt sample | head -c 10`: the reader is gone; end quietly, as `yes | head`
+        _silence_stdout()
+        return BROKEN_PIPE_EXIT
+    except SystemExit as exc:  # rich ends a write into a closed pipe with SystemExit(1) after silencing stdout
+        if exc.code == 1 and stdout_at_start is not None and _fd_identity(sys.stdout) is None:
+            return BROKEN_PIPE_EXIT
+        raise
     except MiniGPTError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # one the library did not type itself: classified by errno
         print(f"error: {os_error(exc, action='access')}", file=sys.stderr)
         return 2
+
+
+def _fd_identity(stream) -> tuple[int, int] | None:
+    """(device, inode) of what `stream`'s descriptor is, or None (no descriptor, or it is /dev/null)."""
+    try:
+        st = os.fstat(stream.fileno())
+    except (OSError, ValueError, AttributeError):  # io.UnsupportedOperation is a ValueError and an OSError
+        return None
+    found = (st.st_dev, st.st_ino)
+    return None if found == _devnull_identity() else found
+
+
+def _devnull_identity() -> tuple[int, int]:
+    st = os.stat(os.devnull)
+    return (st.st_dev, st.st_ino)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null: the flush at exit would hit the broken pipe again and print a traceback."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # a stdout without a descriptor: nothing to flush into a pipe
+        pass
 
 
 if __name__ == "__main__":
