@@ -20,6 +20,7 @@ from minigpt.checks.watched import measured_clipping
 from minigpt.errors import MiniGPTError
 from minigpt.logs.curve import perplexity, perplexity_text
 from minigpt.logs.curve_advice import RunSettings
+from minigpt.logs.metrics import MetricPoint, MetricPoints, MetricsLog
 
 # A healthy model memorises one fixed batch: its loss must end below this fraction of log(V).
 # Far below the baseline, not merely below the initial loss: a loss computed on probabilities
@@ -146,6 +147,8 @@ def training_curve(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     path = ctx.inputs.metrics
     if path.exists():  # a FIFO or device is named by read_metrics, never opened
         log = read_run_metrics(path)
+        if not log.points and log.bad_lines:  # not JSONL: nanoGPT's saved stdout is read as it is
+            log = _nanogpt_stdout(path) or log
     else:
         raise Outcome(Status.SKIP, f"no metrics log at {path} (train first, or pass --workspace/--metrics)")
     baseline = unigram = None
@@ -156,7 +159,7 @@ def training_curve(ctx: CheckContext, run: CheckRun) -> CheckReturn:
         pass  # tokenizer_roundtrip and the data checks report it; the curve is judged without those lines
     diagnosis = diagnose(log.points, baseline=baseline, unigram_entropy=unigram, settings=_run_settings(ctx))
     values = {"shape": diagnosis.shape, "points": len(log.points), "bad_lines": log.bad_lines, **diagnosis.values}
-    for note in getattr(log, "notes", []):  # a TensorBoard folder: which run and tags were read
+    for note in log.notes:  # which run and tags of a TensorBoard folder were read; nanoGPT's stdout
         diagnosis.summary += f"; {note}"
     values["tensorboard_tags"] = getattr(log, "tags", None)
     status = SEVERITY[SHAPE_SEVERITY.get(diagnosis.shape, "warn")]
@@ -227,6 +230,32 @@ def checkpoint_load(ctx: CheckContext, run: CheckRun) -> CheckReturn:
         f"step {loaded.step}, {split} loss {loss:.3f} (perplexity {perplexity_text(loss)}) vs log(V) "
         f"{baseline:.3f}" + (f"; {notes}" if notes else "")
     ), values
+
+
+def _nanogpt_stdout(path) -> MetricsLog | None:
+    """nanoGPT's stdout (`python train.py | tee train.log`) as a metrics log, with a note naming the
+    import that writes it as logs/metrics.jsonl; None when the file holds no nanoGPT line."""
+    from minigpt.importers.nanogpt_log import read_nanogpt_log
+
+    try:
+        nano = read_nanogpt_log(path)
+    except MiniGPTError:
+        return None
+    points = MetricPoints(
+        MetricPoint(r["step"], train_loss=_float(r.get("train_loss")), val_loss=_float(r.get("val_loss")))
+        for r in nano.records
+    )
+    log = MetricsLog(str(path), points)
+    log.notes.append(
+        f"read as nanoGPT's stdout ({nano.iter_lines} iter and {nano.eval_lines} eval lines); "
+        "`minigpt import nanogpt --out-dir OUT --data-dir DATA --log FILE` writes it as logs/metrics.jsonl "
+        "beside the checkpoint"
+    )
+    return log
+
+
+def _float(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float | str) else None
 
 
 def _run_settings(ctx: CheckContext) -> RunSettings | None:

@@ -143,6 +143,7 @@ class MetricsLog:
     bad_lines: int = 0  # non-blank lines that are not a metrics record
     bad_line_numbers: list[int] = field(default_factory=list)  # 1-based, first few
     partial_tail: bool = False  # the last line is still being written
+    notes: list[str] = field(default_factory=list)  # how the log was read, for the verdict (which run, tags)
 
 
 def _number(value: object) -> float | None:

@@ -56,7 +56,6 @@ _SPLIT_FOLDERS = _VAL_WORDS | _TRAIN_WORDS | _TEST_WORDS  # one SummaryWriter pe
 @dataclass
 class TensorBoardLog(MetricsLog):
     tags: dict[str, str] = field(default_factory=dict)  # field -> the tag read for it
-    notes: list[str] = field(default_factory=list)  # which run of a parent folder was read
 
 
 def _words(tag: str) -> list[str]:
