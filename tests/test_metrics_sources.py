@@ -29,3 +29,9 @@ def test_nanogpts_saved_stdout_is_judged_and_named(tiny_workspace, tmp_path):
     assert result.status is not Status.SKIP, result.summary
     assert result.values["points"] == 50
     assert "nanoGPT's stdout" in result.summary and "minigpt import nanogpt" in result.summary
+
+
+def test_weights_saved_without_a_step_never_read_step_none():
+    from minigpt.checks.training_checks import step_words
+
+    assert step_words(None) == "no training step saved with the weights" and step_words(200) == "step 200"

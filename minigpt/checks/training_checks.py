@@ -227,9 +227,14 @@ def checkpoint_load(ctx: CheckContext, run: CheckRun) -> CheckReturn:
         )
     notes = "; ".join(loaded.notices)
     return (
-        f"step {loaded.step}, {split} loss {loss:.3f} (perplexity {perplexity_text(loss)}) vs log(V) "
+        f"{step_words(loaded.step)}, {split} loss {loss:.3f} (perplexity {perplexity_text(loss)}) vs log(V) "
         f"{baseline:.3f}" + (f"; {notes}" if notes else "")
     ), values
+
+
+def step_words(step: int | None) -> str:
+    """The checkpoint's training step in words; weights saved without one (a save_pretrained folder) say so."""
+    return "no training step saved with the weights" if step is None else f"step {step}"
 
 
 def _nanogpt_stdout(path) -> MetricsLog | None:
