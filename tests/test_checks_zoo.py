@@ -107,6 +107,59 @@ DESIGNS = [
         {"hidden_size": 32, "n_head": 2, "n_layer": 2},
     ),
     Design(
+        "hf_opt",
+        "transformers:OPTForCausalLM:OPTConfig",
+        "huggingface/transformers OPTForCausalLM (learned positions offset by 2)",
+        {
+            "max_position_embeddings": 16,
+            "hidden_size": 32,
+            "ffn_dim": 64,
+            "num_attention_heads": 2,
+            "num_hidden_layers": 2,
+            "word_embed_proj_dim": 32,
+            "pad_token_id": None,
+        },
+    ),
+    Design(
+        "hf_qwen2", "transformers:Qwen2ForCausalLM:Qwen2Config", "huggingface/transformers Qwen2ForCausalLM", HF_LLAMA
+    ),
+    Design(
+        "hf_phi",
+        "transformers:PhiForCausalLM:PhiConfig",
+        "huggingface/transformers PhiForCausalLM (partial rotary, parallel block)",
+        {**HF_LLAMA, "num_key_value_heads": 4},
+    ),
+    Design(
+        "hf_olmo",
+        "transformers:OlmoForCausalLM:OlmoConfig",
+        "huggingface/transformers OlmoForCausalLM (non-parametric layer norm)",
+        {**HF_LLAMA, "pad_token_id": None},
+    ),
+    Design(
+        "hf_falcon",
+        "transformers:FalconForCausalLM:FalconConfig",
+        "huggingface/transformers FalconForCausalLM",
+        {"hidden_size": 32, "num_attention_heads": 2, "num_hidden_layers": 2, "max_position_embeddings": 16},
+    ),
+    Design(
+        "hf_mpt",
+        "transformers:MptForCausalLM:MptConfig",
+        "huggingface/transformers MptForCausalLM (ALiBi)",
+        {"d_model": 32, "n_heads": 2, "n_layers": 2, "max_seq_len": 16},
+    ),
+    Design(
+        "hf_gptj",
+        "transformers:GPTJForCausalLM:GPTJConfig",
+        "huggingface/transformers GPTJForCausalLM",
+        {"n_positions": 16, "n_embd": 32, "n_head": 2, "n_layer": 2, "rotary_dim": 8},
+    ),
+    Design(
+        "hf_mixtral_router_loss",
+        "transformers:MixtralForCausalLM:MixtralConfig",
+        "huggingface/transformers MixtralForCausalLM, trained as its docs say: with the load-balancing loss",
+        {**HF_LLAMA, "num_local_experts": 4, "num_experts_per_tok": 2, "output_router_logits": True},
+    ),
+    Design(
         "hf_gemma",
         "transformers:GemmaForCausalLM:GemmaConfig",
         "huggingface/transformers GemmaForCausalLM",
@@ -200,6 +253,43 @@ def test_public_design_memorises_one_batch(workspace, tmp_path, design):
     )
     result = run_checks(CheckContext(opts), only=["single_batch_overfit"]).by_id()["single_batch_overfit"]
     assert result.status is Status.PASS, result.summary
+
+
+@pytest.mark.slow
+def test_a_mixture_of_experts_load_balancing_loss_is_named_not_failed(workspace, tmp_path):
+    design = BY_ID["hf_mixtral_router_loss"]
+    needs(design)
+    report = run(workspace, design.resolved(), design.shape, tmp_path, only=["loss_matches_logits"])
+    loss = report.by_id()["loss_matches_logits"]
+    assert loss.status is Status.PASS and "does not depend on the logits" in loss.summary, loss.summary
+    assert loss.values["known_terms"]["independent_of_logits"] > 0
+
+
+NO_SHIFT_HF = """
+import torch.nn.functional as F
+from transformers import GPT2Config, GPT2LMHeadModel
+
+
+class NoShiftGPT2(GPT2LMHeadModel):
+    # the causal-LM loss written by hand, without the shift ForCausalLMLoss does
+    def loss_function(self, logits, labels, vocab_size, **kwargs):
+        return F.cross_entropy(logits.float().view(-1, vocab_size), labels.view(-1))
+
+
+NoShiftGPT2Config = GPT2Config
+"""
+
+
+@pytest.mark.slow
+def test_a_labels_loss_that_does_not_shift_is_named_from_what_was_measured(workspace, tmp_path):
+    design = BY_ID["hf_gpt2"]
+    needs(design)
+    file = tmp_path / "no_shift_gpt2.py"
+    file.write_text(NO_SHIFT_HF, encoding="utf-8")
+    report = run(workspace, f"{file}:NoShiftGPT2", design.shape, tmp_path)
+    loss = report.by_id()["loss_matches_logits"]
+    assert loss.status is Status.FAIL and "labels are not shifted inside forward" in loss.summary, loss.summary
+    assert set(model_alarms(report)) == {"loss_matches_logits"}, model_alarms(report)
 
 
 def test_a_lecture_forward_that_flattens_its_logits_for_the_loss_is_read_back(workspace, tmp_path):

@@ -334,14 +334,73 @@ def _hf_loss_matches(model: nn.Module, x: torch.Tensor, V: int):
             f"tokens {expected:.4f} (the model shifts labels inside)",
             values,
         )
+    terms, grad = _hf_known_terms(model, x, own) if math.isfinite(own) else (None, None)
+    if terms is not None:
+        values["known_terms"] = terms
+        return (
+            f"model(input_ids, labels=input_ids).loss {own:.4f} = cross-entropy of its logits against the next "
+            f"tokens {expected:.4f} + {_terms_text(terms)} "
+            "(fitted from the loss's gradient and confirmed by its value)",
+            values,
+        )
+    matches = _hf_candidate_matches(logits, x, own, grad)
+    values["explained_by"] = matches
     raise Outcome(
         Status.FAIL,
         f"model(input_ids, labels=input_ids).loss {own:.4f} differs from the cross-entropy of logits[:, :-1] "
-        f"against input_ids[:, 1:] {expected:.4f}",
+        f"against input_ids[:, 1:] {expected:.4f}" + (f": {matches[0]}" if matches else ""),
         values=values,
-        causes=["a modified loss_function or label smoothing in the model", "labels shifted twice inside the model"],
+        causes=matches
+        or [
+            "no known form matched; candidates:",
+            "a modified loss_function in the model",
+            "labels shifted twice inside the model",
+        ],
         fixes=["use the model's stock causal-LM loss (ForCausalLMLoss)"],
     )
+
+
+HF_NOT_SHIFTED = "the labels are not shifted inside forward: each position is scored on its own input token"
+HF_SHIFTED_TWICE = "the labels are shifted twice inside forward: logits[:, :-2] vs input_ids[:, 2:]"
+
+
+def _hf_candidate_matches(logits: torch.Tensor, x: torch.Tensor, own: float, grad: torch.Tensor | None) -> list[str]:
+    """Shift bugs of a labels= loss whose formula reproduces the loss's value and, where known, its gradient."""
+    V = logits.shape[-1]
+    z = logits.detach().float().requires_grad_()
+    candidates = {
+        HF_NOT_SHIFTED: lambda: F.cross_entropy(z.reshape(-1, V), x.reshape(-1)),
+        HF_SHIFTED_TWICE: lambda: F.cross_entropy(z[:, :-2].reshape(-1, V), x[:, 2:].reshape(-1)),
+    }
+    matches = []
+    for why, formula in candidates.items():
+        with torch.enable_grad():
+            value = formula()
+            (g,) = torch.autograd.grad(value, z)
+        if abs(own - value.item()) > LOSS_TOLERANCE * (1 + abs(own)):
+            continue
+        if grad is not None and (g - grad).norm().item() > GRAD_FIT * (grad.norm().item() + 1e-12):
+            continue
+        matches.append(why)
+    return matches
+
+
+def _hf_known_terms(model: nn.Module, x: torch.Tensor, own: float) -> tuple[dict | None, torch.Tensor | None]:
+    """The Hugging Face loss as cross-entropy of the next tokens plus known terms (a Mixture of
+    Experts' load-balancing loss is a term the logits do not enter), fitted as `_known_terms` does.
+    The last position has no next token: its logits must get no gradient. Returns the terms (None
+    when none fits) and the loss's gradient with respect to the logits (None when unknown)."""
+    with torch.enable_grad():
+        logits, loss = adapter.hf_own_loss(model, x)
+        if loss is None or not loss.requires_grad or not logits.requires_grad:
+            return None, None
+        (grad,) = torch.autograd.grad(loss.float().sum(), logits, allow_unused=True)
+    if grad is None:
+        return None, None
+    grad = grad.float()
+    if grad[:, -1].abs().max().item() > 0:
+        return None, grad
+    return _known_terms(logits[:, :-1], x[:, 1:], own, grad[:, :-1]), grad
 
 
 def _logits_ce(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
