@@ -35,3 +35,22 @@ def test_weights_saved_without_a_step_never_read_step_none():
     from minigpt.checks.training_checks import step_words
 
     assert step_words(None) == "no training step saved with the weights" and step_words(200) == "step 200"
+
+
+def test_a_summary_line_at_the_last_step_keeps_the_final_val_loss_in_the_cli_and_json(tiny_workspace, tmp_path, capsys):
+    # GIVEN the lines a Trainer's callback writes: val 3.0/2.5/2.3/2.9 at steps 25-100, then the
+    # end-of-training summary at step 100
+    import json
+    from pathlib import Path
+
+    from minigpt.cli import main
+
+    log = Path(__file__).parent / "fixtures" / "curves" / "hf_end_of_training_line.jsonl"
+    report = tmp_path / "report.json"
+    args = ["check", "--workspace", str(tiny_workspace.root), "--metrics", str(log), "--only", "training_curve"]
+    main([*args, "--json", str(report)])
+    out = capsys.readouterr().out
+    (curve,) = [c for c in json.loads(report.read_text())["checks"] if c["id"] == "training_curve"]
+    # THEN the CLI and the JSON tell the same story: overfitting, the last val 2.9
+    assert curve["values"]["shape"] == "overfitting" and curve["values"]["last_val_loss"] == 2.9
+    assert "overfitting" in out and "2.900 (last)" in " ".join(out.split())
