@@ -29,7 +29,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(argv)  # --help and --version answer without a terminal
+    missing = [name for name, stream in (("input", sys.stdin), ("output", sys.stdout)) if not _is_terminal(stream)]
+    if missing:
+        print(
+            f"error: minigpt-tui needs a terminal, and its standard {' and '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} not one (</dev/null, >file, a pipe, cron); run it in a "
+            "terminal, or `minigpt check --workspace ...` for the same checks as text",
+            file=sys.stderr,
+        )
+        return 2
     from minigpt.checks.flags import option_values
     from minigpt_tui.app import MiniGPTApp
 
@@ -39,6 +48,13 @@ def main(argv: list[str] | None = None) -> int:
         for name, seconds in app.timings.items():
             print(f"{name}: {seconds:.2f}s", file=sys.stderr)
     return app.return_code or 0
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return stream is not None and stream.isatty()
+    except ValueError:  # a closed stream
+        return False
 
 
 if __name__ == "__main__":
