@@ -26,6 +26,7 @@ from textual.screen import Screen
 from textual.widgets import Header, Input, TabbedContent
 from textual.worker import Worker, WorkerState
 
+from minigpt.data.tokenizer_load import workspace_tokenizer
 from minigpt.io.workspace import Workspace
 from minigpt_tui import demo
 from minigpt_tui.check_runs import CheckRunner, merged_report
@@ -88,6 +89,7 @@ class MiniGPTApp(App):
         workspace: str | Path = ".",
         *,
         checkpoint: str | None = None,
+        tokenizer: str | None = None,
         model_spec: str | None = None,
         config_path: str | None = None,
         metrics: str | None = None,
@@ -114,6 +116,7 @@ class MiniGPTApp(App):
         self.demo_mode, self.demo_steps = demo_mode, demo_steps
         self._option_args: dict[str, Any] = dict(
             checkpoint=checkpoint,
+            tokenizer=tokenizer,
             model_spec=model_spec,
             config_path=config_path,
             metrics=metrics,
@@ -152,8 +155,15 @@ class MiniGPTApp(App):
     def needs_setup(self) -> bool:
         if self.demo_mode:
             return not demo.is_ready(self.workspace.root)
-        # a watched loop's folder (`minigpt.watch`) has logs but no tokenizer: open it as it is
-        return not self.workspace.tokenizer.is_file() and not self.workspace.loop_log.is_file()
+        # a watched loop's folder (`minigpt.watch`) has logs but no tokenizer: open it as it is; a
+        # --tokenizer given, or a BPE workspace's tokenizer (tokenizer.json, *.tiktoken...), is one
+        if self._option_args.get("tokenizer"):
+            return False
+        return not self._has_tokenizer and not self.workspace.loop_log.is_file()
+
+    @property
+    def _has_tokenizer(self) -> bool:
+        return workspace_tokenizer(self.workspace.tokenizer).is_file()
 
     # -- layout -----------------------------------------------------------------------------
     def get_default_screen(self) -> Screen:
@@ -529,7 +539,7 @@ class MiniGPTApp(App):
         error = event.worker.error
         text = f"{event.worker.name or event.worker.group} failed: {type(error).__name__}: {error}"
         self.log.error(text)
-        if event.worker.group == "tokenizer" and not self.workspace.tokenizer.exists():
+        if event.worker.group == "tokenizer" and not self._has_tokenizer and not self._option_args.get("tokenizer"):
             return  # a folder without a tokenizer (a watched loop's): the Tokenizer pane says so in place
         self.notify(text, title="error", severity="error", timeout=10, markup=False)
         if event.worker.group == "checks" and "checks" in self.panes:

@@ -167,6 +167,9 @@ def tokenizer_roundtrip(ctx: CheckContext, run: CheckRun) -> CheckReturn:
         "first_tokens": [tok.token_label(i) for i in first],
         "last_tokens": [tok.token_label(i) for i in last],
     }
+    if tok.kind == "char":  # characters as Python writes them, as the files show them
+        values["first_chars"] = [repr(_raw(tok, i)) for i in first]
+        values["last_chars"] = [repr(_raw(tok, i)) for i in last]
     # a character vocabulary is asked only about the characters it has
     sample = tok.encodable(SAMPLE_TEXT) or tok.decode(range(min(20, tok.vocab_size)))
     ids = tok.encode(sample)

@@ -48,11 +48,11 @@ class Piece:
         return visible(self.data.decode("utf-8"))
 
 
-_VISIBLE = {" ": "\u2423", "\n": "\u21b5", "\t": "\u2192", "\r": "\u240d"}
+_VISIBLE = {" ": "\u2423", "\n": "\u23ce", "\t": "\u2192", "\r": "\u240d"}
 
 
 def visible(text: str) -> str:
-    """Whitespace and control characters as symbols (space ␣, newline ↵, tab →), so a token's
+    """Whitespace and control characters as symbols (space ␣, newline ⏎, tab →), so a token's
     leading space and a run of newlines can be seen."""
     out = []
     for c in text:

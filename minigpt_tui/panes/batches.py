@@ -1,11 +1,13 @@
 """Pane 4: a batch drawn through the check context (so an injected fault shows), inputs above
-targets char by char, with every target[t] != input[t+1] highlighted and marked."""
+targets char by char (a subword tokenizer's: token by token, each column as wide as its longer
+piece, wrapped to the pane), with every target[t] != input[t+1] highlighted and marked."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from rich.cells import cell_len
 from rich.console import Group
 from rich.text import Text
 from textual import on
@@ -15,6 +17,7 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widgets import Static
 
+from minigpt.data.tokenizer_api import visible
 from minigpt_tui.host import session_of
 from minigpt_tui.messages import CheckFinished, ChecksFinished, FaultChanged
 from minigpt_tui.widgets.blank import BLANK_CONTAINERS
@@ -27,6 +30,8 @@ if TYPE_CHECKING:
 
 MISMATCH_STYLE = "bold white on red"
 OK_MARK, BAD_MARK, UNCHECKED_MARK = "✓", "✗", "·"
+PIECE_STYLES = ("", "on #303030")  # neighbouring tokens told apart
+LABEL_WIDTH = 9
 
 
 def mismatches(inputs: list[int], targets: list[int]) -> list[int]:
@@ -46,7 +51,7 @@ class BatchesPane(VerticalScroll, RenderWhenShown, can_focus=True):
     class BatchDrawn(Message):
         inputs: list[list[int]]  # (B, T) token IDs
         targets: list[list[int]]
-        input_chars: list[list[str]]  # decoded, one char per ID ('¿' outside the vocabulary)
+        input_chars: list[list[str]]  # decoded, one string per ID: a character, or a subword piece ('¿' outside)
         target_chars: list[list[str]]
         seed: int
         fault: str | None
@@ -177,9 +182,11 @@ class BatchesPane(VerticalScroll, RenderWhenShown, can_focus=True):
         parts.append(
             Text(f"row {self.row + 1}/{B}   (↑↓/j k: row, n: new batch;  ␣ space  ⏎ newline  → tab)", style="dim")
         )
-        parts.append(
-            self._row_view(b.inputs[self.row], b.targets[self.row], b.input_chars[self.row], b.target_chars[self.row])
-        )
+        row = (b.inputs[self.row], b.targets[self.row], b.input_chars[self.row], b.target_chars[self.row])
+        if all(len(c) == 1 for c in b.input_chars[self.row] + b.target_chars[self.row]):
+            parts.append(self._row_view(*row))
+        else:
+            parts.append(self._token_row_view(*row, width=max(40, self.size.width - 2)))
         parts.append(Text("rows:", style="bold"))
         for i in range(B):
             bad = mismatches(b.inputs[i], b.targets[i])
@@ -189,9 +196,44 @@ class BatchesPane(VerticalScroll, RenderWhenShown, can_focus=True):
                 f"{BAD_MARK} {len(bad):>2} mismatches " if bad else f"{OK_MARK}  0 mismatches ",
                 style="bold red" if bad else "green",
             )
-            line.append("".join(visible_char(c) for c in b.input_chars[i]))
+            line.append("".join(visible_char(c) if len(c) == 1 else visible(c) for c in b.input_chars[i]))
             parts.append(line)
         view.update(Group(*parts))
+
+    @staticmethod
+    def _token_row_view(
+        inputs: list[int], targets: list[int], in_pieces: list[str], tg_pieces: list[str], width: int
+    ) -> Text:
+        """Input above target token by token: each position a column as wide as its longer piece,
+        columns wrapped into groups that fit `width`; the group's first position leads it."""
+        bad = set(mismatches(inputs, targets))
+        groups: list[Text] = []
+        start = 0
+        while start < len(inputs):
+            head, inp, tgt, marks = (Text(f"{h:<{LABEL_WIDTH}}") for h in (f"t {start}", "input", "target", "t→t+1"))
+            used = LABEL_WIDTH
+            t = start
+            while t < len(inputs):
+                a, b = visible(in_pieces[t]), visible(tg_pieces[t])
+                w = max(cell_len(a), cell_len(b), 1)
+                if used + w + 1 > width and t > start:
+                    break
+                shade = PIECE_STYLES[t % 2]
+                inp.append(a + " " * (w - cell_len(a)), style=MISMATCH_STYLE if t - 1 in bad else shade)
+                tgt.append(b + " " * (w - cell_len(b)), style=MISMATCH_STYLE if t in bad else shade)
+                if t == len(targets) - 1:
+                    marks.append(UNCHECKED_MARK.ljust(w), style="dim")
+                elif t in bad:
+                    marks.append(BAD_MARK.ljust(w), style="bold red")
+                else:
+                    marks.append(OK_MARK.ljust(w), style="green")
+                for line in (inp, tgt, marks):
+                    line.append(" ")
+                used += w + 1
+                t += 1
+            groups.append(Text("\n").join([Text(head.plain, style="dim"), inp, tgt, marks]))
+            start = t
+        return Text("\n").join(groups)
 
     @staticmethod
     def _row_view(inputs: list[int], targets: list[int], in_chars: list[str], tg_chars: list[str]) -> Text:

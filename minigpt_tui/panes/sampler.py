@@ -10,6 +10,7 @@ filter stage comes from `filter_stages` (one table per column), and the output's
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rich.cells import cell_len
@@ -22,6 +23,7 @@ from textual.message import Message
 from textual.widgets import Button, Input, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
+from minigpt.data.tokenizer_api import Tokenizer
 from minigpt_tui.host import host, session_of
 from minigpt_tui.panes.sampler_form import (
     COLUMNS,
@@ -48,9 +50,10 @@ from minigpt_tui.widgets.status import visible_char, visible_output
 
 @dataclass
 class VocabLoaded(Message):
-    chars: list[str] | None
+    chars: list[str] | None  # a character tokenizer's characters (prompt characters are checked against them)
     error: str | None
     defaults: dict | None  # the session's sampler settings and prompt (options may import torch)
+    tokenizer: Tokenizer | None = None  # the tokenizer itself, whatever its kind
 
 
 PROMPT_REFUSED = "the prompt has characters the model has never seen (marked ^): remove them"
@@ -92,6 +95,7 @@ class SamplerPane(VerticalScroll):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.chars: list[str] | None = None
+        self.tokenizer: Tokenizer | None = None  # set once loaded, whatever its kind
         self.unknown: dict[str, list[int]] = {}
         self.columns = {c: Column() for c in COLUMNS}
         self.model_note = ""
@@ -168,28 +172,33 @@ class SamplerPane(VerticalScroll):
         if options is not None:
             defaults = {**default_settings(options.sampler), "prompt": options.prompt}
         from minigpt.data.tokenizer import CharTokenizer  # torch-free
+        from minigpt.data.tokenizer_load import load_tokenizer, workspace_tokenizer
         from minigpt.errors import MiniGPTError
 
+        path: str | None
         try:
-            path = options.resolve().tokenizer if options is not None else None
+            path = options.resolve().tokenizer_spec if options is not None else None
         except MiniGPTError as exc:
             path, error = None, exc.message
         else:
             error = "no workspace: unknown prompt characters cannot be flagged"
         if path is None and workspace is not None:
-            path = workspace.tokenizer
+            path = str(workspace_tokenizer(workspace.tokenizer))
         if path is None:
             self.post_message(VocabLoaded(None, error, defaults))
             return
         try:
-            chars = CharTokenizer.from_file(path).chars
-            self.post_message(VocabLoaded(list(chars), None, defaults))
+            tok = load_tokenizer(path)
         except MiniGPTError as exc:
             self.post_message(VocabLoaded(None, f"cannot read the tokenizer {path}: {exc.message}", defaults))
+            return
+        chars = list(tok.chars) if isinstance(tok, CharTokenizer) else None
+        self.post_message(VocabLoaded(chars, None, defaults, tok))
 
     @on(VocabLoaded)
     def _vocab_loaded(self, message: VocabLoaded) -> None:
         self.chars = message.chars
+        self.tokenizer = message.tokenizer
         if message.error:
             self._status(message.error, problem=True)
         if message.defaults:  # only fields still at the built-in default: never overwrite typing
@@ -219,6 +228,10 @@ class SamplerPane(VerticalScroll):
                 if ch not in vocab:
                     self.unknown.setdefault(ch, []).append(pos)
         widget = self.query_one("#prompt-check", Static)
+        if self.chars is None and self.tokenizer is not None:  # a subword tokenizer encodes any text
+            count = len(self.tokenizer.encode(prompt)) if prompt else 0
+            widget.update(Text(f"prompt: {count} tokens ({self.tokenizer.kind})" if prompt else "prompt: empty"))
+            return
         if self.chars is None:
             widget.update(Text("prompt: not checked yet (the tokenizer is not loaded)"))
             return
@@ -251,7 +264,8 @@ class SamplerPane(VerticalScroll):
     def _parse_column(self, col: str) -> None:
         texts = {f: self.query_one(f"#{'A' if f == 'seed' else col}-{f}", Input).value for f, _, _ in FIELDS}
         column = self.columns[col]
-        column.values, column.errors, column.notes = read_settings(texts, len(self.chars) if self.chars else 1 << 30)
+        vocab = self.tokenizer.vocab_size if self.tokenizer is not None else 1 << 30
+        column.values, column.errors, column.notes = read_settings(texts, vocab)
         self._show_errors(col)
         self._show_notes()
 
@@ -330,7 +344,9 @@ class SamplerPane(VerticalScroll):
         return True
 
     def _load_model(self):
-        """(model, tokenizer, note), cached until the session's context is rebuilt."""
+        """(model, tokenizer, note, eot, vocab_limit), cached until the session's context is rebuilt:
+        `eot` is the end-of-text token where the run's train IDs hold it (a sample stops there), and
+        `vocab_limit` the tokenizer's size where the model's vocabulary is padded past it."""
         with self._model_lock:
             ctx = session_of(self).context
             if self._model_cache is None or self._model_cache[0] is not ctx:
@@ -347,7 +363,8 @@ class SamplerPane(VerticalScroll):
                     if inspected.source == "checkpoint"
                     else f"FRESH MODEL ({inspected.label}; untrained output is noise)"
                 )
-                self._model_cache = (ctx, model, ctx.tokenizer, note)
+                tok = ctx.tokenizer
+                self._model_cache = (ctx, model, tok, note, *_run_tokens(ctx, tok))
             return self._model_cache[1:]
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="sampler-generate")
@@ -359,11 +376,11 @@ class SamplerPane(VerticalScroll):
         apply_thread_policy("sample")  # per thread: OpenMP keeps the count for the thread that set it
         worker = get_current_worker()
         try:
-            model, tokenizer, note = self._load_model()
+            model, tokenizer, note, eot, vocab_limit = self._load_model()
             ids = encode_prompt(tokenizer, prompt)
             settings = {col: SamplerSettings(**values) for col, values in columns}
             for col, _ in columns:  # A/B: the filter stages of each column's settings
-                stages = next_token_stages(model, ids, settings, tokenizer.chars, col)
+                stages = next_token_stages(model, ids, settings, _labeller(tokenizer), col)
                 title = f"next token after the prompt, settings {col} ({note})"
                 self.post_message(StagesComputed(run_id, stages, title, col, note))
             stream_samples(
@@ -372,8 +389,10 @@ class SamplerPane(VerticalScroll):
                 model,
                 ids,
                 settings,
-                tokenizer.chars,
+                tokenizer,
                 lambda: worker.is_cancelled or cancel.is_set(),
+                eot=eot,
+                vocab_limit=vocab_limit,
             )
         except MiniGPTError as exc:
             self.post_message(SamplerFailed(run_id, str(exc)))
@@ -428,3 +447,35 @@ class SamplerPane(VerticalScroll):
         self.query_one("#sampler-status", Static).update(
             Text(("! " if problem else "") + text, style="bold red" if problem else "")
         )
+
+
+def _labeller(tokenizer: Tokenizer) -> Callable[[int], str]:
+    """A token's label for the next-token tables: a character as it is, a subword piece with its
+    whitespace made visible (an ID past the tokenizer, a padded row: '?')."""
+    from minigpt.data.tokenizer import CharTokenizer
+
+    def label(token: int) -> str:
+        if token >= tokenizer.vocab_size:
+            return "?"
+        if isinstance(tokenizer, CharTokenizer):
+            return tokenizer.chars[token]
+        return tokenizer.token_label(token)
+
+    return label
+
+
+def _run_tokens(ctx, tok: Tokenizer) -> tuple[int | None, int | None]:
+    """(the EOT token where the run's train IDs hold it, the tokenizer's size where the model's
+    vocabulary is padded past it). Worker thread: reads the splits and the config."""
+    from minigpt.checks.batch_checks import model_vocab
+    from minigpt.data.tokenizer_fit import count
+    from minigpt.errors import MiniGPTError
+
+    eot = tok.eot_id
+    try:
+        if eot is not None and not count(ctx.splits["train"], eot):
+            eot = None  # the run never saw it: nothing says where a text ends
+        padded = model_vocab(ctx) > tok.vocab_size
+    except MiniGPTError:
+        return eot, None
+    return eot, tok.vocab_size if padded else None

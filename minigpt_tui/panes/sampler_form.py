@@ -98,8 +98,10 @@ def report_line(r: dict) -> Text:
         if r["tail_period"]
         else "no loop at the end"
     )
+    speed = f"  {r['tokens']} tokens, {r['tokens_per_s']:.0f}/s" if r.get("tokens_per_s") else ""
+    end = "  ended at end-of-text" if r.get("ended_at_eot") else ""
     return Text(
         f"repetition {r['repetition_rate']:.2f}  distinct-1 {r['distinct_1']:.2f}  distinct-2 {r['distinct_2']:.2f}"
-        f"  {loop}",
+        f"  {loop}{speed}{end}",
         style="bold yellow" if r["repetition_rate"] > 0.5 else "",
     )

@@ -45,11 +45,7 @@ class SamplerFailed(Message):
     error: str
 
 
-def _char(chars: list[str], token: int) -> str:
-    return chars[token] if token < len(chars) else "?"
-
-
-def next_token_stages(model, ids: list[int], settings: dict, chars: list[str], first: str) -> list[dict]:
+def next_token_stages(model, ids: list[int], settings: dict, label: Callable[[int], str], first: str) -> list[dict]:
     """The top tokens after each filter stage for the prompt's last position, with `settings[first]`;
     also validates every column's settings (raises SamplerSettingsError)."""
     import torch
@@ -71,7 +67,7 @@ def next_token_stages(model, ids: list[int], settings: dict, chars: list[str], f
     stages = []
     for st in filter_stages(logits, context, settings[first]):
         probs, idx = torch.topk(st.probs.float().cpu(), min(TOP_TOKENS, st.probs.numel()))
-        top = [(_char(chars, i), p) for p, i in zip(probs.tolist(), idx.tolist())]
+        top = [(label(i), p) for p, i in zip(probs.tolist(), idx.tolist())]
         stages.append({"name": st.name, "survivors": st.survivors, "top": top})
     return stages
 
@@ -82,28 +78,42 @@ def stream_samples(
     model,
     ids: list[int],
     settings: dict,
-    chars: list[str],
+    tokenizer,
     stopped: Callable[[], bool],
+    *,
+    eot: int | None = None,
+    vocab_limit: int | None = None,
 ) -> None:
-    """Generate each column in turn, posting the text in batches and a repetition report at the end."""
+    """Generate each column in turn, posting the text in batches and a repetition report (with the
+    tokens and tokens/s) at the end. A column ends at `eot` (the end-of-text token, where the run's
+    data has one) without writing it; `vocab_limit` keeps a padded vocabulary's extra rows unsampled."""
+    from minigpt.data.tokenizer_stream import TextStream
     from minigpt.sample.generate import generate
 
     for col, s in settings.items():
         pending: list[str] = []
-        last = time.monotonic()
+        stream = TextStream(tokenizer)
+        last = started = time.monotonic()
 
-        def on_token(token: int, pending: list[str] = pending, col: str = col) -> bool:
+        def on_token(token: int, pending: list[str] = pending, col: str = col, stream: TextStream = stream) -> bool:
             nonlocal last
-            pending.append(_char(chars, token))
+            if token == eot:
+                return False
+            pending.append(stream.push(token))
             if time.monotonic() - last >= STREAM_EVERY_S:
                 post(TextGenerated(run_id, col, "".join(pending)))
                 pending.clear()
                 last = time.monotonic()
             return not stopped()
 
-        new = generate(model, ids, s, on_token=on_token)
-        if pending:
+        new = generate(model, ids, s, on_token=on_token, vocab_limit=vocab_limit)
+        seconds = time.monotonic() - started
+        pending.append(stream.rest())
+        if any(pending):
             post(TextGenerated(run_id, col, "".join(pending)))
-        post(SampleFinished(run_id, col, repetition_report("".join(_char(chars, t) for t in new))))
+        ended = eot is not None and bool(new) and new[-1] == eot
+        report = repetition_report(tokenizer.decode(new[:-1] if ended else new))
+        report.update(tokens=len(new), tokens_per_s=len(new) / seconds if seconds > 0 else None, ended_at_eot=ended)
+        post(SampleFinished(run_id, col, report))
         if stopped():
             return

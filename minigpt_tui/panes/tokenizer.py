@@ -1,5 +1,6 @@
 """Pane 3: the vocabulary and fingerprints (from the tokenizer checks), a live encoder for typed
-text with unknown characters flagged, and a decoded sample of the stored data."""
+text (a char tokenizer flags unknown characters; a subword one shows the pieces token by token, in
+alternating colours, with their IDs and the round trip), and a decoded sample of the stored data."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
     from minigpt.checks.result import CheckResult
 
 UNKNOWN_STYLE = "bold white on red"
+PIECE_STYLES = ("black on #87afd7", "black on #d7af87")  # neighbouring pieces told apart
+SPECIAL_STYLE = "bold white on #875f87"
 
 
 class TokenizerPane(VerticalScroll, RenderWhenShown):
@@ -32,7 +35,7 @@ class TokenizerPane(VerticalScroll, RenderWhenShown):
 
     @dataclass
     class TokenizerLoaded(Message):
-        tokenizer: Any  # minigpt.data.tokenizer.CharTokenizer (pure Python, no tensors)
+        tokenizer: Any  # a minigpt.data.tokenizer_api.Tokenizer (no tensors)
 
     @dataclass
     class TokenizerFailed(Message):
@@ -99,6 +102,9 @@ class TokenizerPane(VerticalScroll, RenderWhenShown):
             self.last_ids, self.last_unknown = [], {}
             out.update(Text("(type above to see the IDs)", style="dim"))
             return
+        if tok.kind != "char":
+            out.update(self._pieces_view(tok, text))
+            return
         unknown = tok.unknown_chars(text)
         ids = [tok.stoi[c] for c in text if c in tok.stoi]
         decoded = tok.decode(ids)
@@ -127,6 +133,31 @@ class TokenizerPane(VerticalScroll, RenderWhenShown):
             grid.add_row("round trip", Text("✗ decode(encode(text)) differs from the text", style="bold red"))
         out.update(grid)
 
+    def _pieces_view(self, tok, text: str) -> Table:
+        """A subword encoding token by token: each piece in its own colour, whitespace and split
+        characters visible, then the IDs and the round trip (a normaliser's change shown, not failed)."""
+        pieces = tok.pieces(text)
+        ids = [p.id for p in pieces]
+        self.last_ids, self.last_unknown = ids, {}
+        decoded = tok.decode(ids)
+        shown = Text()
+        for n, piece in enumerate(pieces):
+            shown.append(piece.label, style=SPECIAL_STYLE if piece.special else PIECE_STYLES[n % 2])
+        grid = Table.grid(padding=(0, 2))
+        grid.add_column(style="bold", no_wrap=True)
+        grid.add_column(overflow="fold")
+        grid.add_row("pieces", shown)
+        grid.add_row("IDs", Text(" ".join(map(str, ids))))
+        per = f", {len(text) / len(ids):.1f} characters per token" if ids else ""
+        grid.add_row("tokens", Text(f"{len(ids)} for {len(text)} characters{per}"))
+        if decoded == text:
+            grid.add_row("round trip", Text("✓ exact: decode(encode(text)) == text", style="green"))
+        elif not tok.lossless:
+            grid.add_row("round trip", Text(f"~ normalised: {decoded!r}", style="yellow"))
+        else:
+            grid.add_row("round trip", Text(f"✗ decode(encode(text)) gives {decoded!r}", style="bold red"))
+        return grid
+
     @on(CheckFinished)
     def render_result(self, message: CheckFinished) -> None:
         r = message.result
@@ -150,10 +181,16 @@ class TokenizerPane(VerticalScroll, RenderWhenShown):
             grid.add_row(
                 "round trip check", Text.assemble(status_text(self.roundtrip.status), " ", Text(self.roundtrip.summary))
             )
-            grid.add_row("vocab size", str(v.get("vocab_size", "?")))
+            kind = v.get("kind", "char")
+            size = v.get("vocab_size", "?")
+            grid.add_row("vocab size", f"{size:,} ({kind})" if kind != "char" else str(size))
             grid.add_row("tokenizer fingerprint", Text(str(v.get("fingerprint", "?"))))
-            grid.add_row("first characters", Text(" ".join(v.get("first_chars", []))))
-            grid.add_row("last characters", Text(" ".join(v.get("last_chars", []))))
+            unit = "characters" if kind == "char" else "tokens"
+            grid.add_row(f"first {unit}", Text(" ".join(v.get("first_chars", v.get("first_tokens", [])))))
+            grid.add_row(f"last {unit}", Text(" ".join(v.get("last_chars", v.get("last_tokens", [])))))
+            special = v.get("special_tokens") or {}
+            if special:
+                grid.add_row("special tokens", Text(", ".join(f"{name} {i}" for name, i in list(special.items())[:6])))
         if self.fingerprint is not None:
             v = self.fingerprint.values
             grid.add_row("checkpoint fingerprint", Text(str(v.get("checkpoint_fingerprint", "none"))))
