@@ -101,6 +101,7 @@ def read_checkpoint(path: str | os.PathLike) -> dict:
         ) from None
     except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError) as exc:
         raise _unreadable(path, st.st_size, exc) from None
+    _require_stored_tensors(data, path)
     if not isinstance(data, dict):
         raise CheckpointError(
             f"Not a checkpoint dict: {path} holds a {type(data).__name__}, expected a dict with "
@@ -137,6 +138,44 @@ def read_checkpoint(path: str | os.PathLike) -> dict:
             causes=["the model's hyperparameters were not saved with the weights"],
         )
     return data
+
+
+def _require_stored_tensors(data: object, path: Path, where: str = "", depth: int = 0) -> None:
+    """Every tensor in `data` holds the bytes its shape claims: an expanded view (stride 0: one
+    element stored, terabytes claimed) or a view past the end of its storage is refused, naming it,
+    before anything (`isfinite`, `load_state_dict`) allocates its shape. Reads sizes only."""
+    if depth > 8:  # a state dict nests three deep (optimizer state: state -> index -> name)
+        return
+    if isinstance(data, torch.Tensor):
+        problem = _stored_short(data)
+        if problem:
+            raise CheckpointError(
+                f"Refused to load {path}: tensor {where or '(top level)'} {problem}",
+                path=path,
+                causes=["the file was crafted or edited", "saved from an expand()ed view instead of a tensor"],
+            )
+        return
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list | tuple) else ()
+    for key, value in items:
+        _require_stored_tensors(value, path, f"{where}.{key}" if where else str(key), depth + 1)
+
+
+def _stored_short(t: torch.Tensor) -> str | None:
+    """Why `t`'s shape claims more than its storage holds, or None."""
+    if t.numel() == 0 or t.layout != torch.strided:
+        return None
+    itemsize = t.element_size()
+    stored = t.untyped_storage().nbytes()
+    claimed = t.numel() * itemsize
+    if claimed > stored:
+        return (
+            f"is an expanded view: its shape {tuple(t.shape)} claims {claimed:,} bytes and the file stores "
+            f"{stored:,} (a stride of 0 repeats one element)"
+        )
+    last = t.storage_offset() + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride(), strict=True))
+    if (last + 1) * itemsize > stored:
+        return f"reaches past the end of its storage ({(last + 1) * itemsize:,} bytes needed, {stored:,} stored)"
+    return None
 
 
 def _zip_lacks_end_record(path: Path, size: int) -> bool:
