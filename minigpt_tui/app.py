@@ -26,7 +26,7 @@ from textual.screen import Screen
 from textual.widgets import Header, Input, TabbedContent
 from textual.worker import Worker, WorkerState
 
-from minigpt.data.tokenizer_load import workspace_tokenizer
+from minigpt.data.tokenizer_load import HF_PREFIX, tokenizer_file_in, workspace_tokenizer
 from minigpt.io.workspace import Workspace
 from minigpt_tui import demo
 from minigpt_tui.check_runs import CheckRunner, merged_report
@@ -163,7 +163,11 @@ class MiniGPTApp(App):
 
     @property
     def _has_tokenizer(self) -> bool:
-        return workspace_tokenizer(self.workspace.tokenizer).is_file()
+        """The workspace has a tokenizer of any kind, or `--model hf:FOLDER` has one beside its weights."""
+        if workspace_tokenizer(self.workspace.tokenizer).is_file():
+            return True
+        spec = self._option_args.get("model_spec") or ""
+        return spec.startswith(HF_PREFIX) and tokenizer_file_in(Path(spec[len(HF_PREFIX) :]).expanduser()) is not None
 
     # -- layout -----------------------------------------------------------------------------
     def get_default_screen(self) -> Screen:

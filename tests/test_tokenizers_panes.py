@@ -136,3 +136,17 @@ async def test_the_three_panes_work_on_a_bpe_workspace_at_80x24(bpe, tmp_path):
         assert sampler.generate(("A",))
         await until(pilot, lambda: sampler.columns["A"].report is not None, 120)
         assert sampler.columns["A"].report["tokens"] >= 1
+
+
+def test_an_hf_model_folder_lends_its_tokenizer_to_the_checks_and_the_app(bpe, tmp_path):
+    from minigpt.checks import CheckOptions
+    from minigpt_tui.app import MiniGPTApp
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    (folder / "tokenizer.json").write_text(bpe.tok.to_str(), encoding="utf-8")
+    options = CheckOptions(workspace=tmp_path / "ws", model_spec=f"hf:{folder}")
+    assert options.resolve().tokenizer_spec == str(folder / "tokenizer.json")
+    assert not MiniGPTApp(tmp_path / "ws", model_spec=f"hf:{folder}").needs_setup
+    assert MiniGPTApp(tmp_path / "ws").needs_setup  # without it: nothing to open
