@@ -105,6 +105,7 @@ class MetricsFollower(LineFollower):
         super().__init__(path, max_line=MAX_LINE_BYTES)
         self.bad_lines = 0
         self.bad_line_numbers: list[int] = []
+        self.notes: list[str] = []  # how the log was read (a JSONL log needs none)
         self._lineno = 0
 
     def _restart(self) -> None:

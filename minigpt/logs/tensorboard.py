@@ -249,6 +249,11 @@ class TensorBoardFollower:
         self._signature: tuple = ()
         self._given: list[MetricPoint] = []
 
+    @property
+    def notes(self) -> list[str]:
+        """How the last reading read the run: which run of a parent folder, tags taken or left unread."""
+        return self.log.notes if self.log is not None else []
+
     def _files(self) -> tuple:
         root = self.path
         files = [root] if root.is_file() else sorted(root.rglob(EVENTS))

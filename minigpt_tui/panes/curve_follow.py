@@ -45,6 +45,7 @@ class CurveUpdated(Message):
     missing: bool  # the metrics file is not there (yet, or moved aside by a fresh run)
     generation: tuple[int, int]  # (follower, log reset): a diagnosis of another one is stale
     ended: bool = False  # a run was seen writing (holding the lock, or the UI's own) and has stopped
+    notes: tuple[str, ...] = ()  # how the log was read (a TensorBoard run's tags, and those left unread)
 
     def can_replace(self, message: Message) -> bool:
         # a heartbeat must not swallow a queued change: it would carry no redraw
@@ -182,6 +183,7 @@ def follow_curve(
                     missing,
                     generation,
                     ended=left_at > -math.inf and not writing and not growing,
+                    notes=tuple(follower.notes),
                 )
             )
             last_post, view_seen, dirty = now, view, False

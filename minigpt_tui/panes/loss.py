@@ -103,6 +103,7 @@ class LossPane(Vertical, RenderWhenShown):
         self._plot = LossPlot(id="loss-plot")
         self._last_message: CurveUpdated | None = None
         self._shown: dict[str, tuple] = {}  # widget id -> what it shows now
+        self.read_notes: tuple[str, ...] = ()  # how the follower read the log (a TensorBoard run's tags)
 
     def compose(self) -> ComposeResult:
         yield LiveStatic("waiting for the metrics log...", id="loss-status", markup=False)
@@ -187,6 +188,7 @@ class LossPane(Vertical, RenderWhenShown):
             self._generation, self.diagnosis = message.generation, None
         self.initial_load_s = message.initial_load_s
         self.writer = message.writer
+        self.read_notes = message.notes
         if message.changed or self._plot.stale:
             self._plot.show(snap, message.baseline, stale=False)
         self._render_status(message)
@@ -282,6 +284,9 @@ class LossPane(Vertical, RenderWhenShown):
         width = self._diagnosis_width()
         head = failure or diagnosis_text(self.diagnosis, self.snapshot, width)
         more = None if failure else diagnosis_more(self.diagnosis, self.snapshot, width)
+        if self.read_notes and not failure:  # what the log holds that the curve does not show
+            read = Text("read: " + "; ".join(self.read_notes), style="dim")
+            more = read if more is None else Text.assemble(more, "\n", read)
         rows = 4 if failure else len(head.plain.splitlines())  # each line of the head fits the width
         text = head if more is None else Text.assemble(head, "\n", more)
         key = (str(text), str(head.style), rows)

@@ -53,3 +53,33 @@ async def test_the_loss_pane_follows_a_tensorboard_run_given_as_metrics(workspac
         await wait_until(pilot, lambda: pane.points_count == 20, 30, "the Loss pane to read the TensorBoard run")
         assert pane.metrics_path == run
         assert pane.snapshot.last["val_loss"] == 3.5 and pane.snapshot.last_step == 38
+
+
+async def test_the_loss_pane_says_which_tensorboard_tag_it_read_as_validation(workspace, make_app, tmp_path):
+    # GIVEN PyTorch's TensorBoard recipe (Loss/train, Loss/test) and an unjudged auxiliary loss
+    pytest.importorskip("tensorboard", reason="the optional extra minigpt-tui[tensorboard]")
+    from torch.utils.tensorboard import SummaryWriter
+
+    from .conftest import rendered
+
+    run = tmp_path / "tb"
+    writer = SummaryWriter(str(run))
+    for s in range(0, 40, 2):
+        writer.add_scalar("Loss/train", 4 * math.exp(-s / 50), s)
+        writer.add_scalar("Loss/test", 4.1 * math.exp(-s / 50), s)
+        writer.add_scalar("aux_loss", 0.1, s)
+    writer.close()
+    app = make_app(workspace, metrics=str(run))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: bool(app.query(LossPane)), 30, "the Loss pane to mount")
+        pane = app.query_one(LossPane)
+        await wait_until(pilot, lambda: pane.points_count == 20, 30, "the Loss pane to read the TensorBoard run")
+        # THEN the test split is plotted as validation, and the pane says what it read and left out
+        assert pane.snapshot.last["val_loss"] is not None
+        await pilot.press("6")  # the Loss pane: its text is drawn when it is shown
+
+        def text() -> str:
+            return " ".join(rendered(pane.query_one("#loss-diagnosis")).split())
+
+        await wait_until(pilot, lambda: "Loss/test" in text(), 30, "the pane to say what it read")
+        assert "read Loss/test as the validation loss" in text() and "aux_loss" in text()
