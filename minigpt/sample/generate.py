@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from minigpt.errors import SamplerSettingsError
 from minigpt.model.contract import ModelContractError, config_value, unpack
 from minigpt.sample.settings import SamplerSettings, unusual_settings, validate  # noqa: F401  (re-exported)
+from minigpt.sample.values import is_greedy
 
 # Mass already kept within float32 rounding of top_p counts as having reached it, so that
 # probabilities [0.5, 0.3, 0.2] with top_p=0.5 keep exactly one token whatever the rounding.
@@ -58,8 +59,8 @@ def apply_repetition_penalty(logits: torch.Tensor, context_ids, penalty: float) 
 
 
 def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    """Scale by 1/temperature; temperature 0 keeps only the argmax (greedy)."""
-    if temperature == 0:
+    """Scale by 1/temperature; temperature 0 (or one too small to divide by) keeps only the argmax (greedy)."""
+    if is_greedy(temperature):
         keep = logits.argmax(dim=-1, keepdim=True)
         return torch.full_like(logits, float("-inf")).scatter(-1, keep, logits.gather(-1, keep))
     return logits if temperature == 1.0 else logits / temperature
@@ -185,7 +186,7 @@ def generate(
             if vocab_limit is not None:
                 logits = logits[:vocab_limit]  # rows of a padded vocabulary are never sampled
             logits = filter_logits(logits, tokens[-block_size:], settings)
-            if settings.temperature == 0:
+            if is_greedy(settings.temperature):
                 token = int(logits.argmax().item())  # greedy: no randomness consumed
             else:
                 probs = F.softmax(logits.float(), dim=-1)

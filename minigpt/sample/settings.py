@@ -7,14 +7,21 @@ import math
 from dataclasses import dataclass
 
 from minigpt.errors import SamplerSettingsError
+from minigpt.sample.values import (
+    GREEDY_TEMPERATURE_BELOW,
+    REPETITION_PENALTY_MAX,
+    REPETITION_PENALTY_MIN,
+    is_greedy,
+    seed_problem,
+)
 
 
 @dataclass
 class SamplerSettings:
-    temperature: float = 1.0  # 0 = greedy (argmax); must be >= 0
+    temperature: float = 1.0  # 0 = greedy (argmax), and so is anything below 1e-30; must be >= 0
     top_k: int | None = None  # keep the k most likely tokens; 0/None = off
     top_p: float = 1.0  # nucleus mass in (0, 1]; 1 = off
-    repetition_penalty: float = 1.0  # > 0; 1 = off, > 1 discourages tokens already in context
+    repetition_penalty: float = 1.0  # in [1e-6, 1e6]; 1 = off, > 1 discourages tokens already in context
     max_new_tokens: int = 200  # tokens to generate
     seed: int | None = None  # seeds a torch.Generator for reproducible sampling
 
@@ -41,14 +48,22 @@ def validate(settings: SamplerSettings, vocab_size: int) -> list[str]:
             notices.append(f"top_k {s.top_k} is above the vocabulary size {vocab_size}; using {vocab_size} (off)")
     if not _is_number(s.top_p) or not math.isfinite(s.top_p) or not 0 < s.top_p <= 1:
         raise SamplerSettingsError(f"top_p must be in (0, 1] (1 is off); found {s.top_p!r}")
-    if not _is_number(s.repetition_penalty) or not math.isfinite(s.repetition_penalty) or s.repetition_penalty <= 0:
+    if 0 < s.temperature and is_greedy(s.temperature):
+        notices.append(
+            f"temperature {s.temperature!r} is below {GREEDY_TEMPERATURE_BELOW:g}, too small to divide logits by: "
+            "sampling as at temperature 0 (greedy)"
+        )
+    penalty = s.repetition_penalty
+    if not _is_number(penalty) or not REPETITION_PENALTY_MIN <= penalty <= REPETITION_PENALTY_MAX:
         raise SamplerSettingsError(
-            f"repetition_penalty must be a finite number > 0 (1.0 is off); found {s.repetition_penalty!r}"
+            f"repetition_penalty must be in [{REPETITION_PENALTY_MIN:g}, {REPETITION_PENALTY_MAX:g}] (1.0 is off; "
+            f"beyond, logits overflow); found {penalty!r}"
         )
     if not _is_int(s.max_new_tokens) or s.max_new_tokens < 0:
         raise SamplerSettingsError(f"max_new_tokens must be an integer >= 0; found {s.max_new_tokens!r}")
-    if s.seed is not None and not _is_int(s.seed):
-        raise SamplerSettingsError(f"seed must be an integer or None; found {s.seed!r}")
+    problem = None if s.seed is None else seed_problem(s.seed)
+    if problem:
+        raise SamplerSettingsError(f"seed must be None or {problem}")
     return notices
 
 

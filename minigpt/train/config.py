@@ -12,6 +12,7 @@ import torch
 
 from minigpt.errors import ConfigError
 from minigpt.model.gpt import MiniGPTConfig
+from minigpt.sample.values import seed_problem
 from minigpt.train.presets import PRESETS
 
 MODEL_FIELDS = {f.name for f in fields(MiniGPTConfig)} - {"vocab_size"}
@@ -70,6 +71,9 @@ class TrainConfig:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
                 raise ConfigError(f"{name.replace('_', '-')} must be a finite number; found {value!r}")
+        problem = seed_problem(self.seed)
+        if problem:
+            raise ConfigError(f"seed must be {problem}")
         if not isinstance(self.device, str):
             raise ConfigError(f"device must be a string; found {self.device!r}")
         if self.dtype not in DTYPES:
