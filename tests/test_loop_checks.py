@@ -214,3 +214,7 @@ def test_the_curves_advice_uses_the_clipping_the_watch_measured(tmp_path):
     assert "no gradient clipping" not in curve.causes
     readings = clipping.values["readings"]
     assert any("the watch saw clipping at" in c and f"of {readings} full readings" in c for c in curve.causes)
+    # AND its warmup advice names the warmup the watch measured (nanoGPT's warmup_iters 5)
+    assert "no warmup or too short a warmup" not in curve.causes
+    assert "a warmup of 5 steps (the watch measured the LR)" in curve.causes, curve.causes
+    assert "a warmup longer than 5 steps (a few hundred)" in curve.fixes

@@ -16,7 +16,7 @@ from minigpt.checks.control import CheckRun
 from minigpt.checks.nonfinite_checks import localise_nonfinite
 from minigpt.checks.registry import CheckReturn, check
 from minigpt.checks.result import Outcome, Status
-from minigpt.checks.watched import measured_clipping
+from minigpt.checks.watched import measured_clipping, measured_warmup
 from minigpt.errors import MiniGPTError
 from minigpt.logs.curve import perplexity, perplexity_text
 from minigpt.logs.curve_advice import RunSettings
@@ -264,9 +264,12 @@ def _float(value: object) -> float | None:
 
 
 def _run_settings(ctx: CheckContext) -> RunSettings | None:
-    """The run's settings for the curve's advice: the checkpoint's, with the clipping the watch
-    measured when the checkpoint names none (the watch sees the clip; a loop's settings are not saved)."""
+    """The run's settings for the curve's advice: the checkpoint's, with the warmup the watch measured
+    and its clipping when the checkpoint names none (a loop's settings are not saved; the watch sees them)."""
     settings = ctx.run_settings()
+    warmup = measured_warmup(ctx)
+    if warmup is not None:
+        settings = dataclasses.replace(settings or RunSettings("the watched loop"), warmup_steps=warmup)
     if settings is not None and settings.grad_clip:
         return settings
     clip = measured_clipping(ctx)

@@ -81,6 +81,22 @@ class MeasuredClipping:
 CLIP_AFTER_STEP = 3  # the first steps' gradients are the initial ones: clipping is judged after them
 
 
+def measured_warmup(ctx) -> int | None:
+    """Steps the watched loop's learning rate (its first group's) rose before reaching its peak: 0 when it
+    started at half its peak or more; None without a watched loop or learning rates."""
+    try:
+        log = watched_loop(ctx, need_steps=1)
+    except Outcome:
+        return None
+    lrs = [(s["step"], s["lrs"][0]) for s in log.steps if s.get("lrs") and isinstance(s["lrs"][0], int | float)]
+    if not lrs:
+        return None
+    peak = max(lr for _, lr in lrs)
+    if peak <= 0 or lrs[0][1] >= 0.5 * peak:
+        return 0
+    return next(step for step, lr in lrs if lr >= 0.99 * peak) - lrs[0][0]  # the steps before the peak
+
+
 def clip_readings(log: LoopLog, after_step: int = CLIP_AFTER_STEP) -> list[dict]:
     """The full readings where the watch could read whether the step was clipped (after the first steps)."""
     return [s for s in log.deep if "clipped" in s and s["step"] > after_step]

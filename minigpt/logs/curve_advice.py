@@ -166,6 +166,7 @@ class RunSettings:
     weight_decay: float | None = None
     beta2: float | None = None
     clip_source: str | None = None  # where grad_clip was read, when not `source` (the watch measured it)
+    warmup_steps: int | None = None  # steps the LR rose before its peak, as the watch measured it (0: none)
 
 
 # advice that a run which clipped its gradients already follows
@@ -183,6 +184,16 @@ def fit_to_settings(d: CurveDiagnosis, settings: RunSettings) -> None:
                 f"the run clipped gradients at {settings.grad_clip:.3g} ({settings.clip_source or settings.source}): "
                 "clipping alone did not hold it"
             )
+    if settings.warmup_steps is not None:  # measured: the warmup advice names what the run did
+        n = settings.warmup_steps
+        did = (
+            f"a warmup of {n} steps (the watch measured the LR)"
+            if n
+            else "no warmup (the watch saw the LR start at its peak)"
+        )
+        d.causes = [did if c == "no warmup or too short a warmup" else c for c in d.causes]
+        longer = f"a warmup longer than {n} steps (a few hundred)" if n else "add warmup (a few hundred steps)"
+        d.fixes = [longer if f == "add warmup (a few hundred steps)" else f for f in d.fixes]
     if settings.learning_rate and not d.values.get("peak_lr") and d.shape in ("unstable", "spikes", "diverged"):
         lr = settings.learning_rate
         d.fixes = [
