@@ -20,7 +20,10 @@ def run(args: argparse.Namespace) -> int:
     from minigpt.checks.report import diff_reports, load_report
     from minigpt.cli.output import hanging, wrap_width
 
-    diff = diff_reports(load_report(args.a), load_report(args.b))
+    a, b = load_report(args.a), load_report(args.b)
+    for path, report in ((args.a, a), (args.b, b)):
+        _require_statuses(path, report)
+    diff = diff_reports(a, b)
     if args.json:
         print(json.dumps(diff, indent=2, ensure_ascii=False))
         return 0
@@ -64,3 +67,21 @@ def _grouped(changes: list[dict], keys: tuple[str, ...]) -> list[tuple[str, dict
     for c in changes:
         groups.setdefault(tuple(str(c[k]) for k in keys), ([], c))[0].append(c["id"])
     return [(ids[0] if len(ids) == 1 else f"{len(ids)} checks ({name_list(ids)})", c) for ids, c in groups.values()]
+
+
+def _require_statuses(path: str, report: dict) -> None:
+    """Every check's status is one the engine writes: a NaN, a number or another word cannot be
+    compared, so the diff is refused (exit 2) naming the file and the check."""
+    from minigpt.checks.result import Status
+    from minigpt.errors import DataError
+
+    known = {s.value for s in Status}
+    for i, check in enumerate(report["checks"]):
+        status = check["status"]
+        if not isinstance(status, str) or status not in known:
+            raise DataError(
+                f"Malformed check report: {path}: checks[{i}] ({check['id']}) has status {status!r}, expected one "
+                f"of {', '.join(sorted(known))}; the reports cannot be compared",
+                path=path,
+                causes=["the report was edited by hand", "written by another tool"],
+            )
