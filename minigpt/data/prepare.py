@@ -33,7 +33,7 @@ from minigpt.data.corpus import (
 from minigpt.data.tokenizer import CharTokenizer
 from minigpt.errors import DataError, MiniGPTError, UnknownCharactersError, WorkspaceLockedError
 from minigpt.io import lock
-from minigpt.io.files import StagedWrite, stage_text, stage_torch_save
+from minigpt.io.files import StagedWrite, remove_dead_temp_files, stage_text, stage_torch_save
 from minigpt.io.workspace import SPLITS, Workspace
 
 VOCAB_POLICY = (
@@ -260,6 +260,8 @@ def prepare_workspace(
             holder=busy,
             causes=["wait for the run to end, or stop it"],
         )
+    # what a killed prepare (or import) left half-written in the folders this one writes
+    leftovers = remove_dead_temp_files((ws.ids("train").parent, ws.tokenizer.parent))
     report("reading", 0.0)
     plan = open_source(source)
     texts: dict[str, TextSource] = plan.per_split if plan.per_split is not None else {"all": _whole(plan)}
@@ -277,7 +279,7 @@ def prepare_workspace(
     unchanged, replaced = check_overwrite(ws, tokenizer, force=force)
 
     # pass 2: where a single text is cut into train/val/test
-    notices: list[str] = []
+    notices: list[str] = list(leftovers)
     if plan.per_split is not None:
         ranges = {key: {key: (0, sizes[key])} for key in texts}
     else:
