@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import torch
@@ -16,10 +15,9 @@ from minigpt.checks.control import CheckRun
 from minigpt.checks.nonfinite_checks import localise_nonfinite
 from minigpt.checks.registry import CheckReturn, check
 from minigpt.checks.result import Outcome, Status
-from minigpt.checks.watched import measured_clipping, measured_warmup
+from minigpt.checks.watched import watch_settings
 from minigpt.errors import MiniGPTError
 from minigpt.logs.curve import perplexity, perplexity_text
-from minigpt.logs.curve_advice import RunSettings
 from minigpt.logs.metrics import MetricPoint, MetricPoints, MetricsLog
 
 # A healthy model memorises one fixed batch: its loss must end below this fraction of log(V).
@@ -157,7 +155,8 @@ def training_curve(ctx: CheckContext, run: CheckRun) -> CheckReturn:
         unigram = _unigram_entropy(ctx, ctx.tokenizer.vocab_size)
     except MiniGPTError:
         pass  # tokenizer_roundtrip and the data checks report it; the curve is judged without those lines
-    diagnosis = diagnose(log.points, baseline=baseline, unigram_entropy=unigram, settings=_run_settings(ctx))
+    settings = watch_settings(ctx.ws, ctx.run_settings())  # the watched loop's warmup and clipping, measured
+    diagnosis = diagnose(log.points, baseline=baseline, unigram_entropy=unigram, settings=settings)
     values = {"shape": diagnosis.shape, "points": len(log.points), "bad_lines": log.bad_lines, **diagnosis.values}
     for note in log.notes:  # which run and tags of a TensorBoard folder were read; nanoGPT's stdout
         diagnosis.summary += f"; {note}"
@@ -261,23 +260,6 @@ def _nanogpt_stdout(path) -> MetricsLog | None:
 
 def _float(value: object) -> float | None:
     return float(value) if isinstance(value, int | float | str) else None
-
-
-def _run_settings(ctx: CheckContext) -> RunSettings | None:
-    """The run's settings for the curve's advice: the checkpoint's, with the warmup the watch measured
-    and its clipping when the checkpoint names none (a loop's settings are not saved; the watch sees them)."""
-    settings = ctx.run_settings()
-    warmup = measured_warmup(ctx)
-    if warmup is not None:
-        settings = dataclasses.replace(settings or RunSettings("the watched loop"), warmup_steps=warmup)
-    if settings is not None and settings.grad_clip:
-        return settings
-    clip = measured_clipping(ctx)
-    if clip is None or not clip.clipped or clip.max_norm is None:
-        return settings
-    if settings is None:
-        return RunSettings(clip.words, grad_clip=clip.max_norm)
-    return dataclasses.replace(settings, grad_clip=clip.max_norm, clip_source=clip.words)
 
 
 def _unigram_entropy(ctx: CheckContext, vocab_size: int) -> float:

@@ -3,10 +3,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from dataclasses import dataclass
 
 from minigpt.checks.result import Outcome, Status
+from minigpt.io.workspace import Workspace
+from minigpt.logs.curve_advice import RunSettings
 from minigpt.loopwatch.loop_log import LoopLog, read_loop_log
 
 WATCH_HINT = "add `watch = minigpt.watch(model, optimizer, workspace=RUN)` to your training loop"
@@ -15,11 +18,8 @@ MIN_STEPS = 3  # steps a check needs before it says anything
 _cache: dict[tuple, LoopLog | None] = {}
 
 
-def watched_loop(ctx, need_steps: int = MIN_STEPS, *, forwards: bool = False) -> LoopLog:
-    """The watched loop of the checks' workspace, read once per change of the file (the loop checks
-    all read it); skips the calling check when there is none or it has fewer than `need_steps` steps,
-    and, for a check that judges forwards (`forwards`), when the watched module never ran one."""
-    ws = ctx.ws
+def read_watched(ws: Workspace) -> LoopLog | None:
+    """The watched loop of a workspace, read once per change of the file; None when there is none."""
     path = ws.loop_log
     key: tuple
     try:
@@ -30,7 +30,15 @@ def watched_loop(ctx, need_steps: int = MIN_STEPS, *, forwards: bool = False) ->
     if key not in _cache:
         _cache.clear()  # one run at a time: the newest reading only
         _cache[key] = read_loop_log(ws)
-    log = _cache[key]
+    return _cache[key]
+
+
+def watched_loop(ctx, need_steps: int = MIN_STEPS, *, forwards: bool = False) -> LoopLog:
+    """The watched loop of the checks' workspace (`read_watched`: the loop checks all read it); skips
+    the calling check when there is none or it has fewer than `need_steps` steps, and, for a check
+    that judges forwards (`forwards`), when the watched module never ran one."""
+    ws = ctx.ws
+    log = read_watched(ws)
     if log is None:
         raise Outcome(Status.SKIP, f"no watched loop in {ws.root} (logs/loop.jsonl): {WATCH_HINT}")
     if len(log.steps) < need_steps:
@@ -81,13 +89,9 @@ class MeasuredClipping:
 CLIP_AFTER_STEP = 3  # the first steps' gradients are the initial ones: clipping is judged after them
 
 
-def measured_warmup(ctx) -> int | None:
+def measured_warmup(log: LoopLog) -> int | None:
     """Steps the watched loop's learning rate (its first group's) rose before reaching its peak: 0 when it
-    started at half its peak or more; None without a watched loop or learning rates."""
-    try:
-        log = watched_loop(ctx, need_steps=1)
-    except Outcome:
-        return None
+    started at half its peak or more; None without learning rates."""
     lrs = [(s["step"], s["lrs"][0]) for s in log.steps if s.get("lrs") and isinstance(s["lrs"][0], int | float)]
     if not lrs:
         return None
@@ -102,14 +106,30 @@ def clip_readings(log: LoopLog, after_step: int = CLIP_AFTER_STEP) -> list[dict]
     return [s for s in log.deep if "clipped" in s and s["step"] > after_step]
 
 
-def measured_clipping(ctx) -> MeasuredClipping | None:
-    """What the watched loop of the workspace measured of clipping; None without a watched loop or a reading."""
-    try:
-        log = watched_loop(ctx, need_steps=1)
-    except Outcome:
-        return None
+def measured_clipping(log: LoopLog) -> MeasuredClipping | None:
+    """What the watched loop measured of clipping; None without a reading."""
     read = clip_readings(log)
     if not read:
         return None
     cut = [s["grad_norm_at_step"] for s in read if s["clipped"] and s.get("grad_norm_at_step") is not None]
     return MeasuredClipping(len(read), sum(bool(s["clipped"]) for s in read), statistics.median(cut) if cut else None)
+
+
+def watch_settings(ws: Workspace, settings: RunSettings | None = None) -> RunSettings | None:
+    """The run's settings for a curve's advice (`settings`: the checkpoint's, if any) with what the
+    watched loop measured: its warmup, and its clipping when the settings name none (a loop's settings
+    are not saved; the watch sees them). The check's verdict and the Loss pane's use the same."""
+    log = read_watched(ws)
+    if log is None or not log.steps:
+        return settings
+    warmup = measured_warmup(log)
+    if warmup is not None:
+        settings = dataclasses.replace(settings or RunSettings("the watched loop"), warmup_steps=warmup)
+    if settings is not None and settings.grad_clip:
+        return settings
+    clip = measured_clipping(log)
+    if clip is None or not clip.clipped or clip.max_norm is None:
+        return settings
+    if settings is None:
+        return RunSettings(clip.words, grad_clip=clip.max_norm)
+    return dataclasses.replace(settings, grad_clip=clip.max_norm, clip_source=clip.words)

@@ -24,6 +24,8 @@ from textual.events import Resize
 from textual.widgets import Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
+from minigpt.checks.watched import watch_settings
+from minigpt.io.workspace import Workspace
 from minigpt.logs.curve import CurveDiagnosis, perplexity_text
 from minigpt.logs.curve_rules import diagnose
 from minigpt.logs.tensorboard import is_tensorboard_path
@@ -204,13 +206,14 @@ class LossPane(Vertical, RenderWhenShown):
         due, self._pending_diagnosis = self._pending_diagnosis, None
         self._diagnosing = due is not None
         if due is not None:
-            self._diagnose(due)
+            self._diagnose(due, workspace_of(self))
 
     @work(thread=True, exclusive=False, exit_on_error=False, group="loss-diagnose", name="curve diagnosis")
-    def _diagnose(self, due: DiagnosisDue) -> None:
+    def _diagnose(self, due: DiagnosisDue, ws: Workspace) -> None:
         started = time.perf_counter()
         points = due.columns.points()
-        verdict = diagnose(points, baseline=due.baseline) if points else None
+        # the advice the check gives: with the warmup and clipping a watched loop measured
+        verdict = diagnose(points, baseline=due.baseline, settings=watch_settings(ws)) if points else None
         self.post_message(CurveDiagnosed(verdict, due.generation, time.perf_counter() - started))
 
     @on(CurveDiagnosed)

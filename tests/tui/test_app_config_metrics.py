@@ -83,3 +83,21 @@ async def test_the_loss_pane_says_which_tensorboard_tag_it_read_as_validation(wo
 
         await wait_until(pilot, lambda: "Loss/test" in text(), 30, "the pane to say what it read")
         assert "read Loss/test as the validation loss" in text() and "aux_loss" in text()
+
+
+@pytest.mark.slow
+async def test_the_loss_panes_advice_uses_the_clipping_and_warmup_the_watch_measured(make_app, tmp_path):
+    # GIVEN nanoGPT's loop (clip 1.0, warmup 5) at LR 1.0, watched: the loss blows up although it clips
+    from tests.fixtures import loops
+
+    run = tmp_path / "run"
+    loops.nanogpt_loop(run, max_iters=100, learning_rate=1.0, interval=10)
+    app = make_app(run)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_until(pilot, lambda: bool(app.query(LossPane)), 30, "the Loss pane to mount")
+        pane = app.query_one(LossPane)
+        await wait_until(pilot, lambda: pane.diagnosis is not None, 60, "the Loss pane's verdict")
+        # THEN the pane's advice is the check's: no "clip gradients", the warmup named as measured
+        d = pane.diagnosis
+        assert d.shape == "unstable" and not any("clip gradients" in f for f in d.fixes), d.fixes
+        assert "a warmup of 5 steps (the watch measured the LR)" in d.causes
