@@ -15,6 +15,7 @@ from textual.widgets import Static
 import minigpt_tui.panes.curve_follow as curve_follow
 import minigpt_tui.panes.loss as loss_module
 from minigpt.io.lock import acquire
+from minigpt.logs.follow import MetricsFollower
 from minigpt_tui.panes.loss import LossPane
 from minigpt_tui.screens.confirm import ConfirmScreen
 from minigpt_tui.widgets.loss_plot import CurveStore, LossPlot
@@ -134,10 +135,9 @@ async def test_a_follower_that_hangs_is_marked_stale_and_replaced(tmp_path, monk
     monkeypatch.setattr(loss_module, "STALL_S", 0.5)
     ws = _workspace_with_metrics(tmp_path, _lines(1, 101))
     release = threading.Event()
-    real_follower = curve_follow.MetricsFollower
     made = []
 
-    class FirstOneHangs(real_follower):
+    class FirstOneHangs(MetricsFollower):
         def __init__(self, path):
             super().__init__(path)
             made.append(self)
@@ -148,7 +148,7 @@ async def test_a_follower_that_hangs_is_marked_stale_and_replaced(tmp_path, monk
                 release.wait(30)  # a reader stuck on a dead network mount, say
             return super().poll(max_bytes)
 
-    monkeypatch.setattr(curve_follow, "MetricsFollower", FirstOneHangs)
+    monkeypatch.setattr(curve_follow, "run_follower", FirstOneHangs)  # the pane's reader of a metrics log
     app = PaneHarness(LossPane, ws)
     try:
         async with app.run_test(size=(80, 24)) as pilot:
