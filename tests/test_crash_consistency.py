@@ -45,3 +45,20 @@ def test_a_kill_between_the_checkpoint_writes_never_leaves_a_stale_best(trained_
     assert best["best_val_loss"] == latest["best_val_loss"]
     sampled = minigpt_cli("sample", "--workspace", root, "--max-new-tokens", "5", "--seed", "1")
     assert sampled.returncode == 0, sampled.stderr
+
+
+@pytest.mark.slow
+def test_a_kill_between_the_first_two_saves_of_a_fresh_run_leaves_best_to_sample_and_says_why_resume_cannot(
+    tiny_workspace,
+):
+    ws = tiny_workspace
+    root = str(ws.root)
+    fresh = ("train", "--workspace", root, "--steps", "4", "--eval-interval", "2", "--quiet")
+    killed = minigpt_cli(*fresh, env={KILL_AT: "best-saved"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert ws.best_checkpoint.is_file() and not ws.latest_checkpoint.exists()
+    resumed = minigpt_cli("train", "--workspace", root, "--resume", "--quiet")
+    assert resumed.returncode == 2 and "stopped between its first two saves" in resumed.stderr
+    assert "Traceback" not in resumed.stderr
+    sampled = minigpt_cli("sample", "--workspace", root, "--max-new-tokens", "5", "--seed", "1")
+    assert sampled.returncode == 0, sampled.stderr

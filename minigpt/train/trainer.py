@@ -288,6 +288,13 @@ class Trainer:
 
     def _resume(self, tokenizer: CharTokenizer) -> RunState:
         path = self.ws.latest_checkpoint
+        if not os.path.lexists(path) and self.ws.best_checkpoint.is_file():
+            raise CheckpointError(
+                f"cannot resume: {path} is missing but {self.ws.best_checkpoint} is there: the run stopped "
+                "between its first two saves (best is written before latest), before any state to resume from",
+                path=path,
+                causes=["start a fresh run (`minigpt train` without --resume): it moves best to previous/ first"],
+            )
         raw = read_checkpoint(path)
         require_resumable(raw, path)
         self.cfg, notice = resumed_config(self.cfg, raw, self.overrides, path)
