@@ -4,15 +4,22 @@ is still the workspace's own, not "another workspace"."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from minigpt.cli import main
 from minigpt.errors import FileSystemError
+from minigpt.io.crash_points import KILL_AT
 from minigpt.io.lock import acquire
 from minigpt.io.workspace import Workspace, archive_run
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def run_files(ws: Workspace) -> dict[str, bytes]:
@@ -66,3 +73,27 @@ def test_a_checkpoints_folder_moved_and_linked_back_is_still_the_workspaces_own(
     link_folder_onto(ws, "checkpoints", store)  # store/checkpoints/mini_gpt_latest.pt looks like a workspace
     with acquire(ws.root, command="train") as held:
         assert held.holder.command == "train"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", ["archive-staged", "archive-complete"])
+def test_a_kill_while_archiving_loses_nothing_and_the_next_run_archives_whole(trained_workspace, tmpfs, point):
+    # GIVEN a trained run whose logs/ lie on another file system
+    ws = trained_workspace
+    link_folder_onto(ws, "logs", tmpfs("size=8m"))
+    before = run_files(ws)
+    fresh = ("train", "--workspace", str(ws.root), "--steps", "2", "--eval-interval", "2", "--quiet")
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    # WHEN a fresh run is killed in the middle of moving the old run to previous/
+    killed = subprocess.run(
+        [sys.executable, "-m", "minigpt", *fresh], env={**env, KILL_AT: point}, capture_output=True, timeout=300
+    )
+    assert killed.returncode == -signal.SIGKILL
+    # THEN every file of the old run is still where it was, byte for byte (--resume still works)
+    assert run_files(ws) == before
+    # AND the next fresh run archives the whole old run and leaves no partial folder
+    done = subprocess.run([sys.executable, "-m", "minigpt", *fresh], env=env, capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    folders = sorted((ws.root / "previous").iterdir())
+    assert not [f for f in folders if f.name.endswith(".partial")]
+    assert {name: (folders[-1] / name).read_bytes() for name in before} == before

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from minigpt.errors import FileSystemError
+from minigpt.io.crash_points import crash_point
 from minigpt.io.files import atomic_open, os_error
 
 SPLITS = ("train", "val", "test")
@@ -85,40 +86,35 @@ def archive_run(ws: Workspace, paths: Iterable[Path]) -> Path | None:
     `<workspace>/previous/<time>/` (same relative paths) first. Returns that folder, or None when
     there was nothing to move.
 
-    All or nothing: a file on another file system than `previous/` (`logs/` or `checkpoints/`
-    linked onto a scratch disk or a tmpfs) is copied and fsynced, and its source removed only
-    once every file has reached `previous/`; any failure moves back what was moved, removes the
-    copies and raises FileSystemError, leaving every file where it was."""
+    All or nothing, whatever stops it: the files are first placed in `previous/<time>.partial/`
+    (hard links; copies, fsynced, for a file on another file system than `previous/`, as when
+    `logs/` or `checkpoints/` are links onto a tmpfs or a scratch disk; a symbolic link as a link),
+    that folder is renamed to `previous/<time>/` in one step, and only then are the sources removed.
+    A failure removes the partial folder and raises FileSystemError with every file where it was; a
+    process killed before the rename leaves the sources and a `.partial` folder (the next archive
+    removes it), one killed after it leaves the sources and a complete archive."""
     old = [p for p in paths if p.is_file() and p.stat().st_size > 0]
     if not old:
         return None
-    dest = ws.root / "previous" / time.strftime("%Y%m%d-%H%M%S")
+    previous = ws.root / "previous"
+    _remove_unfinished(previous)
+    dest = previous / time.strftime("%Y%m%d-%H%M%S")
     n = 1
-    while dest.exists():
+    while dest.exists() or dest.with_name(dest.name + ".partial").exists():
         dest, n = dest.with_name(f"{dest.name.split('.')[0]}.{n}"), n + 1
-    renamed: list[tuple[Path, Path]] = []
-    copied: list[tuple[Path, Path]] = []
+    staging = dest.with_name(dest.name + ".partial")
     path = old[0]
     try:
         for path in old:
-            target = dest / path.relative_to(ws.root)
+            target = staging / path.relative_to(ws.root)
             target.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                os.replace(path, target)
-                renamed.append((path, target))
-            except OSError as exc:
-                if exc.errno != errno.EXDEV:
-                    raise
-                _copy_durably(path, target)
-                copied.append((path, target))
+            _place(path, target)
+        crash_point("archive-staged")
+        os.replace(staging, dest)  # the archive appears whole, or not at all
+        _fsync_folder(previous)
     except OSError as exc:
-        for source, target in reversed(renamed):
-            with contextlib.suppress(OSError):
-                os.replace(target, source)
-        for _, target in copied:
-            with contextlib.suppress(OSError):
-                target.unlink()
-        _remove_empty_folders(dest)
+        if staging.is_dir():
+            shutil.rmtree(staging, ignore_errors=True)
         found = os_error(exc, path, action="move to previous/")
         raise FileSystemError(
             f"{found.message} (nothing was moved: the previous run's files are where they were)",
@@ -126,9 +122,44 @@ def archive_run(ws: Workspace, paths: Iterable[Path]) -> Path | None:
             errno=found.errno,
             causes=found.causes,
         ) from exc
-    for source, _ in copied:
-        source.unlink()
+    crash_point("archive-complete")
+    for path in old:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
     return dest
+
+
+def _place(source: Path, target: Path) -> None:
+    """`source` at `target` too: a symbolic link as the same link, a file as a hard link, or as a
+    durable copy where a link cannot be made (another file system, links not supported)."""
+    if source.is_symlink():
+        os.symlink(os.readlink(source), target)
+        return
+    try:
+        os.link(source, target)
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.EOPNOTSUPP):
+            raise
+        _copy_durably(source, target)
+
+
+def _remove_unfinished(previous: Path) -> None:
+    """The `.partial` folders of archives that a killed process never completed (their sources
+    were never removed, so nothing in them is only there)."""
+    if previous.is_dir():
+        for partial in previous.glob("*.partial"):
+            if partial.is_dir() and not partial.is_symlink():
+                shutil.rmtree(partial, ignore_errors=True)
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make a rename inside `folder` survive a power cut (not supported everywhere)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _copy_durably(source: Path, target: Path) -> None:
@@ -137,14 +168,3 @@ def _copy_durably(source: Path, target: Path) -> None:
     with atomic_open(target, "wb") as out, open(source, "rb") as src:
         shutil.copyfileobj(src, out, 1 << 20)
     shutil.copystat(source, target)
-
-
-def _remove_empty_folders(folder: Path) -> None:
-    """Remove `folder` and the folders under it when they hold no file (a failed archive's)."""
-    if not folder.is_dir():
-        return
-    for sub in sorted((p for p in folder.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
-        with contextlib.suppress(OSError):
-            sub.rmdir()
-    with contextlib.suppress(OSError):
-        folder.rmdir()
