@@ -16,10 +16,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     # a newline starts a fresh line/paragraph and is in nearly every character vocabulary
     p.add_argument("--prompt", default="\n", help="text to continue (default: a newline)")
     p.add_argument("--max-new-tokens", type=int, default=200)
-    p.add_argument("--temperature", type=float, default=1.0, help="0 = greedy")
+    p.add_argument("--temperature", type=float, default=1.0, help="0 = greedy (so is anything below 1e-30)")
     p.add_argument("--top-k", type=int, help="keep the k most likely tokens (0 = off)")
     p.add_argument("--top-p", type=float, default=1.0, help="nucleus mass in (0, 1] (1 = off)")
-    p.add_argument("--repetition-penalty", type=float, default=1.0, help="> 0 (1 = off)")
+    p.add_argument("--repetition-penalty", type=float, default=1.0, help="in [1e-6, 1e6] (1 = off)")
     p.add_argument("--seed", type=int, help="seed for reproducible samples")
     p.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
     p.add_argument("--no-cache", action="store_true", help="recompute the context every step (no KV cache)")
