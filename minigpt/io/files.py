@@ -10,13 +10,12 @@ import contextlib
 import errno as E
 import io
 import os
-import re
 import shutil
 import socket
 import stat
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, cast
 
@@ -353,7 +352,7 @@ def staged_open(path: str | os.PathLike, mode: str = "wb", encoding: str | None 
         return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}@{_host()}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}@{temp_host()}.", suffix=".tmp", dir=path.parent)
         os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes 0600; a shared workspace needs the umask's mode
     except OSError as exc:
         raise os_error(exc, path, kept=True) from exc
@@ -434,46 +433,9 @@ def atomic_write_text(text: str, path: str | os.PathLike) -> None:
     stage_text(text, path).commit()
 
 
-def _host() -> str:
+def temp_host() -> str:
     """This machine's short name, as temporary files carry it (a workspace may be shared over NFS)."""
     return socket.gethostname().split(".")[0]
-
-
-_TEMP_NAME = re.compile(r"^\..+\.(\d+)@([^.]*)\.[^.]+\.tmp$")  # staged_open's `.NAME.PID@HOST.RANDOM.tmp`
-
-
-def remove_dead_temp_files(folders: Iterable[Path]) -> list[str]:
-    """Remove the temporary files of `staged_open` in `folders` whose writer, a process on this
-    machine, is gone (killed mid-write: SIGKILL skips the cleanup); one notice per file removed.
-    A writer alive, on another machine, or a name without a PID: the file is kept."""
-    notices: list[str] = []
-    host = _host()
-    for folder in folders:
-        try:
-            names = sorted(p for p in folder.iterdir() if p.name.endswith(".tmp"))
-        except OSError:  # absent, not a folder, unreadable: nothing of ours to clean
-            continue
-        for path in names:
-            found = _TEMP_NAME.match(path.name)
-            if found is None or found.group(2) != host or _pid_alive(int(found.group(1))):
-                continue
-            try:
-                size = path.lstat().st_size
-                path.unlink()
-            except OSError:
-                continue
-            notices.append(f"removed {path} ({describe_size(size)}), left by PID {found.group(1)}, which is gone")
-    return notices
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, another user's
-        return True
-    return True
 
 
 def describe_size(n: int) -> str:
