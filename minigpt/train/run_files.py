@@ -65,6 +65,10 @@ class RunFiles:
         """Empty metrics, grads and samples logs for a fresh run (after the previous one moved aside)."""
         self.ws.metrics.parent.mkdir(parents=True, exist_ok=True)
         for path in (self.ws.metrics, self.ws.grads, self.ws.samples):
+            if path.is_fifo():
+                # a pipe left where the run's own log goes is no output a user chose (that is
+                # --json's): the run's log replaces it, never waits for a reader to write into it
+                path.unlink()
             atomic_write_text("", path)
 
     def archive_previous_run(self) -> Path | None:
