@@ -68,9 +68,14 @@ def token_files_tokenizer(ctx: CheckContext, run: CheckRun) -> CheckReturn:
             causes=better + ["a normalising tokenizer (its changes are shown in tokenizer_roundtrip)"],
             fixes=["compare the decoded sample (decoded_sample) with the source text"],
         )
+    beyond = (
+        f"{ours['beyond_vocab']:,} IDs beyond it, too few to mean another tokenizer (token_range judges them)"
+        if ours["beyond_vocab"]
+        else "none beyond it"
+    )
     return (
         f"{ours['stretches_same']} of {ours['stretches']} stretches of IDs re-encode to themselves with "
-        f"{tok.kind} vocab {tok.vocab_size:,}; none beyond it"
+        f"{tok.kind} vocab {tok.vocab_size:,}; {beyond}"
     ), values
 
 
