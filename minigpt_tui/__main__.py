@@ -7,6 +7,7 @@ import time
 STARTED = time.perf_counter()  # before textual loads: time to first paint counts from here
 
 import argparse  # noqa: E402
+import os  # noqa: E402
 import sys  # noqa: E402
 
 
@@ -31,7 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)  # --help and --version answer without a terminal
     missing = [name for name, stream in (("input", sys.stdin), ("output", sys.stdout)) if not _is_terminal(stream)]
-    if missing:
+    # TEXTUAL_DRIVER names a driver that is no terminal's (textual-serve's web driver speaks over
+    # the pipes it is given): only Textual's own terminal driver needs a terminal
+    if missing and not os.environ.get("TEXTUAL_DRIVER"):
         print(
             f"error: minigpt-tui needs a terminal, and its standard {' and '.join(missing)} "
             f"{'is' if len(missing) == 1 else 'are'} not one (</dev/null, >file, a pipe, cron); run it in a "

@@ -39,7 +39,7 @@ wait_for "1 Checks" 20
 wait_for "done in" 120   # every check finished
 capture > "$OUT/1-checks.txt"
 
-declare -A EXPECT=([1]="batch_shift" [2]="selected device" [3]="vocab size" [4]="shift invariant"
+declare -A EXPECT=([1]="tokenizer_roundtrip" [2]="selected device" [3]="vocab size" [4]="shift invariant"
                    [5]="global norm" [6]="metrics.jsonl" [7]="temperature")
 for n in 1 2 3 4 5 6 7; do
     tmux send-keys -t "$SESSION" "$n"
