@@ -40,6 +40,8 @@ STAGES = (
 )
 # pipeline order: the modules in this order, each module's checks in file order
 CHECK_MODULES = (
+    "environment_checks",
+    "vocabulary_checks",
     "data_checks",
     "tokenizer_checks",
     "batch_checks",
