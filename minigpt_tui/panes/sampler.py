@@ -1,25 +1,22 @@
 """Pane 7: sample from the model with two sets of settings side by side.
 
 Numbers are parsed as they are typed and checked on the UI thread by
-`minigpt.sample.settings.validate` (torch-free), whose `SamplerSettings` also gives the defaults.
-Generation streams into the pane from a thread worker; the next-token distribution after each
-filter stage comes from `filter_stages` (one table per column), and the output's repetition from
-`repetition_report`.
+`minigpt.sample.settings.validate` (torch-free), whose `SamplerSettings` also gives the defaults
+(sampler_form.py); the prompt is checked against the tokenizer (sampler_prompt.py). Generation
+streams into the pane from a thread worker (sampler_run.py) with the model the checks loaded
+(sampler_model.py); the next-token distribution after each filter stage comes from
+`filter_stages` (one table per column), and the output's repetition from `repetition_report`.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass
 
-from rich.cells import cell_len
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.containers import Container, Grid, Horizontal, Vertical, VerticalScroll
 from textual.events import Key
-from textual.message import Message
 from textual.widgets import Button, Input, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
@@ -34,6 +31,8 @@ from minigpt_tui.panes.sampler_form import (
     read_settings,
     report_line,
 )
+from minigpt_tui.panes.sampler_model import ModelCache
+from minigpt_tui.panes.sampler_prompt import PROMPT_REFUSED, VocabLoaded, prompt_check, read_vocab, unknown_chars
 from minigpt_tui.panes.sampler_run import (
     SampleFinished,
     SamplerFailed,
@@ -41,22 +40,12 @@ from minigpt_tui.panes.sampler_run import (
     TextGenerated,
     next_token_stages,
     stream_samples,
+    token_labeller,
 )
 from minigpt_tui.widgets.blank import BLANK_CONTAINERS
 from minigpt_tui.widgets.live_static import LiveStatic
 from minigpt_tui.widgets.prob_bars import StageBars
-from minigpt_tui.widgets.status import visible_char, visible_output
-
-
-@dataclass
-class VocabLoaded(Message):
-    chars: list[str] | None  # a character tokenizer's characters (prompt characters are checked against them)
-    error: str | None
-    defaults: dict | None  # the session's sampler settings and prompt (options may import torch)
-    tokenizer: Tokenizer | None = None  # the tokenizer itself, whatever its kind
-
-
-PROMPT_REFUSED = "the prompt has characters the model has never seen (marked ^): remove them"
+from minigpt_tui.widgets.status import visible_output
 
 
 class ResultBlock(Container, can_focus=True):
@@ -103,8 +92,7 @@ class SamplerPane(VerticalScroll):
         self._run_id = 0
         self._run_columns: tuple[str, ...] = ()  # the columns the current run generates
         self._cancel = threading.Event()
-        self._model_cache: tuple | None = None  # (context, model, tokenizer, note)
-        self._model_lock = threading.Lock()
+        self._models = ModelCache()  # loaded on the first generate, kept while the checks' context stands
 
     # -- layout ---------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -165,35 +153,7 @@ class SamplerPane(VerticalScroll):
     # -- vocabulary and prompt --------------------------------------------------------------
     @work(thread=True, exclusive=True, exit_on_error=False, group="sampler-vocab")
     def _load_vocab(self) -> None:
-        """The session's options (building them may import torch) and the tokenizer's characters."""
-        session, workspace = host(self).session, host(self).workspace
-        options = session.options if session is not None else None
-        defaults = None
-        if options is not None:
-            defaults = {**default_settings(options.sampler), "prompt": options.prompt}
-        from minigpt.data.tokenizer import CharTokenizer  # torch-free
-        from minigpt.data.tokenizer_load import load_tokenizer, workspace_tokenizer
-        from minigpt.errors import MiniGPTError
-
-        path: str | None
-        try:
-            path = options.resolve().tokenizer_spec if options is not None else None
-        except MiniGPTError as exc:
-            path, error = None, exc.message
-        else:
-            error = "no workspace: unknown prompt characters cannot be flagged"
-        if path is None and workspace is not None:
-            path = str(workspace_tokenizer(workspace.tokenizer))
-        if path is None:
-            self.post_message(VocabLoaded(None, error, defaults))
-            return
-        try:
-            tok = load_tokenizer(path)
-        except MiniGPTError as exc:
-            self.post_message(VocabLoaded(None, f"cannot read the tokenizer {path}: {exc.message}", defaults))
-            return
-        chars = list(tok.chars) if isinstance(tok, CharTokenizer) else None
-        self.post_message(VocabLoaded(chars, None, defaults, tok))
+        self.post_message(read_vocab(host(self).session, host(self).workspace))
 
     @on(VocabLoaded)
     def _vocab_loaded(self, message: VocabLoaded) -> None:
@@ -221,39 +181,11 @@ class SamplerPane(VerticalScroll):
     @on(Input.Changed, "#prompt")
     def _check_prompt(self) -> None:
         prompt = self.query_one("#prompt", Input).value
-        vocab = set(self.chars or [])
-        self.unknown = {}
-        if self.chars is not None:
-            for pos, ch in enumerate(prompt):
-                if ch not in vocab:
-                    self.unknown.setdefault(ch, []).append(pos)
-        widget = self.query_one("#prompt-check", Static)
-        if self.chars is None and self.tokenizer is not None:  # a subword tokenizer encodes any text
-            count = len(self.tokenizer.encode(prompt)) if prompt else 0
-            widget.update(Text(f"prompt: {count} tokens ({self.tokenizer.kind})" if prompt else "prompt: empty"))
-            return
-        if self.chars is None:
-            widget.update(Text("prompt: not checked yet (the tokenizer is not loaded)"))
-            return
-        if not self.unknown:
-            widget.update(Text("prompt: all characters are in the vocabulary" if prompt else "prompt: empty"))
-            if PROMPT_REFUSED in str(self.query_one("#sampler-status", Static).content):
-                self._status("prompt fixed: ready to generate")  # the refusal no longer applies
-            return
-        marked, carets = Text("prompt: "), Text("        ")
-        for ch in prompt:
-            bad = ch in self.unknown
-            shown = ch if ch.isprintable() else "?"
-            marked.append(shown, style="bold reverse red" if bad else "")
-            width = cell_len(shown)  # 日 and 😀 take two cells: the caret row must too
-            carets.append(("^" * width) if bad else " " * width)
-        listing = ", ".join(
-            f"{visible_char(ch)} at {', '.join(map(str, pos[:3]))}{' …' if len(pos) > 3 else ''}"
-            for ch, pos in list(self.unknown.items())[:5]
-        )
-        marked.append("\n").append_text(carets)
-        marked.append(f"\n! {len(self.unknown)} character(s) not in the vocabulary: {listing}", style="bold red")
-        widget.update(marked)
+        self.unknown = unknown_chars(prompt, self.chars)
+        self.query_one("#prompt-check", Static).update(prompt_check(prompt, self.chars, self.tokenizer, self.unknown))
+        fixed = self.chars is not None and not self.unknown
+        if fixed and PROMPT_REFUSED in str(self.query_one("#sampler-status", Static).content):
+            self._status("prompt fixed: ready to generate")  # the refusal no longer applies
 
     # -- settings ---------------------------------------------------------------------------
     @on(Input.Changed)
@@ -343,30 +275,6 @@ class SamplerPane(VerticalScroll):
         self._run(self._run_id, prompt, [(col, dict(self.columns[col].values)) for col in columns], self._cancel)
         return True
 
-    def _load_model(self):
-        """(model, tokenizer, note, eot, vocab_limit), cached until the session's context is rebuilt:
-        `eot` is the end-of-text token where the run's train IDs hold it (a sample stops there), and
-        `vocab_limit` the tokenizer's size where the model's vocabulary is padded past it."""
-        with self._model_lock:
-            ctx = session_of(self).context
-            if self._model_cache is None or self._model_cache[0] is not ctx:
-                from minigpt.checks.result import Outcome
-                from minigpt.errors import CheckpointError
-
-                try:
-                    inspected = ctx.inspected_model(require_finite=True)
-                except Outcome as out:  # the checkpoint does not load or is not finite
-                    raise CheckpointError(out.summary.replace("skipped: ", "cannot sample: ")) from None
-                model = inspected.model
-                note = (
-                    inspected.label
-                    if inspected.source == "checkpoint"
-                    else f"FRESH MODEL ({inspected.label}; untrained output is noise)"
-                )
-                tok = ctx.tokenizer
-                self._model_cache = (ctx, model, tok, note, *_run_tokens(ctx, tok))
-            return self._model_cache[1:]
-
     @work(thread=True, exclusive=True, exit_on_error=False, group="sampler-generate")
     def _run(self, run_id: int, prompt: str, columns: list[tuple[str, dict]], cancel: threading.Event) -> None:
         from minigpt.errors import MiniGPTError
@@ -376,11 +284,11 @@ class SamplerPane(VerticalScroll):
         apply_thread_policy("sample")  # per thread: OpenMP keeps the count for the thread that set it
         worker = get_current_worker()
         try:
-            model, tokenizer, note, eot, vocab_limit = self._load_model()
+            model, tokenizer, note, eot, vocab_limit = self._models.load(session_of(self).context)
             ids = encode_prompt(tokenizer, prompt)
             settings = {col: SamplerSettings(**values) for col, values in columns}
             for col, _ in columns:  # A/B: the filter stages of each column's settings
-                stages = next_token_stages(model, ids, settings, _labeller(tokenizer), col)
+                stages = next_token_stages(model, ids, settings, token_labeller(tokenizer), col)
                 title = f"next token after the prompt, settings {col} ({note})"
                 self.post_message(StagesComputed(run_id, stages, title, col, note))
             stream_samples(
@@ -447,35 +355,3 @@ class SamplerPane(VerticalScroll):
         self.query_one("#sampler-status", Static).update(
             Text(("! " if problem else "") + text, style="bold red" if problem else "")
         )
-
-
-def _labeller(tokenizer: Tokenizer) -> Callable[[int], str]:
-    """A token's label for the next-token tables: a character as it is, a subword piece with its
-    whitespace made visible (an ID past the tokenizer, a padded row: '?')."""
-    from minigpt.data.tokenizer import CharTokenizer
-
-    def label(token: int) -> str:
-        if token >= tokenizer.vocab_size:
-            return "?"
-        if isinstance(tokenizer, CharTokenizer):
-            return tokenizer.chars[token]
-        return tokenizer.token_label(token)
-
-    return label
-
-
-def _run_tokens(ctx, tok: Tokenizer) -> tuple[int | None, int | None]:
-    """(the EOT token where the run's train IDs hold it, the tokenizer's size where the model's
-    vocabulary is padded past it). Worker thread: reads the splits and the config."""
-    from minigpt.checks.batch_checks import model_vocab
-    from minigpt.data.tokenizer_fit import count
-    from minigpt.errors import MiniGPTError
-
-    eot = tok.eot_id
-    try:
-        if eot is not None and not count(ctx.splits["train"], eot):
-            eot = None  # the run never saw it: nothing says where a text ends
-        padded = model_vocab(ctx) > tok.vocab_size
-    except MiniGPTError:
-        return eot, None
-    return eot, tok.vocab_size if padded else None

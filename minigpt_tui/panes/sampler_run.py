@@ -1,6 +1,6 @@
 """What the sampler pane runs in its worker thread: the next-token distribution after each
-filter stage, and generation streamed back in batches. Plain values go out as messages; torch is
-imported only when these run (never on first paint)."""
+filter stage (its tokens labelled for the tables), and generation streamed back in batches.
+Plain values go out as messages; torch is imported only when these run (never on first paint)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
+from minigpt.data.tokenizer_api import Tokenizer
 from minigpt.sample.repetition import repetition_report
 
 STREAM_EVERY_S = 0.05  # batch streamed characters: at most ~20 UI updates a second per column
@@ -43,6 +44,21 @@ class SampleFinished(Message):
 class SamplerFailed(Message):
     run_id: int
     error: str
+
+
+def token_labeller(tokenizer: Tokenizer) -> Callable[[int], str]:
+    """A token's label for the next-token tables: a character as it is, a subword piece with its
+    whitespace made visible (an ID past the tokenizer, a padded row: '?')."""
+    from minigpt.data.tokenizer import CharTokenizer
+
+    def label(token: int) -> str:
+        if token >= tokenizer.vocab_size:
+            return "?"
+        if isinstance(tokenizer, CharTokenizer):
+            return tokenizer.chars[token]
+        return tokenizer.token_label(token)
+
+    return label
 
 
 def next_token_stages(model, ids: list[int], settings: dict, label: Callable[[int], str], first: str) -> list[dict]:
