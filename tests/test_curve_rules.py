@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from minigpt.logs.curve import SHAPE_SEVERITY, VALUE_KEYS, derive
+from minigpt.logs.curve import SHAPE_SEVERITY, VALUE_KEYS
 from minigpt.logs.curve_rules import RULES, diagnose
+from minigpt.logs.curve_series import derive
 from minigpt.logs.metrics import MetricPoint, read_metrics
 
 LOG_V = math.log(65)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from minigpt.logs.curve import perplexity_text
+from minigpt.logs.perplexity import perplexity_text
 
 
 def test_ordinary_perplexity_keeps_two_decimals():

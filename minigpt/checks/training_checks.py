@@ -17,8 +17,8 @@ from minigpt.checks.registry import CheckReturn, check
 from minigpt.checks.result import Outcome, Status
 from minigpt.checks.watched import watch_settings
 from minigpt.errors import MiniGPTError
-from minigpt.logs.curve import perplexity, perplexity_text
 from minigpt.logs.metrics import MetricPoint, MetricPoints, MetricsLog
+from minigpt.logs.perplexity import perplexity, perplexity_text
 
 # A healthy model memorises one fixed batch: its loss must end below this fraction of log(V).
 # Far below the baseline, not merely below the initial loss: a loss computed on probabilities

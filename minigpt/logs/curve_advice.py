@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from minigpt.logs.curve import Curve, CurveDiagnosis, fmt_loss
+from minigpt.logs.curve import CurveDiagnosis, fmt_loss
+from minigpt.logs.curve_series import Curve
 
 ADVICE: dict[str, tuple[list[str], list[str]]] = {
     "healthy": ([], []),

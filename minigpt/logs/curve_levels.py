@@ -1,7 +1,7 @@
 """The curve rules that compare the loss's level with a reference outside its own shape: the val loss
 beside it (`rule_scaled_loss`: a logged train loss off by a factor) and log V and the unigram entropy
 (`rule_barely_learned`: how much a slow run learned). `curve_rules.RULES` orders them among the others;
-the thresholds and their reasons are in `minigpt.logs.curve`'s docstring."""
+the thresholds and their reasons are in `minigpt.logs.curve_rules`' docstring."""
 
 from __future__ import annotations
 
@@ -16,13 +16,11 @@ from minigpt.logs.curve import (
     SCALE_STEADY,
     SCALE_WHOLE,
     STALL_EARLY,
-    Curve,
     CurveDiagnosis,
     fmt_loss,
-    median,
-    plateau_start,
 )
 from minigpt.logs.curve_advice import diagnosis, first_words, last_words
+from minigpt.logs.curve_series import Curve, median, plateau_start
 from minigpt.logs.curve_trend import TAIL
 
 

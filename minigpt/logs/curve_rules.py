@@ -1,6 +1,56 @@
 """The rules that name a loss curve's shape, in the order `diagnose` tries them. Each rule reads the
-series `curve.derive` computed once and returns a diagnosis or None; the thresholds and their
-reasons are in `minigpt.logs.curve`'s docstring, what to say about each shape in `curve_advice`."""
+series `curve_series.derive` computed once and returns a diagnosis or None; what to say about each shape is in
+`curve_advice`. The thresholds live in `minigpt.logs.curve` (MIN_POINTS and the ceiling in `curve_series`).
+
+Rules, in order (`RULES`; shape -> status in SHAPE_SEVERITY):
+1. diverged (`_rule_nonfinite`): a non-finite train or val loss, or a non-finite gradient norm on
+   the last line (the trainer stops there). Reports the first such step and the LR at it.
+2. too_short: fewer than MIN_POINTS (5) finite train losses.
+3. scaled_loss: the logged train loss is off by a factor. Train / val (train: the median of the 3 points
+   nearest each evaluation) outside [1 / SCALE_FAR, SCALE_FAR] (1.8) at every evaluation, from the
+   first on, with a relative spread under SCALE_STEADY (15%), over at least SCALE_MIN_EVALS (3): dropout
+   keeps it near 1, overfitting opens the gap slowly. Or, with no evaluation saying otherwise, a first
+   train loss at step 0 or 1 (a fresh model, which scores about log V) below log V / SCALE_FAR. Names
+   the integer k the ratio is 1/k (a loss divided by the accumulation count) or k (summed) of, within
+   SCALE_WHOLE (12%).
+4. unstable (`_rule_unstable`), a finite loss that went the wrong way: it ended above the ceiling; or
+   the smoothed loss went above max(FAR_RATIO (2) x baseline, ceiling) (no initialisation is that bad:
+   it blew up, maybe before the first logged step), or above NO_BASELINE_CEILING without a baseline; or
+   the smoothed loss rose above the ceiling from a lower level; or end > start + max(RISE_ABS 0.05,
+   RISE_REL 5%); or the train trend rises by more than RISING_REL (2%) and RISING_SE (4) standard
+   errors; or it stayed above start + max(SURGE_ABS 0.5, SURGE_REL 25%) for max(3, 10% of the points)
+   in a row.
+5. flat: never learned and never rose (no unstable reason, checked again): end within
+   FLAT_BASELINE_MARGIN (0.05) of the baseline or above it; or a fall of less than FLAT_REL_DROP (2%)
+   from a start at most FLAT_START_MARGIN (0.5 nats) below the baseline (further below, it learned
+   before the first logged step: a plateau).
+6. oscillating: over the second half of the run (at least OSC_MIN_EVALS, 4, evaluations) neither loss
+   fell (a line's fall over 2 standard errors and PLATEAU_REL), and the val loss, an average over many
+   batches, swings about its line by at least OSC_SWING_REL (1%) of its level and OSC_NOISE_SHARE (0.3)
+   of the train loss's swing: the weights move, not only the batches. Learning rate too high.
+7. overfitting: at least 3 finite val losses, the best before the last; the last val (with a measured
+   val noise, the median of the last 3) above the best smoothed val level by max(OVERFIT_MARGIN_ABS
+   0.02, OVERFIT_MARGIN_REL 2%, OVERFIT_NOISE 4 x val noise); while train fell from the best-val step on
+   (a line's fall over OVERFIT_TRAIN_DROP, 0.5%, and 2 standard errors). Reports the gap val - train.
+8. spikes: blocks of clamp(n // 10, 3, 50) points; a point more than max(SPIKE_MIN_JUMP 0.5 nats,
+   SPIKE_MADS 8 x scale) above the previous block's median (scale = median MAD of up to 4 blocks
+   before) is a spike; the first block is not checked; consecutive spike points are one spike,
+   reported at its peak. Drops are never spikes.
+9. barely_learned: the end is less than BARELY_FRACTION (50%) of the way from log V to the unigram
+   entropy (without it: less than BARELY_REL, 10%, below log V), and the loss did not stall in the
+   first STALL_EARLY (20%) of the run (that is the plateau's "learning rate too high"). Learning rate
+   too low; the LR probe finds a better one.
+10. plateau: a fall of less than FLAT_REL_DROP from a start far below the baseline (stalled before the
+   first log line); or a level trend (replayed: within PLATEAU_REL, 1%, known to 1%) whose level was
+   reached within the first PLATEAU_EARLY (50%) of the run. Reached later: converged (healthy).
+11. still_improving: the trend, replayed, counts as improving (its fall cleared IMPROVING_REL, 3%, by
+   3 standard errors and has not dropped below 3% since): train longer.
+12. healthy: none of the above (converged; still falling slowly after a fall under SLOW_WHOLE_FALL, 20%,
+   in all, never "converged"; or too noisy to tell: the summary says which).
+
+The real curves in tests/fixtures/curves (tools/make_curve_fixtures.py) give every rule a run it fires
+on and one it does not.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +59,10 @@ import math
 from collections.abc import Iterable
 
 from minigpt.logs.curve import (  # noqa: F401  (the thresholds by the names the docstring gives them)
-    CEILING_MARGIN,
     FAR_RATIO,
     FLAT_BASELINE_MARGIN,
     FLAT_REL_DROP,
     FLAT_START_MARGIN,
-    MIN_POINTS,
-    NO_BASELINE_CEILING,
     OSC_MIN_EVALS,
     OSC_NOISE_SHARE,
     OSC_SWING_REL,
@@ -35,19 +82,24 @@ from minigpt.logs.curve import (  # noqa: F401  (the thresholds by the names the
     STALL_EARLY,
     SURGE_ABS,
     SURGE_REL,
-    Curve,
     CurveDiagnosis,
+    fmt_loss,
+)
+from minigpt.logs.curve_advice import RunSettings, diagnosis, first_words, fit_to_settings, last_words
+from minigpt.logs.curve_levels import rule_barely_learned, rule_scaled_loss
+from minigpt.logs.curve_series import (
+    CEILING_MARGIN,
+    MIN_POINTS,
+    NO_BASELINE_CEILING,
+    Curve,
     Rule,
     blocks,
     derive,
-    fmt_loss,
     lr_at,
     median,
     plateau_start,
     smooth3,
 )
-from minigpt.logs.curve_advice import RunSettings, diagnosis, first_words, fit_to_settings, last_words
-from minigpt.logs.curve_levels import rule_barely_learned, rule_scaled_loss
 from minigpt.logs.curve_trend import IMPROVING_REL, IMPROVING_SE, PLATEAU_REL, TAIL, TREND_NOISY, line_fit
 from minigpt.logs.metrics import MetricPoint
 

@@ -26,8 +26,9 @@ from textual.worker import Worker, WorkerState, get_current_worker
 
 from minigpt.checks.watched import watch_settings
 from minigpt.io.workspace import Workspace
-from minigpt.logs.curve import CurveDiagnosis, perplexity_text
+from minigpt.logs.curve import CurveDiagnosis
 from minigpt.logs.curve_rules import diagnose
+from minigpt.logs.perplexity import perplexity_text
 from minigpt.logs.tensorboard import is_tensorboard_path
 from minigpt_tui.host import NoWorkspace, host, workspace_of
 from minigpt_tui.panes.curve_follow import CurveDiagnosed, CurveUpdated, DiagnosisDue, follow_curve
