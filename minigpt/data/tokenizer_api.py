@@ -48,7 +48,8 @@ class Piece:
         return visible(self.data.decode("utf-8"))
 
 
-_VISIBLE = {" ": "\u2423", "\n": "\u23ce", "\t": "\u2192", "\r": "\u240d"}
+# whitespace as symbols of one cell each (so columns of pieces stay aligned): space ␣, newline ⏎, tab →
+WHITESPACE_MARKS = {" ": "\u2423", "\n": "\u23ce", "\t": "\u2192", "\r": "\u240d"}
 
 
 def visible(text: str) -> str:
@@ -56,8 +57,8 @@ def visible(text: str) -> str:
     leading space and a run of newlines can be seen."""
     out = []
     for c in text:
-        if c in _VISIBLE:
-            out.append(_VISIBLE[c])
+        if c in WHITESPACE_MARKS:
+            out.append(WHITESPACE_MARKS[c])
         elif unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp"):
             out.append(f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}")
         else:

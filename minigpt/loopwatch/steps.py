@@ -211,16 +211,18 @@ def host_records(pending: list[dict | LightStep]) -> list[dict]:
         for s in pending
         if isinstance(s, LightStep)
     ]
-    # fingerprints of the light steps' batches (taken under DDP only): training ones, then evaluation ones
+    # fingerprints of the light steps' batches (taken under DDP only): (training ones, evaluation ones)
     prints = [
-        [f.fingerprint for f in s.window.forwards if f.fingerprint is not None and f.backwarded]
-        + [f.fingerprint for f in s.window.forwards if f.fingerprint is not None and not f.backwarded]
+        (
+            [f.fingerprint for f in s.window.forwards if f.fingerprint is not None and f.backwarded],
+            [f.fingerprint for f in s.window.forwards if f.fingerprint is not None and not f.backwarded],
+        )
         for s in pending
         if isinstance(s, LightStep)
     ]
     full = [s for s in pending if not isinstance(s, LightStep)]
     # the light steps' numbers as flat lists: one step's are the next len(...) numbers
-    flat = {"losses": [t for step in losses for t in step], "prints": [t for step in prints for t in step]}
+    flat = {"losses": [t for step in losses for t in step], "prints": [t for tr, ev in prints for t in tr + ev]}
     host = probes.to_host([flat, *full])
     host_losses, host_prints, host_full = iter(host[0]["losses"]), iter(host[0]["prints"]), iter(host[1:])
     step_losses, step_prints = iter(losses), iter(prints)
@@ -228,9 +230,8 @@ def host_records(pending: list[dict | LightStep]) -> list[dict]:
     for s in pending:
         if isinstance(s, LightStep):
             mine = [next(host_losses) for _ in next(step_losses)]
-            batches = [int(next(host_prints)) for _ in next(step_prints)]
-            n_train = sum(1 for f in s.window.forwards if f.fingerprint is not None and f.backwarded)
-            train, evals = batches[:n_train], batches[n_train:]
+            tr, ev = next(step_prints)
+            train, evals = [int(next(host_prints)) for _ in tr], [int(next(host_prints)) for _ in ev]
             line = short_line(s, mine, (train, evals))
             out.append(
                 {"step": s.step, "time": s.time, "seconds": s.seconds, "short_line": line, "fingerprints": train}

@@ -6,11 +6,11 @@ from __future__ import annotations
 from rich.text import Text
 
 from minigpt.checks.result import STATUS_STYLE  # one table for the CLI and the UI (torch-free)
+from minigpt.data.tokenizer_api import WHITESPACE_MARKS  # one table for the CLI, the checks and the UI
 
 PENDING_MARKS = {"pending": "·", "running": "…"}
 
-# whitespace made visible, one cell each so columns stay aligned
-VISIBLE = {" ": "␣", "\n": "⏎", "\t": "→", "\r": "␍"}
+VISIBLE = WHITESPACE_MARKS  # whitespace made visible, one cell each so columns stay aligned
 
 
 def status_text(status) -> Text:
