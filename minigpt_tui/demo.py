@@ -42,7 +42,7 @@ def build_demo(
     """Prepare (unless the files are there) and train afresh; mark the workspace ready last.
     Returns {"seconds", "cancelled", ...}; a cancelled build leaves no marker."""
     from minigpt.data.prepare import prepare_workspace
-    from minigpt.io.files import atomic_write_text
+    from minigpt.io.atomic import atomic_write_text
     from minigpt.threads import apply as apply_thread_policy
     from minigpt.train.config import TrainConfig
     from minigpt.train.trainer import Trainer

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from minigpt.data.tokenizer import CharTokenizer
-from minigpt.io.files import atomic_torch_save
+from minigpt.io.atomic import atomic_torch_save
 from minigpt.io.workspace import Workspace
 
 SLOW_LEFT_OUT = pytest.StashKey[int]()

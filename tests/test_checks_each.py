@@ -10,7 +10,7 @@ import torch
 from minigpt.checks import CheckContext, CheckOptions, Status, run_checks
 from minigpt.checks.control import Finished
 from minigpt.data.tokenizer import CharTokenizer
-from minigpt.io.files import atomic_torch_save
+from minigpt.io.atomic import atomic_torch_save
 from minigpt.io.workspace import Workspace
 from minigpt.model.gpt import MiniGPT, MiniGPTConfig
 from minigpt.sample.generate import SamplerSettings

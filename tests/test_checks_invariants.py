@@ -17,7 +17,7 @@ import torch
 
 from minigpt.checks import CheckContext, CheckOptions, Status, run_checks
 from minigpt.data.tokenizer import CharTokenizer
-from minigpt.io.files import atomic_torch_save
+from minigpt.io.atomic import atomic_torch_save
 from minigpt.model.gpt import MiniGPT, MiniGPTConfig
 
 VARIANTS = Path(__file__).parent / "fixtures" / "designs" / "variants.py"

@@ -13,7 +13,7 @@ import torch
 
 from minigpt.checks import CheckContext, CheckOptions, Status, run_checks
 from minigpt.data.prepare import prepare_workspace
-from minigpt.io.files import atomic_torch_save
+from minigpt.io.atomic import atomic_torch_save
 from minigpt.logs.curve import SHAPE_SEVERITY
 
 

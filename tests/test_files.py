@@ -19,8 +19,9 @@ from minigpt.data.batches import load_ids
 from minigpt.data.prepare import prepare_workspace
 from minigpt.data.tokenizer import CharTokenizer
 from minigpt.errors import DataError, FileSystemError, TokenizerError
-from minigpt.io import files as fileio
-from minigpt.io.files import atomic_torch_save, atomic_write_text, os_error
+from minigpt.io import atomic
+from minigpt.io.atomic import atomic_torch_save, atomic_write_text
+from minigpt.io.files import os_error
 from minigpt.io.workspace import SPLITS, Workspace
 from minigpt.logs.metrics import read_metrics
 
@@ -47,7 +48,7 @@ def dev_full(monkeypatch):
 
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full")
-    monkeypatch.setattr(fileio, "tempfile", types.SimpleNamespace(mkstemp=mkstemp))
+    monkeypatch.setattr(atomic, "tempfile", types.SimpleNamespace(mkstemp=mkstemp))
 
 
 # -- group 3: typed OS errors ---------------------------------------------------------------
@@ -349,7 +350,7 @@ def test_prepare_waits_for_no_one_it_refuses_while_a_training_run_holds_the_work
 def test_files_are_written_with_the_umask_mode_not_0600(tmp_path):
     import os
 
-    from minigpt.io.files import atomic_write_text
+    from minigpt.io.atomic import atomic_write_text
 
     old = os.umask(0o022)
     try:

@@ -14,8 +14,8 @@ import pytest
 
 from minigpt.cli import main
 from minigpt.errors import FileSystemError, UnsafePathError
-from minigpt.io import files as fileio
-from minigpt.io.files import atomic_open, atomic_torch_save, atomic_write_text
+from minigpt.io import atomic
+from minigpt.io.atomic import atomic_open, atomic_torch_save, atomic_write_text
 
 
 def read_fifo_in_background(path: Path) -> tuple[threading.Thread, list[bytes]]:
@@ -60,7 +60,7 @@ def test_binary_writes_go_in_place_too(tmp_path):
 
 
 def test_a_fifo_nobody_reads_is_refused_after_a_bounded_wait_naming_it(tmp_path, monkeypatch):
-    monkeypatch.setattr(fileio, "FIFO_READER_WAIT_S", 0.2)
+    monkeypatch.setattr(atomic, "FIFO_READER_WAIT_S", 0.2)
     fifo = tmp_path / "out.json"
     os.mkfifo(fifo)
     with pytest.raises(FileSystemError, match="nothing read in") as info:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from minigpt.data.prepare import prepare_workspace
-from minigpt.io.files import staged_open
+from minigpt.io.atomic import staged_open
 from minigpt.io.workspace import Workspace
 
 HOST = socket.gethostname().split(".")[0]

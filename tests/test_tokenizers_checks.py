@@ -16,7 +16,7 @@ from bpe_writer import corpus_text, documents, tiktoken_from_hf, train_hf_bpe, t
 from minigpt.checks import CheckContext, CheckOptions, Status, run_checks  # noqa: E402
 from minigpt.data.tokenizer import CharTokenizer  # noqa: E402
 from minigpt.data.tokenizer_load import load_tokenizer, stage_in_workspace  # noqa: E402
-from minigpt.io.files import atomic_torch_save  # noqa: E402
+from minigpt.io.atomic import atomic_torch_save  # noqa: E402
 from minigpt.io.workspace import Workspace  # noqa: E402
 
 pytest.importorskip("tiktoken", reason="the tokenizers extra is not installed")

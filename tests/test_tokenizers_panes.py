@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).parent / "fixtures"))
 from bpe_writer import corpus_text, train_hf_bpe  # noqa: E402
 
 from minigpt.data.tokenizer_load import load_tokenizer, stage_in_workspace  # noqa: E402
-from minigpt.io.files import atomic_torch_save  # noqa: E402
+from minigpt.io.atomic import atomic_torch_save  # noqa: E402
 from minigpt.io.workspace import Workspace  # noqa: E402
 from minigpt_tui.panes import sampler_run  # noqa: E402
 from minigpt_tui.panes.batches import BatchesPane  # noqa: E402

@@ -182,7 +182,7 @@ def test_resume_from_a_foreign_checkpoint_is_a_typed_error(tiny_workspace):
     import torch
 
     from minigpt.errors import CheckpointError
-    from minigpt.io.files import atomic_torch_save
+    from minigpt.io.atomic import atomic_torch_save
     from minigpt.train.config import TrainConfig
     from minigpt.train.trainer import Trainer
 

@@ -19,7 +19,7 @@ from minigpt.cli import main
 from minigpt.data.tokenizer import CharTokenizer
 from minigpt.errors import CheckpointError, ConfigError, DataError, ResourceError, WorkspaceLockedError
 from minigpt.io import lock
-from minigpt.io.files import atomic_torch_save
+from minigpt.io.atomic import atomic_torch_save
 from minigpt.model.checkpoint import read_checkpoint
 from minigpt.model.gpt import MiniGPT, MiniGPTConfig
 from minigpt.model.memory import minigpt_numel

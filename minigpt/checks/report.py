@@ -7,7 +7,8 @@ from pathlib import Path
 
 from minigpt.checks.result import SCHEMA_VERSION, Report, _jsonable
 from minigpt.errors import DataError
-from minigpt.io.files import atomic_write_text, os_error, stat_input
+from minigpt.io.atomic import atomic_write_text
+from minigpt.io.files import os_error, stat_input
 
 MAX_REPORT_BYTES = 64 * 2**20  # a report of every check with its values is a few hundred KB
 

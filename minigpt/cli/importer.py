@@ -44,7 +44,7 @@ def settings_line(settings: dict) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from minigpt.importers.nanogpt import import_nanogpt
-    from minigpt.io.files import atomic_write_text
+    from minigpt.io.atomic import atomic_write_text
     from minigpt.model.memory import large_allowed
     from minigpt.model.nanogpt import MODEL_CLASS
 

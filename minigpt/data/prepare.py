@@ -33,7 +33,7 @@ from minigpt.data.corpus import (
 from minigpt.data.tokenizer import CharTokenizer
 from minigpt.errors import DataError, MiniGPTError, UnknownCharactersError, WorkspaceLockedError
 from minigpt.io import lock
-from minigpt.io.files import StagedWrite, stage_text, stage_torch_save
+from minigpt.io.atomic import StagedWrite, stage_text, stage_torch_save
 from minigpt.io.leftovers import remove_dead_temp_files
 from minigpt.io.workspace import SPLITS, Workspace
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from minigpt.data.tokenizer_api import Tokenizer, id_list
 from minigpt.errors import TokenizerError, UnknownCharactersError
-from minigpt.io.files import atomic_write_text, lfs_pointer_message, os_error, stat_input
+from minigpt.io.atomic import atomic_write_text
+from minigpt.io.files import lfs_pointer_message, os_error, stat_input
 from minigpt.io.jsonsafe import parse_json
 
 MAX_TOKENIZER_BYTES = 64 * 2**20  # every Unicode character, escaped and indented, is ~15 MB

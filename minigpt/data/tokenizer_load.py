@@ -22,7 +22,8 @@ from minigpt.data.tokenizer import CharTokenizer
 from minigpt.data.tokenizer_api import Tokenizer
 from minigpt.data.tokenizer_libs import HFTokenizer, SentencePieceTokenizer, TiktokenTokenizer
 from minigpt.errors import TokenizerError
-from minigpt.io.files import StagedWrite, read_head, stage_text, staged_open, stat_input
+from minigpt.io.atomic import StagedWrite, stage_text, staged_open
+from minigpt.io.files import read_head, stat_input
 
 TIKTOKEN_PREFIX = "tiktoken:"
 HF_PREFIX = "hf:"

@@ -52,7 +52,8 @@ from minigpt.data.tokenizer_load import load_tokenizer, stage_in_workspace, work
 from minigpt.errors import CheckpointError, ConfigError, DataError, TokenizerError
 from minigpt.importers.nanogpt_log import read_nanogpt_log
 from minigpt.importers.nanogpt_pickles import read_meta, refused_entries
-from minigpt.io.files import StagedWrite, os_error, stage_text, stage_torch_save, stat_input
+from minigpt.io.atomic import StagedWrite, stage_text, stage_torch_save
+from minigpt.io.files import os_error, stat_input
 from minigpt.io.workspace import SPLITS, Workspace
 from minigpt.model.nanogpt import GPT, MODEL_CLASS, GPTConfig
 

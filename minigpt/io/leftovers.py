@@ -11,7 +11,8 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from minigpt.io.files import describe_size, temp_host
+from minigpt.io.atomic import temp_host
+from minigpt.io.files import describe_size
 
 _TEMP_NAME = re.compile(r"^\..+\.(\d+)@([^.]*)\.[^.]+\.tmp$")  # staged_open's `.NAME.PID@HOST.RANDOM.tmp`
 

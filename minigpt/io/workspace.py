@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from minigpt.errors import FileSystemError
+from minigpt.io.atomic import atomic_open
 from minigpt.io.crash_points import crash_point
-from minigpt.io.files import atomic_open, os_error
+from minigpt.io.files import os_error
 
 SPLITS = ("train", "val", "test")
 

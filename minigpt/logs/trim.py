@@ -19,7 +19,8 @@ from itertools import repeat
 from pathlib import Path
 from typing import IO
 
-from minigpt.io.files import open_log, open_regular, os_error, staged_open
+from minigpt.io.atomic import staged_open
+from minigpt.io.files import open_log, open_regular, os_error
 
 READ_BLOCK = 1 << 22
 MAX_LINE_BYTES = 16 << 20  # a grads.jsonl line of a large model is ~100 KB

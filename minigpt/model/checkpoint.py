@@ -23,7 +23,8 @@ import torch.nn as nn
 
 from minigpt.data.batches import unsafe_globals
 from minigpt.errors import CheckpointError, ConfigError, ModelSpecError
-from minigpt.io.files import atomic_torch_save, lfs_pointer_message, os_error, read_head, stat_input
+from minigpt.io.atomic import atomic_torch_save
+from minigpt.io.files import lfs_pointer_message, os_error, read_head, stat_input
 from minigpt.model.factory import ModelFactory, default_model_factory, require_buildable
 
 KEY_PREFIXES = ("_orig_mod.", "module.")  # written by torch.compile and DistributedDataParallel

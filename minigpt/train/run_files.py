@@ -19,7 +19,8 @@ import torch
 
 from minigpt.data.tokenizer import CharTokenizer
 from minigpt.errors import MiniGPTError
-from minigpt.io.files import atomic_write_text, open_log
+from minigpt.io.atomic import atomic_write_text
+from minigpt.io.files import open_log
 from minigpt.io.workspace import Workspace, archive_run
 from minigpt.logs.samples import SampleRecord, draw_sample, record_line
 from minigpt.logs.trim import trim_log
