@@ -25,12 +25,10 @@ inside the watch is reported once and turns the watch off: the training goes on.
 
 from __future__ import annotations
 
-import atexit
 import os
 import sys
 import time
 import traceback
-import weakref
 from pathlib import Path
 from typing import Any
 
@@ -40,21 +38,14 @@ import torch.nn as nn
 from minigpt.io.workspace import Workspace
 from minigpt.loopwatch import probes
 from minigpt.loopwatch.describe import as_float, describe_run, memory_in_use, param_names, rank_and_world
+from minigpt.loopwatch.full_reading import KeptGraphs, gradients_at_step, read_batch, window_record
 from minigpt.loopwatch.loss_weights import DeferredLossWeights
+from minigpt.loopwatch.ownership import adopt
 from minigpt.loopwatch.runlog import RunLog
 from minigpt.loopwatch.samples import WatchSamples
-from minigpt.loopwatch.steps import (
-    Forward,
-    LightStep,
-    Sentinel,
-    UpdateSnapshot,
-    Window,
-    host_records,
-    step_record,
-)
-from minigpt.model.gradstats import total_norm
+from minigpt.loopwatch.schedule import DEEP_FIRST_STEPS, ReadingSchedule
+from minigpt.loopwatch.steps import Forward, LightStep, UpdateSnapshot, Window, host_records
 
-DEEP_FIRST_STEPS = 3  # steps always read in full at the start
 FLUSH_SECONDS = 1.0  # a full reading writes what is buffered when this much time has passed since the last write
 
 
@@ -96,9 +87,9 @@ class Watch:
         self.pid = os.getpid()  # the process that opened the watch: only it writes, closes or releases it
         self._handles: list[Any] = []
         self._pending: list[dict | LightStep] = []  # records whose tensors are still on the device
-        self._clear_hook: Any = None  # the probe's before-accumulate hook, held during full readings only
-        self._pre_hook: Any = None  # the step-pre hook, held for the steps that read before the update only
-        self._graphs: list[tuple[int, weakref.ref]] = []
+        guarded = self._guard(self._on_step_pre), self._guard(self._before_accumulate)
+        self._schedule = ReadingSchedule(optimizer, self.interval, self.grads_every, *guarded)
+        self._graphs = KeptGraphs()
         self._fingerprint = probes.Fingerprinter()
         self._started = time.time()
         self._t_last = time.perf_counter()
@@ -138,8 +129,7 @@ class Watch:
         if tokenizer is not None and self.active and self.rank == 0 and self.log_writer is not None:
             self.samples = WatchSamples(self.log_writer, self.sample_every, self.stderr)
             self.samples.start(tokenizer, self.model, self.step, None)
-        atexit.register(self._at_exit, weakref.ref(self))
-        _WATCHES.add(self)
+        adopt(self)
 
     # --- public API ----------------------------------------------------------------------------
 
@@ -295,18 +285,10 @@ class Watch:
         if torch.is_autocast_enabled(self._device_type):
             fwd.autocast = str(torch.get_autocast_dtype(self._device_type)).replace("torch.", "")
         if window.deep:  # batches and targets are read at full readings (every `interval` steps)
-            inputs = probes.forward_inputs(args, kwargs)
-            if inputs.ids is not None:
-                fwd.fingerprint = self._fingerprint(inputs.ids)
-                if inputs.targets is not None:
-                    fwd.relation = probes.target_relation(inputs.ids, inputs.targets)
-                    fwd.target_name = inputs.target_name
+            read_batch(fwd, args, kwargs, self._fingerprint)
         anchor = loss if loss is not None and loss.requires_grad else logits
         if window.deep and anchor is not None and anchor.requires_grad and anchor.grad_fn is not None:
-            # graphs of full readings only: a loop that keeps graphs alive keeps these too
-            sentinel = Sentinel()
-            anchor.grad_fn.metadata["minigpt.watch"] = sentinel  # type: ignore[index]  # a dict (Node.metadata)
-            self._graphs.append((self.step + 1, weakref.ref(sentinel)))
+            self._graphs.mark(anchor.grad_fn, self.step + 1)  # graphs of full readings only
         if logits is not None and logits.requires_grad:
             if window.deep:
                 fwd.rows = probes.sampled_rows(logits)
@@ -361,18 +343,7 @@ class Watch:
         if w.deep:
             if sum(len(g["params"]) for g in self.optimizer.param_groups) != len(self._opt_params):
                 self._set_opt_params()  # a group was added
-            opt_params = self._opt_params
-            grads = [p.grad for p in opt_params if p.grad is not None]
-            rec["grad_norm_at_step"] = total_norm(grads).float() if grads else 0.0
-            probe = self._probe
-            rec["probe_at_step"] = (
-                torch.linalg.vector_norm(probe.grad.detach()).float()
-                if probe is not None and probe.grad is not None
-                else 0.0
-            )
-            rec["outside_optimizer"] = [self.names.get(id(p), "?") for p in self._outside if p.grad is not None][:20]
-            if self.scaler is not None and hasattr(self.scaler, "get_scale"):
-                rec["loss_scale"] = float(self.scaler.get_scale())
+            rec = gradients_at_step(self._opt_params, self._probe, self._outside, self.names, self.scaler)
         if step == 1 or step % self.grads_every == 0:
             self._snapshot = UpdateSnapshot(self.model)
         self._step_reading = rec
@@ -416,51 +387,20 @@ class Watch:
     def _full_record(self, w: Window, step: int, seconds: float, lrs: list, present: int) -> dict:
         """A full reading's record (or a step that carries the update sizes), tensors still on the device."""
         reading, self._step_reading = self._step_reading, {}
-        record: dict[str, Any] = {
-            **step_record(w, step, time.time(), seconds, lrs, present),
-            "grad_before": w.grad_before,
-            "weights": w.weights,
-            "probe_after": w.probe_after,
-            **reading,
-        }
-        train = [f for f in w.forwards if f.backwarded]
-        record["fingerprints"] = [f.fingerprint for f in train if f.fingerprint is not None]
-        evals = [f for f in w.forwards if not f.backwarded]
-        record["eval_fingerprints"] = [f.fingerprint for f in evals if f.fingerprint is not None]
-        rel = [f.relation for f in train if f.relation is not None]
-        record["targets"] = next(f.target_name for f in train if f.relation is not None) if rel else None
-        # micro-batches' counts, pooled on the host (runlog.loop_record)
-        record["relation"] = [[c for c, _ in rel], [n for _, n in rel]] if rel else None
-        losses = [f.loss for f in train if f.loss is not None]
-        record["loss"] = losses or None  # micro-batches' losses are averaged on the host
+        record = window_record(w, step, time.time(), seconds, lrs, present, reading)
         if w.deep:
             self._count_on_logits = w.backwards == 0 and w.logit_backwards > 0
             record["memory"], record["memory_source"] = memory_in_use(self._probe)
-            self._graphs = [(s, r) for s, r in self._graphs if r() is not None]
-            record["old_graphs_alive"] = sum(1 for s, _ in self._graphs if s <= step - 2)
+            record["old_graphs_alive"] = self._graphs.old_alive(step)
         if self._snapshot is not None:
             record["grad_rows"], self._snapshot = self._snapshot.rows(self.model, self.optimizer), None
         return record
 
     def _open_window(self, step: int) -> None:
-        """The window before optimizer step `step`; a full reading holds the probe's before-accumulate hook,
-        and it and a step that snapshots the weights (`grads_every`) the step-pre hook: the other steps
-        read nothing before the update, and a hook not called costs nothing."""
-        deep = step <= DEEP_FIRST_STEPS or step % self.interval == 0
+        """The window before optimizer step `step`, and the hooks it needs (see `schedule`)."""
+        deep = self._schedule.is_deep(step)
         self._window = Window(deep)
-        if not deep and self._pre_hook is None and self._clear_hook is None and step % self.grads_every:
-            return  # the usual step: no hook to hold or to let go
-        if deep or step == 1 or step % self.grads_every == 0:
-            if self._pre_hook is None:
-                self._pre_hook = self.optimizer.register_step_pre_hook(self._guard(self._on_step_pre))
-        elif self._pre_hook is not None:
-            self._pre_hook.remove()
-            self._pre_hook = None
-        if deep and self._clear_hook is None and self._probe is not None:
-            self._clear_hook = self._probe.register_hook(self._guard(self._before_accumulate))
-        elif not deep and self._clear_hook is not None:
-            self._clear_hook.remove()
-            self._clear_hook = None
+        self._schedule.hold(step, deep, self._probe)
 
     # --- failure -------------------------------------------------------------------------------
 
@@ -488,12 +428,7 @@ class Watch:
         for handle in self._handles:
             handle.remove()
         self._handles = []
-        if self._clear_hook is not None:
-            self._clear_hook.remove()
-            self._clear_hook = None
-        if self._pre_hook is not None:
-            self._pre_hook.remove()
-            self._pre_hook = None
+        self._schedule.remove()
 
     def _forget_in_child(self) -> None:
         """In a forked child (a DataLoader worker, `os.fork()` in the loop): the run folder, its lock
@@ -505,24 +440,6 @@ class Watch:
         self._remove_hooks()
         if self.log_writer is not None:
             self.log_writer.forget()
-
-    @staticmethod
-    def _at_exit(ref: weakref.ref) -> None:
-        watch = ref()
-        if watch is not None:
-            watch.close()
-
-
-_WATCHES: weakref.WeakSet[Watch] = weakref.WeakSet()  # this process's open watches
-
-
-def _forget_watches_in_child() -> None:
-    for watch in list(_WATCHES):
-        if watch.pid != os.getpid():
-            watch._forget_in_child()
-
-
-os.register_at_fork(after_in_child=_forget_watches_in_child)
 
 
 def _has_closure(args: tuple, kwargs: dict) -> bool:
