@@ -100,12 +100,12 @@ FLOORS = [
     (
         "minigpt_tui.messages", "minigpt_tui.session", "minigpt_tui.host", "minigpt_tui.demo", "minigpt_tui.header",
         "minigpt_tui.commands", "minigpt_tui.train_args", "minigpt_tui.training", "minigpt_tui.check_runs",
-        "minigpt_tui.idle_gc",
+        "minigpt_tui.idle_gc", "minigpt_tui.disk_watch", "minigpt_tui.focus",
     ),
     ("minigpt_tui.screens",),
     ("minigpt_tui.panes",),
     ("minigpt_tui.workbench",),
-    ("minigpt_tui.app",),
+    ("minigpt_tui.app", "minigpt_tui.setup_flow", "minigpt_tui.quit_flow"),  # the app, the flows it runs on screens
 ]  # fmt: skip
 OUTSIDE = {"minigpt", "minigpt.__main__", "minigpt_tui", "minigpt_tui.__main__"}
 

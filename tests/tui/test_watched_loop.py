@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from minigpt.checks import Status
-from minigpt_tui import app as app_module
+from minigpt_tui import disk_watch
 from tests.fixtures import loops
 
 from .conftest import SIZE, wait_for_report, wait_until
@@ -23,7 +23,7 @@ async def test_a_watched_loops_folder_opens_with_its_loop_checks_and_is_rejudged
     # GIVEN a watched nanoGPT-style loop that never calls model.train() after evaluating
     run = tmp_path / "run"
     loops.nanogpt_loop(run, bug="no_train_after_eval", max_iters=20)
-    monkeypatch.setattr(app_module, "LOOP_RECHECK_S", 0.2)
+    monkeypatch.setattr(disk_watch, "LOOP_RECHECK_S", 0.2)
     app = make_app(run)
     async with app.run_test(size=SIZE) as pilot:
         # WHEN the app opens it THEN no demo is offered and the loop check names the bug
@@ -51,8 +51,8 @@ async def test_a_folder_opened_before_its_loop_starts_is_judged_again_when_the_l
     # GIVEN the UI opened on the run folder before the loop wrote anything ("open as it is")
     run = tmp_path / "run"
     run.mkdir()
-    monkeypatch.setattr(app_module, "LOOP_RECHECK_S", 0.2)
-    monkeypatch.setattr(app_module, "JUDGED_POLL_S", 0.2)
+    monkeypatch.setattr(disk_watch, "LOOP_RECHECK_S", 0.2)
+    monkeypatch.setattr(disk_watch, "JUDGED_POLL_S", 0.2)
     app = make_app(run)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("n")

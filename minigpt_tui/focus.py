@@ -1,0 +1,40 @@
+"""Where the keyboard focus goes in the workbench: into a pane when it is shown (its first
+focusable widget, never a text field: typing there would swallow the pane keys), out of a text
+field and back with escape, and the app's one-key bindings held back while a visible text field
+has the focus (a digit, letter or ? typed there belongs to the field)."""
+
+from __future__ import annotations
+
+from textual.widget import Widget
+from textual.widgets import Input, TabbedContent
+
+# the app's actions bound to a digit, a letter or ?: a text field takes those keys as text
+ONE_KEY_ACTIONS = ("show_pane", "run_all", "fault_menu", "export", "toggle_training", "help", "quit")
+
+
+def typing_in_field(focused: Widget | None) -> bool:
+    """A visible text field has the focus (a field of a pane not shown yet has no area)."""
+    return isinstance(focused, Input) and focused.region.area > 0
+
+
+def focus_pane(tabs: TabbedContent, pane: Widget | None) -> None:
+    """The pane's first focusable widget, or the tab bar when that is a text field or there is
+    none (`pane` None: a key pressed before the hidden panes were built)."""
+    focusable = None
+    if pane is not None:
+        focusable = pane if pane.can_focus else next((w for w in pane.query("*") if w.focusable), None)
+    if focusable is not None and not isinstance(focusable, Input):
+        focusable.focus()
+    else:
+        tabs.query_one("Tabs").focus()
+
+
+def leave_input(focused: Widget | None, tabs: TabbedContent, pane: Widget | None) -> None:
+    """escape: out of a text field to the tab bar (where digits and letters are keys again); on
+    a pane with a text field and the focus elsewhere, into its first field."""
+    if isinstance(focused, Input):
+        tabs.query_one("Tabs").focus()
+        return
+    field = None if pane is None else next((w for w in pane.query(Input) if w.focusable), None)
+    if field is not None:
+        field.focus()
