@@ -86,10 +86,10 @@ def test_float16_scales_the_loss_and_saves_the_scaler_for_resume(tiny_workspace)
 
 def test_a_float16_overflow_skips_the_update_instead_of_stopping_as_diverged(tiny_workspace, monkeypatch):
     # GIVEN a loss scale so large that the float16 gradients overflow for the first steps
-    def huge_scaler(self, saved=None):
-        return torch.amp.GradScaler(self.device.type, init_scale=2.0**40)
+    def huge_scaler(cfg, device, saved=None):
+        return torch.amp.GradScaler(device.type, init_scale=2.0**40)
 
-    monkeypatch.setattr(Trainer, "_make_scaler", huge_scaler)
+    monkeypatch.setattr("minigpt.train.run_state.make_scaler", huge_scaler)
     before = {}
     trainer = Trainer(tiny_workspace, debug_config(max_steps=10, eval_interval=10, dtype="float16"))
     trainer.register_callback("on_start", lambda _: before.update(trainer.state.model.state_dict()))  # type: ignore[union-attr]

@@ -20,60 +20,27 @@ import os
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
 
-from minigpt.data.batches import get_batch, load_split
+from minigpt.data.batches import get_batch
 from minigpt.data.tokenizer import CharTokenizer
 from minigpt.device import resolve_device, tf32_matmuls
-from minigpt.errors import CheckpointError, ConfigError, TrainingDiverged
+from minigpt.errors import ConfigError, TrainingDiverged
 from minigpt.io import lock
 from minigpt.io.crash_points import crash_point
 from minigpt.io.files import open_log
 from minigpt.io.workspace import Workspace
-from minigpt.model.checkpoint import (
-    load_checkpoint,
-    read_checkpoint,
-    save_checkpoint,
-)
-from minigpt.model.gpt import MiniGPT
-from minigpt.model.gradstats import RowParam, grad_rows, row_params, tensor_norms
-from minigpt.model.memory import require_fits
+from minigpt.model.checkpoint import save_checkpoint
+from minigpt.model.gradstats import grad_rows, row_params, tensor_norms
 from minigpt.train import distributed
-from minigpt.train.config import DTYPES, EVAL_TOKENS, TrainConfig, lr_at, make_optimizer
-from minigpt.train.resume import (
-    load_optimizer_state,
-    require_resumable,
-    restore_rng_state,
-    resumed_config,
-    rng_state,
-)
+from minigpt.train.config import DTYPES, EVAL_TOKENS, TrainConfig, lr_at
+from minigpt.train.resume import resumed_config, rng_state
 from minigpt.train.run_files import RunFiles, interrupts_deferred, json_float, write_line
+from minigpt.train.run_state import RunState, fresh_state, read_latest, resumed_state
 from minigpt.train.time_budget import CALIBRATION_STEPS, TimePlan
-
-
-@dataclass
-class RunState:
-    """Everything a run carries from step to step (and what `--resume` restores)."""
-
-    model: torch.nn.Module
-    optimizer: torch.optim.Optimizer
-    batch_gen: torch.Generator
-    tokenizer: CharTokenizer
-    train_data: torch.Tensor
-    val_data: torch.Tensor
-    step: int = 0
-    best_val: float = float("inf")
-    last_good: str | None = None  # a checkpoint with finite weights, if one was written or resumed from
-    last_good_step: int | None = None
-    val_loss: float | None = None
-    run_start: float = 0.0
-    step_model: torch.nn.Module | None = None  # what the steps call: `model`, compiled and/or wrapped in DDP
-    scaler: torch.amp.GradScaler | None = None  # float16 only: loss scaling against gradient underflow
-    named_params: list[tuple[str, torch.nn.Parameter]] = field(default_factory=list)  # once, not per step
-    row_params: list[RowParam] = field(default_factory=list)  # the same, with what grads.jsonl rows say of each
 
 
 class Trainer:
@@ -255,95 +222,34 @@ class Trainer:
 
     # --- starting: fresh or resumed, everything checked before anything moves ---
 
-    def _load_data(self, vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
-        train, val = (load_split(self.ws.ids(s), vocab_size, self.cfg.block_size) for s in ("train", "val"))
-        return train, val
-
-    def _require_fits(self, vocab_size: int, what: object) -> None:
-        if not self.allow_large:
-            model_cfg = self.cfg.model_config(vocab_size)
-            require_fits(model_cfg, self.device, batch_size=self.cfg.batch_size, training=True, what=what)
-
     def _start_fresh(self, tokenizer: CharTokenizer) -> RunState:
-        cfg = self.cfg
-        train_data, val_data = self._load_data(tokenizer.vocab_size)
-        self._require_fits(tokenizer.vocab_size, "this training config")
-        batch_gen = torch.Generator().manual_seed(cfg.seed + self.world.rank)  # each rank draws its own batches
-        torch.manual_seed(cfg.seed)
-        model = MiniGPT(cfg.model_config(tokenizer.vocab_size)).to(self.device)
-        optimizer = make_optimizer(model, cfg)
-        if self.world.rank:  # same initial weights (DDP broadcasts rank 0's anyway), other dropout masks
-            torch.manual_seed(cfg.seed + self.world.rank)
+        st = fresh_state(self.ws, self.cfg, tokenizer, self.world, self.device, allow_large=self.allow_large)
         if self.world.is_main:
             with interrupts_deferred():  # a half-moved run would be split between two folders
-                self.archived = self.files.archive_previous_run()  # only now: every input above was good
+                self.archived = self.files.archive_previous_run()  # only now: fresh_state checked every input
             if self.archived is not None:
                 self._fire("on_archive", str(self.archived))
             self.files.start_fresh_logs()
-        model.train()
-        st = RunState(model, optimizer, batch_gen, tokenizer, train_data, val_data, scaler=self._make_scaler())
-        if self.world.is_main:
             self.files.write_sample(st.model, st.tokenizer, 0, None)  # step 0: what the untrained model writes
         return st
 
     def _resume(self, tokenizer: CharTokenizer) -> RunState:
+        raw = read_latest(self.ws)
         path = self.ws.latest_checkpoint
-        if not os.path.lexists(path) and self.ws.best_checkpoint.is_file():
-            raise CheckpointError(
-                f"cannot resume: {path} is missing but {self.ws.best_checkpoint} is there: the run stopped "
-                "between its first two saves (best is written before latest), before any state to resume from",
-                path=path,
-                causes=["start a fresh run (`minigpt train` without --resume): it moves best to previous/ first"],
-            )
-        raw = read_checkpoint(path)
-        require_resumable(raw, path)
         self.cfg, notice = resumed_config(self.cfg, raw, self.overrides, path)
         if notice:  # say it: a resumed run that silently kept (or dropped) a setting misleads its curve
             self._fire("on_notice", notice)
-        train_data, val_data = self._load_data(tokenizer.vocab_size)
-        self._require_fits(tokenizer.vocab_size, path)
-        batch_gen = torch.Generator().manual_seed(self.cfg.seed)
-        torch.manual_seed(self.cfg.seed)
-        ckpt = load_checkpoint(path, self.device, tokenizer=tokenizer, data=raw)
-        if ckpt.fingerprint_mismatch:
-            raise ConfigError(f"cannot resume: {ckpt.fingerprint_mismatch}")
-        model = ckpt.model
-        model.train()
-        optimizer = make_optimizer(model, self.cfg)
-        load_optimizer_state(optimizer, raw, path)
-        notice = restore_rng_state(raw, self.world, self.cfg.seed, batch_gen, path)
-        if notice:
-            self._fire("on_notice", notice)
-        try:
-            scaler = self._make_scaler(raw.get("scaler_state_dict"))
-        except (RuntimeError, TypeError, ValueError, KeyError, AttributeError) as exc:
-            raise CheckpointError(
-                f"cannot resume from {path}: scaler_state_dict is not a saved GradScaler state: {str(exc)[:200]}",
-                path=path,
-            ) from None
-        best = raw.get("best_val_loss")
-        best_val = float("inf") if best is None else float(best)
-        return RunState(
-            model,
-            optimizer,
-            batch_gen,
+        return resumed_state(
+            raw,
+            path,
+            self.ws,
+            self.cfg,
             tokenizer,
-            train_data,
-            val_data,
-            step=raw["step"],
-            best_val=best_val,
-            last_good=str(path),
-            last_good_step=raw["step"],
-            scaler=scaler,
+            self.world,
+            self.device,
+            allow_large=self.allow_large,
+            notify=lambda notice: self._fire("on_notice", notice),
         )
-
-    def _make_scaler(self, saved: dict | None = None) -> torch.amp.GradScaler | None:
-        if self.cfg.dtype != "float16":
-            return None
-        scaler = torch.amp.GradScaler(self.device.type)
-        if saved:
-            scaler.load_state_dict(saved)
-        return scaler
 
     # --- one optimizer step ---
 
