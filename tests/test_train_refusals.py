@@ -290,7 +290,7 @@ def test_sigint_during_a_run_exits_130_with_the_checkpoint_and_its_log_line_inta
 
 def test_sigint_arriving_inside_a_save_waits_for_the_save_and_its_log_line(tiny_workspace, monkeypatch):
     # GIVEN a real SIGINT delivered while the step-20 checkpoint is being written
-    import minigpt.train.trainer as train_mod
+    import minigpt.train.checkpoints as train_mod
 
     real_save = train_mod.save_checkpoint
 
@@ -311,7 +311,7 @@ def test_sigint_arriving_inside_a_save_waits_for_the_save_and_its_log_line(tiny_
 
 
 def test_a_kill_between_log_line_and_checkpoint_loses_nothing_on_resume(tiny_workspace, monkeypatch):
-    import minigpt.train.trainer as train_mod
+    import minigpt.train.checkpoints as train_mod
 
     ws, real_save = tiny_workspace, train_mod.save_checkpoint
 

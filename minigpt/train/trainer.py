@@ -14,13 +14,11 @@ DistributedDataParallel and rank 0 alone takes the lock, archives, logs and save
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -30,12 +28,11 @@ from minigpt.data.tokenizer import CharTokenizer
 from minigpt.device import resolve_device, tf32_matmuls
 from minigpt.errors import ConfigError, TrainingDiverged
 from minigpt.io import lock
-from minigpt.io.crash_points import crash_point
 from minigpt.io.files import open_log
 from minigpt.io.workspace import Workspace
-from minigpt.model.checkpoint import save_checkpoint
 from minigpt.model.gradstats import grad_rows, row_params, tensor_norms
 from minigpt.train import distributed
+from minigpt.train.checkpoints import checkpoint_payload, save_evaluation
 from minigpt.train.config import DTYPES, EVAL_TOKENS, TrainConfig, lr_at
 from minigpt.train.resume import resumed_config, rng_state
 from minigpt.train.run_files import RunFiles, interrupts_deferred, json_float, write_line
@@ -385,21 +382,8 @@ class Trainer:
         record["eval_train_loss"] = losses["train"]
         improved = losses["val"] < st.best_val
         st.best_val = min(st.best_val, losses["val"])
-        payload = self._payload(st, rng_states)
-        # the log line first (fsynced), then best, then latest: a crash after the line leaves a line
-        # after latest's step, which --resume drops and rewrites; one between the two saves leaves
-        # best newer than latest (--resume repeats the steps since latest and saves both again),
-        # never latest past an evaluation whose best is missing. SIGINT waits for all three.
-        with interrupts_deferred():
-            log.write(json.dumps(record) + "\n")
-            log.flush()
-            os.fsync(log.fileno())
-            crash_point("eval-logged")
-            if improved:
-                save_checkpoint(ws.best_checkpoint, payload)
-                crash_point("best-saved")
-            save_checkpoint(ws.latest_checkpoint, payload)
-            crash_point("latest-saved")
+        payload = checkpoint_payload(st, self.cfg, self.world, rng_states)
+        save_evaluation(log, record, ws, payload, improved=improved)  # the line, best, latest: in that order
         st.last_good, st.last_good_step, st.val_loss = str(ws.latest_checkpoint), step, losses["val"]
         self.files.write_sample(st.model, st.tokenizer, step, losses["val"])
         if self.time_plan is not None:
@@ -414,24 +398,6 @@ class Trainer:
         write_line(log, record)
         if fire:
             self._fire("on_log", record)
-
-    def _payload(self, st: RunState, rng_states: list[dict]) -> dict:
-        payload = {
-            "model_state_dict": st.model.state_dict(),
-            "config": st.model.config.to_dict(),  # type: ignore[union-attr,operator]
-            "optimizer_state_dict": st.optimizer.state_dict(),
-            "step": st.step,
-            "best_val_loss": float(st.best_val),
-            "tokenizer_fingerprint": st.tokenizer.fingerprint,
-            "train_config": asdict(self.cfg),
-            "rng_state": rng_states[0],
-            "world_size": self.world.size,
-        }
-        if self.world.distributed:
-            payload["rng_states"] = rng_states  # one per rank, in rank order
-        if st.scaler is not None:
-            payload["scaler_state_dict"] = st.scaler.state_dict()
-        return payload
 
 
 def _weights_finite(model: torch.nn.Module) -> bool:
