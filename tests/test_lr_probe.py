@@ -1,4 +1,4 @@
-"""The learning-rate probe (lr_probe): four short runs of the run's own model at LR/10..3xLR."""
+"""The learning-rate probe (lr_probe): short runs of the run's own model LR/10..3xLR, and further while an end wins."""
 
 from __future__ import annotations
 

@@ -97,7 +97,8 @@ def add_check_arguments(p: argparse.ArgumentParser, *, ui: bool = False) -> None
     p.add_argument(
         "--lr-probe",
         action="store_true",
-        help="also run the learning-rate probe: four short runs of the run's model at LR/10, LR/3, LR, 3xLR",
+        help="also run the learning-rate probe: short runs of the run's model at LR/10, LR/3, LR, 3xLR, "
+        "and further (to LR/100 or 100xLR) while the end rate keeps winning",
     )
     p.add_argument(
         "--lr-probe-steps",

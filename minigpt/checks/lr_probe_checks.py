@@ -179,13 +179,15 @@ def next_factor(runs: list[ProbeRun]) -> float | None:
 @check(
     "lr_probe",
     "optimization",
-    "Short runs at LR/10..3xLR: the run's learning rate is not too high or low",
+    "Short runs from LR/10 to 3xLR (to LR/100 or 100xLR while an end wins): the learning rate is not off",
     depends=("forward_shapes", "batch_shift"),
     slow=True,
 )
 def lr_probe(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     if not ctx.options.lr_probe:
-        raise Outcome(Status.SKIP, "opt-in: --lr-probe trains four short runs of the run's model (LR/10..3xLR)")
+        raise Outcome(
+            Status.SKIP, "opt-in: --lr-probe trains short runs of the run's model (LR/10..3xLR, further if an end wins)"
+        )
     lr, lr_source = run_learning_rate(ctx)
     if lr is None:
         raise Outcome(

@@ -36,7 +36,7 @@ class CheckOptions:
     prompt: str = "The "
     seed: int = 0
     learning_rate: float = 1e-3  # for the optimizer-update check
-    lr_probe: bool = False  # --lr-probe: the opt-in learning-rate probe (four short training runs)
+    lr_probe: bool = False  # --lr-probe: the opt-in learning-rate probe (short training runs at rates around the run's)
     lr_probe_steps: int = 150  # steps of each probe run
     run_learning_rate: float | None = None  # --lr: the run's learning rate (else its checkpoint's or log's)
     allow_large: bool = False  # --allow-large: build models past the memory estimate (memory.large_allowed)
