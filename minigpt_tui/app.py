@@ -41,14 +41,18 @@ from minigpt_tui.messages import (
     CheckStarted,
     FaultChanged,
     TrainingEnded,
+    TrainingRequested,
+    TrainingStarted,
+    TrainingStopRequested,
 )
 from minigpt_tui.screens.faults import CLEAR, FaultMenuScreen
 from minigpt_tui.screens.help import HelpScreen
 from minigpt_tui.session import Session
 from minigpt_tui.setup_flow import DemoSetup, has_tokenizer, needs_setup
+from minigpt_tui.training_session import TrainingSession
 from minigpt_tui.widgets.blank import BlankContainer, BlankHeader
 from minigpt_tui.widgets.key_footer import KeyFooter
-from minigpt_tui.workbench import PANES, Workbench, WorkScreen, build_panes
+from minigpt_tui.workbench import PANES, Panes, Workbench, WorkScreen, build_panes
 
 # the GIL hand-off interval while the app runs (Python: 5 ms): Textual's writer thread sends each frame,
 # and waited that long for the GIL behind the UI thread's work after a pane switch (its restyles)
@@ -129,7 +133,8 @@ class MiniGPTApp(App):
         # --metrics: the log the checks judge; the Loss pane follows it too when it is a JSONL file
         self.metrics_path = Path(metrics).expanduser() if metrics else None
         self.session = self._new_session()
-        self.panes: dict = {}
+        self.panes = Panes()  # built after the first frame, or after the setup
+        self.training = TrainingSession(self)  # the run started from the UI: the panes show it
         self.checks = CheckRunner(self, lambda: self.session)
         self.setup = DemoSetup(self)  # the demo offered, built and opened (setup_flow.py)
         self.judged = disk_watch.JudgedCheckpoint()  # the header's words for the judged checkpoint
@@ -167,8 +172,9 @@ class MiniGPTApp(App):
     def compose(self) -> ComposeResult:
         yield BlankHeader()
         if not self.needs_setup:
-            self.panes = build_panes(["checks"])  # the others after the first frame
-            yield Workbench(self.panes)
+            first = build_panes(["checks"])  # the others after the first frame
+            self.panes.add(first)
+            yield Workbench(first)
         # in a bar of its own: Textual redraws every child of the screen on every frame (a tab's
         # underline sliding is ~15 frames a switch), a child of the bar only when the bar's row changes
         with BlankContainer(id="footer-bar"):
@@ -194,7 +200,7 @@ class MiniGPTApp(App):
 
     def _add_hidden_panes(self) -> None:
         hidden = build_panes(pane_id for pane_id, _ in PANES if pane_id not in self.panes)
-        self.panes.update(hidden)
+        self.panes.add(hidden)
         self.query_one(Workbench).add_panes(hidden)
 
     def _first_paint(self) -> None:
@@ -226,8 +232,9 @@ class MiniGPTApp(App):
 
     async def open_workbench(self) -> None:
         if not self.panes:
-            self.panes = build_panes()
-            await self.mount(Workbench(self.panes), after=self.query_one(Header))
+            panes = build_panes()
+            self.panes.add(panes)
+            await self.mount(Workbench(panes), after=self.query_one(Header))
             self.call_after_refresh(self._focus_pane, "checks")
         self.run_checks()
 
@@ -249,10 +256,26 @@ class MiniGPTApp(App):
     def forward_progress(self, message: Message) -> None:
         self._forward(message)
 
+    # -- the training run (training_session.py): panes ask for it, and are told what it does ---
+    @on(TrainingRequested)
+    def start_training(self, message: TrainingRequested) -> None:
+        if not self.training.start(self.workspace.root, message.args):
+            self.notify("training is already running (x stops it)", severity="warning")
+
+    @on(TrainingStopRequested)
+    def stop_training(self) -> None:
+        self.training.stop()
+
+    @on(TrainingStarted)
+    def forward_training_started(self, message: TrainingStarted) -> None:
+        self._forward(message)
+
     @on(TrainingEnded)
     def recheck_after_training(self, message: TrainingEnded) -> None:
         # the run wrote new checkpoints (and moved the old ones aside): the header, the checks
         # and every pane must describe the new ones
+        self._forward(message)
+        self.session.reload()  # the next check or sample loads the new checkpoint
         self.show_checkpoint_label("checking…")
         self.notify(f"training ended (exit {message.returncode}); re-running the checks", markup=False)
         self.run_checks()
@@ -291,7 +314,7 @@ class MiniGPTApp(App):
         change = self.judged.follow(report, self.workspace)
         if self.judged.label != label:
             self._update_title()
-        checks = self.panes.get("checks")
+        checks = self.panes.checks
         if change is not None and checks is not None:
             checks.mark_stale(f"the checkpoint these results judged was {change} since")
 
@@ -370,13 +393,9 @@ class MiniGPTApp(App):
         self.call_from_thread(self.notify, f"report written to {path}", markup=False)
 
     def action_toggle_training(self) -> None:
-        pane = self.panes.get("loss")
-        if pane is None:
-            return
-        if pane.controls.training:
-            pane.controls.stop_training()
-        else:
-            pane.action_start_training()  # asks before moving an existing run aside
+        loss = self.panes.loss
+        if loss is not None:
+            loss.toggle_training()  # starting asks first; the Loss pane's line shows the run
 
     def palette_commands(self) -> list[tuple[str, str, Callable[[], object]]]:
         """(title, help, callback) for the command palette (torch-free)."""
@@ -415,8 +434,9 @@ class MiniGPTApp(App):
             if not has_tokenizer(self.workspace, opts.get("model_spec")):
                 return  # a folder without a tokenizer (a watched loop's): the Tokenizer pane says so in place
         self.notify(text, title="error", severity="error", timeout=10, markup=False)
-        if event.worker.group == "checks" and "checks" in self.panes:
-            self.panes["checks"].query_one("#checks-status").update(f"check run failed: {type(error).__name__}")
+        checks = self.panes.checks
+        if event.worker.group == "checks" and checks is not None:
+            checks.show_run_failed(type(error).__name__)
 
     def stop_threads(self) -> None:
         """Tell every thread to stop at its next check: a thread that ignores cancel keeps the process alive."""
@@ -425,16 +445,14 @@ class MiniGPTApp(App):
 
     async def action_quit(self) -> None:
         """Quit; with the UI's training run going, ask first: stop it, leave it running, or stay (quit_flow.py)."""
-        loss = self.panes.get("loss")
-        if loss is not None and loss.controls.training:
-            quit_flow.ask(self, loss.controls.run, self._answer_quit)
+        if self.training.training:
+            quit_flow.ask(self, self.training, self._answer_quit)
             return
         self.stop_threads()
         self.exit()
 
     async def _answer_quit(self, choice: str | None) -> None:
-        loss = self.panes.get("loss")
-        if await quit_flow.settle(self, loss.controls.run if loss is not None else None, choice):
+        if await quit_flow.settle(self, self.training, choice):
             self.stop_threads()
             self.exit()
 
@@ -447,3 +465,4 @@ class MiniGPTApp(App):
         self.idle_gc.stop()
         sys.setswitchinterval(self._switch_interval)
         self.stop_threads()
+        self.training.interrupt()  # quit asked "stop or leave it?" first; here nobody could answer

@@ -74,11 +74,24 @@ class DemoProgressed(Message):
 
 
 @dataclass
+class TrainingRequested(Message):
+    """A pane asks the app to start its training run with these flags (after `--workspace W`)."""
+
+    args: list[str]
+
+
+@dataclass
+class TrainingStopRequested(Message):
+    """A pane asks the app to stop its training run."""
+
+
+@dataclass
 class TrainingStarted(Message):
     """The UI started a `minigpt train` subprocess."""
 
     pid: int
     command: list[str]
+    log_path: str  # where its output goes
 
 
 @dataclass

@@ -8,17 +8,19 @@ from collections.abc import Awaitable, Callable
 from textual.app import App
 
 from minigpt_tui.screens.quit import QuitTrainingScreen
-from minigpt_tui.training import TrainingRun
+from minigpt_tui.training_session import TrainingSession
 
 
-def ask(app: App, run: TrainingRun, answered: Callable[[str | None], Awaitable[None]]) -> None:
+def ask(app: App, training: TrainingSession, answered: Callable[[str | None], Awaitable[None]]) -> None:
     """The question, once: a second q while it is shown does not stack another."""
-    if not isinstance(app.screen, QuitTrainingScreen):
+    run = training.run
+    if run is not None and not isinstance(app.screen, QuitTrainingScreen):
         app.push_screen(QuitTrainingScreen(run.pid, str(run.log_path)), answered)
 
 
-async def settle(app: App, run: TrainingRun | None, choice: str | None) -> bool:
-    """Do what the user chose with the run; True when the app is to quit now (not "cancel")."""
+async def settle(app: App, training: TrainingSession, choice: str | None) -> bool:
+    """Do what the user chose with the app's run; True when the app is to quit now (not "cancel")."""
+    run = training.run
     if choice == "cancel" or run is None:
         return False
     if choice == "leave":

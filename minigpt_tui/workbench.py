@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from importlib import import_module
+from typing import TYPE_CHECKING, TypeVar
 
 from textual.reactive import Reactive
 from textual.screen import Screen
@@ -11,6 +12,12 @@ from textual.widget import MountError, Widget
 from textual.widgets import ContentSwitcher, TabbedContent, TabPane
 
 from minigpt_tui.widgets.blank import BLANK_CONTAINERS
+
+if TYPE_CHECKING:  # a pane's module is imported when the pane is built
+    from minigpt_tui.panes.checks import ChecksPane
+    from minigpt_tui.panes.loss import LossPane
+
+W = TypeVar("W", bound=Widget)
 
 # (tab id, title); key N shows PANES[N - 1]
 PANES = [
@@ -48,6 +55,48 @@ def build_panes(ids: Iterable[str] | None = None) -> dict[str, Widget]:
             module, name = PANE_CLASSES[pane_id]
             panes[pane_id] = getattr(import_module(module), name)()  # the contract: no arguments
     return panes
+
+
+class Panes(Mapping[str, Widget]):
+    """The panes built so far, by tab id in key order. The app reaches the two it speaks to through
+    typed properties and their public methods; the others only hear the messages it hands on."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[str, Widget] = {}
+
+    def add(self, panes: dict[str, Widget]) -> None:
+        self._by_id.update(panes)
+
+    def __getitem__(self, pane_id: str) -> Widget:
+        return self._by_id[pane_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_id)
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    @property
+    def checks(self) -> ChecksPane | None:
+        if "checks" not in self._by_id:
+            return None  # not built yet: its module is not imported for nothing
+        from minigpt_tui.panes.checks import ChecksPane
+
+        return self._typed("checks", ChecksPane)
+
+    @property
+    def loss(self) -> LossPane | None:
+        if "loss" not in self._by_id:
+            return None  # not built yet: its module is not imported for nothing
+        from minigpt_tui.panes.loss import LossPane
+
+        return self._typed("loss", LossPane)
+
+    def _typed(self, pane_id: str, kind: type[W]) -> W | None:
+        pane = self._by_id.get(pane_id)
+        if pane is not None and not isinstance(pane, kind):
+            raise TypeError(f"the {pane_id} pane is a {type(pane).__name__}, not a {kind.__name__}")
+        return pane
 
 
 class PaneTabs(TabbedContent):

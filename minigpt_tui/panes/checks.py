@@ -267,6 +267,11 @@ class ChecksPane(Vertical):
         self._run_text = f"STALE ({why}; r re-runs) · {self._run_text}"
         self._render_status()
 
+    def show_run_failed(self, error: str) -> None:
+        """The check run died (its worker raised `error`, a type's name): the status line says so."""
+        self._run_text = f"check run failed: {error}"
+        self._render_status()
+
     def _render_status(self) -> None:
         text = self._run_text
         if self.filter:

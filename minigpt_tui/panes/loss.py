@@ -31,6 +31,7 @@ from minigpt.logs.curve_rules import diagnose
 from minigpt.logs.perplexity import perplexity_text
 from minigpt.logs.tensorboard import is_tensorboard_path
 from minigpt_tui.host import NoWorkspace, host, workspace_of
+from minigpt_tui.messages import TrainingEnded, TrainingStarted
 from minigpt_tui.panes.curve_follow import CurveDiagnosed, CurveUpdated, DiagnosisDue, follow_curve
 from minigpt_tui.panes.loss_text import diagnosis_more, diagnosis_text, fmt, fmt_loss_or_dash
 from minigpt_tui.panes.training_controls import TrainingControls
@@ -228,9 +229,9 @@ class LossPane(Vertical, RenderWhenShown):
     def _state_words(self, message: CurveUpdated) -> str:
         if message.loading:
             return "loading"
-        run = self.controls.run
-        if self.controls.training and run is not None and run.pid is not None:
-            return f"training (PID {run.pid}, started here)"
+        own_pid = self.controls.own_pid
+        if own_pid is not None:
+            return f"training (PID {own_pid}, started here)"
         if message.writer is not None:
             return f"training in progress (PID {message.writer.pid})"
         if message.missing:
@@ -391,3 +392,18 @@ class LossPane(Vertical, RenderWhenShown):
     def action_stop_training(self) -> None:
         if not self.controls.stop_training():
             self.notify("no training run to stop")
+
+    def toggle_training(self) -> None:
+        """The app's `t`: stop the app's run while it goes, else ask to start one (as `x` and `s`)."""
+        if self.controls.training:
+            self.controls.stop_training()
+        else:
+            self.action_start_training()  # asks before moving an existing run aside
+
+    @on(TrainingStarted)
+    def _show_run_started(self, message: TrainingStarted) -> None:
+        self.controls.show_started(message)
+
+    @on(TrainingEnded)
+    def _show_run_ended(self, message: TrainingEnded) -> None:
+        self.controls.show_ended(message)

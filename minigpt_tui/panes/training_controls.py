@@ -1,9 +1,11 @@
-"""The Loss pane's training line: start `minigpt train` on the workspace from the UI, follow it,
-stop it, and say how it ended.
+"""The Loss pane's training line: ask the app to start `minigpt train` on the workspace, follow
+the run, ask it to stop, and say how it ended.
 
-The run is a subprocess owned by `minigpt_tui.training`. Starting asks first when a run is there
-(a fresh run moves its files to previous/<time>/), naming the command and what it moves. The keys
-(`s`/`t` to start, `x` to stop) are bound on the pane, which has the focus, and come here.
+The run is the app's (`minigpt_tui.training_session`): this line asks for it with
+`TrainingRequested`/`TrainingStopRequested` and shows what `TrainingStarted`/`TrainingEnded` say.
+Starting asks first when a run is there (a fresh run moves its files to previous/<time>/), naming
+the command and what it moves. The keys (`s`/`t` to start, `x` to stop) are bound on the pane,
+which has the focus, and come here.
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from textual.message import Message
 from textual.worker import Worker, WorkerState
 
 from minigpt_tui.host import host, workspace_of
-from minigpt_tui.messages import TrainingEnded, TrainingStarted
+from minigpt_tui.messages import TrainingEnded, TrainingRequested, TrainingStarted, TrainingStopRequested
 from minigpt_tui.train_args import DEFAULT_PRESET, TrainPlan
-from minigpt_tui.training import OtherTrainer, TrainingRun
+from minigpt_tui.training import LOG_NAME, OtherTrainer
 from minigpt_tui.widgets.live_static import LiveStatic
 
 if TYPE_CHECKING:
@@ -37,7 +39,8 @@ class TrainingPlanned(Message):
 
 class TrainingControls(LiveStatic):
     """One line (more when a run failed): the UI's own run, how the last one ended, or how `s` would
-    start one. It posts `TrainingStarted`/`TrainingEnded`, which bubble to the pane and the app."""
+    start one. Its requests bubble to the app; the pane hands it the run's events (`show_started`,
+    `show_ended`)."""
 
     # fixed flags after `minigpt train --workspace W` (tests); None: the workspace's own settings,
     # read from its checkpoint when `s`/`t` is pressed (minigpt_tui.train_args)
@@ -45,53 +48,48 @@ class TrainingControls(LiveStatic):
 
     def __init__(self, **kwargs) -> None:
         super().__init__("", markup=False, **kwargs)
-        self.run: TrainingRun | None = None  # the UI's training subprocess, if it started one
+        self.asked = False  # a start was asked for and the app has not said how it went
+        self.started: TrainingStarted | None = None  # the app's run, while it goes
         self.last_exit: TrainingEnded | None = None
-        self.own_pid: int | None = None  # read by the curve follower: this run is not "another trainer"
         self._shown: tuple | None = None
 
     def on_mount(self) -> None:
         self._render_training()
 
-    def on_unmount(self) -> None:
-        if self.training and self.run is not None:
-            self.run.interrupt()  # the app asked "stop or leave it?" first; here nobody could answer
-
     @property
     def training(self) -> bool:
-        """The UI's own run is starting or running."""
-        return self.run is not None and self.last_exit is None and not self.run.detached
+        """The app's run is starting or running, as far as its events have said."""
+        return self.asked or self.started is not None
 
-    def start_training(self, extra_args: list[str] | None = None, args: list[str] | None = None) -> bool:
-        """Start `minigpt train` on this workspace with `args` (default: `train_args`, else the
-        debug preset); False when one is already running."""
+    @property
+    def own_pid(self) -> int | None:
+        """The app's run (read by the curve follower: this run is not "another trainer")."""
+        return None if self.started is None else self.started.pid
+
+    def start_training(self, args: list[str] | None = None) -> bool:
+        """Ask the app to start `minigpt train` on this workspace with `args` (default: `train_args`,
+        else the debug preset); False when one is already running."""
         if self.training:
             self.notify("training is already running (x stops it)", severity="warning")
             return False
         flags = args if args is not None else (self.train_args or ["--preset", DEFAULT_PRESET])
-        self.run = TrainingRun(workspace_of(self).root, [*flags, "--quiet", *(extra_args or [])])
-        self.last_exit = None
-        self._supervise(self.run)
+        self.asked, self.last_exit = True, None
+        self.post_message(TrainingRequested([*flags, "--quiet"]))
         self._render_training("starting…")
         self.refresh_bindings()  # `x` shows in the footer while there is a run to stop
         return True
 
-    @work(exclusive=True, exit_on_error=False, group="loss-train", name="training run")
-    async def _supervise(self, run: TrainingRun) -> None:
-        await run.start()
-        self.own_pid = run.pid
-        if run.pid is not None:
-            self.post_message(TrainingStarted(run.pid, run.command))
-        self._render_training()
-        end = await run.wait()
-        self.post_message(TrainingEnded(end.returncode, end.log_path, end.log_tail, end.stopped))
-
     def stop_training(self) -> bool:
-        """Ask the training subprocess to stop (SIGINT, then SIGTERM and SIGKILL if it lingers)."""
-        if not self.training or self.run is None or not self.run.stop():
+        """Ask the app to stop its run (SIGINT, then SIGTERM and SIGKILL if it lingers)."""
+        if not self.training:
             return False
+        self.post_message(TrainingStopRequested())
         self._render_training("stopping…")
         return True
+
+    def show_started(self, message: TrainingStarted) -> None:
+        self.asked, self.started = False, message
+        self._render_training()
 
     def ask_to_train(self, writer: OtherTrainer | None) -> None:
         """Train with the workspace's own settings, unless `writer` (another process) is training
@@ -144,31 +142,22 @@ class TrainingControls(LiveStatic):
     def _start_confirmed(self, args: list[str]) -> None:
         self.start_training(args=args)
 
-    @on(TrainingEnded)
-    def _show_training_end(self, message: TrainingEnded) -> None:
-        self.last_exit = message
-        self.own_pid = None
-        session = host(self).session
-        if session is not None:
-            session.reload()  # a new checkpoint may exist: the next check or sample loads it
+    def show_ended(self, message: TrainingEnded) -> None:
+        self.asked, self.started, self.last_exit = False, None, message
         self._render_training()
         self.refresh_bindings()
 
     @on(Worker.StateChanged)
     def _worker_failed(self, event: Worker.StateChanged) -> None:
-        """The app notifies every failed worker; a run that could not start ends here, said so."""
+        """The app notifies every failed worker; the line says where reading the settings failed."""
         if event.state != WorkerState.ERROR or event.worker.node is not self:
             return
-        error = f"{type(event.worker.error).__name__}: {event.worker.error}"
-        if event.worker.group == "loss-train":
-            log = str(self.run.log_path) if self.run is not None else "-"
-            self.post_message(TrainingEnded(-1, log, f"could not run the training: {error}"))
-        elif event.worker.group == "loss-plan":
+        if event.worker.group == "loss-plan":
+            error = f"{type(event.worker.error).__name__}: {event.worker.error}"
             self._render_training(f"could not read the training settings: {error}")
 
     def _render_training(self, note: str | None = None) -> None:
-        run = self.run if self.training else None
-        text = training_text(run, self.last_exit, self.train_args, note)
+        text = training_text(self.training, self.started, self.last_exit, self.train_args, note)
         key = (str(text), str(text.style))
         if key != self._shown:  # an update re-lays the screen out: only when the words changed
             self._shown = key
@@ -176,13 +165,18 @@ class TrainingControls(LiveStatic):
 
 
 def training_text(
-    run: TrainingRun | None, last_exit: TrainingEnded | None, train_args: list[str] | None, note: str | None
+    training: bool,
+    started: TrainingStarted | None,
+    last_exit: TrainingEnded | None,
+    train_args: list[str] | None,
+    note: str | None,
 ) -> Text:
-    """The training line: the UI's own run (`run`, while it goes), how the last one ended, or how `s`
-    would start one."""
-    if run is not None:
-        pid = run.pid if run.pid is not None else "…"
-        return Text(f"training: RUNNING PID {pid} {note or ''}· log {run.log_path.name} · x stop")
+    """The training line: the app's run (`training`: starting or running, `started` once it has a
+    PID), how the last one ended, or how `s` would start one."""
+    if training:
+        pid = started.pid if started is not None else "…"
+        log = Path(started.log_path).name if started is not None else LOG_NAME
+        return Text(f"training: RUNNING PID {pid} {note or ''}· log {log} · x stop")
     if last_exit is not None:
         e = last_exit
         ok = e.returncode == 0

@@ -1,19 +1,24 @@
 """A minimal App for testing one pane alone: the attributes the real App gives panes
-(`session`, `workspace`, `device_name`) and nothing else."""
+(`session`, `workspace`, `device_name`), and its training run as the real App runs it for its
+panes (started and stopped when asked, its events handed to the pane)."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from textual import on
 from textual.app import App, ComposeResult
 from textual.widget import Widget
 
 from minigpt.io.workspace import Workspace
+from minigpt_tui.messages import TrainingEnded, TrainingRequested, TrainingStarted, TrainingStopRequested
+from minigpt_tui.training_session import TrainingSession
 
 
 class PaneHarness(App):
@@ -25,10 +30,31 @@ class PaneHarness(App):
         self.metrics_path = None  # the app's --metrics
         self.device_name = "cpu (test)"
         self.pane: Widget | None = None
+        self.training = TrainingSession(self)
 
     def compose(self) -> ComposeResult:
         self.pane = self.make_pane()
         yield self.pane
+
+    @on(TrainingRequested)
+    def _start_training(self, message: TrainingRequested) -> None:
+        assert self.workspace is not None
+        self.training.start(self.workspace.root, message.args)
+
+    @on(TrainingStopRequested)
+    def _stop_training(self) -> None:
+        self.training.stop()
+
+    @on(TrainingStarted)
+    @on(TrainingEnded)
+    def _tell_the_pane(self, message: TrainingStarted | TrainingEnded) -> None:
+        if self.pane is not None:
+            copy = dataclasses.replace(message)
+            copy.bubble = False  # not back up to here
+            self.pane.post_message(copy)
+
+    def on_unmount(self) -> None:
+        self.training.interrupt()
 
 
 @pytest.fixture(scope="session")

@@ -183,6 +183,6 @@ async def test_a_run_holding_the_workspace_lock_is_named_and_s_does_not_start_an
             pane.focus()
             await pilot.press("s")
             await pilot.pause()
-            assert pane.controls.run is None
+            assert app.training.run is None
             assert any("training in progress" in str(n.message) for n in app._notifications)
         assert await until(pilot, lambda: "training in progress" not in _status(pane), 10)

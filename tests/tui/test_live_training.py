@@ -39,7 +39,7 @@ async def _start_training(pilot, app):
     pane = app.panes["loss"]
     pane.controls.train_args = LONG_RUN
     assert pane.controls.start_training()
-    assert await until(pilot, lambda: pane.controls.run.pid is not None and pane.points_count > 0, 90)
+    assert await until(pilot, lambda: pane.controls.own_pid is not None and pane.points_count > 0, 90)
     return pane
 
 
@@ -47,14 +47,14 @@ async def _start_training(pilot, app):
 async def test_quit_asks_and_cancel_keeps_the_app_and_the_run(demo_ws, make_app):
     app = make_app(demo_ws.root)
     async with app.run_test(size=(80, 24)) as pilot:
-        pane = await _start_training(pilot, app)
+        await _start_training(pilot, app)
         await pilot.press("q")
         assert await until(pilot, lambda: isinstance(app.screen, QuitTrainingScreen), 10)
         await pilot.press("c")
         await pilot.pause()
-        assert app.is_running and pane.controls.run.running
+        assert app.is_running and app.training.run.running
         # THEN stop: the run exits (SIGINT, as Ctrl+C would) and the app quits
-        pid = pane.controls.run.pid
+        pid = app.training.run.pid
         await pilot.press("q")
         assert await until(pilot, lambda: isinstance(app.screen, QuitTrainingScreen), 10)
         await pilot.press("s")
@@ -69,7 +69,7 @@ async def test_leave_it_running_keeps_the_run_and_the_next_ui_names_it(demo_ws, 
     try:
         async with app.run_test(size=(80, 24)) as pilot:
             pane = await _start_training(pilot, app)
-            pid = pane.controls.run.pid
+            pid = app.training.run.pid
             await pilot.press("q")
             assert await until(pilot, lambda: isinstance(app.screen, QuitTrainingScreen), 10)
             await pilot.press("l")

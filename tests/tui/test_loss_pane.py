@@ -120,7 +120,7 @@ async def test_starts_and_stops_a_training_subprocess(demo_ws):
         await pilot.press("y")
         assert await _until(pilot, lambda: pane.controls.training, 10)
         assert await _until(pilot, lambda: any((demo_ws.root / "previous").glob("*/checkpoints/mini_gpt_best.pt")), 60)
-        pid = pane.controls.run.pid
+        pid = app.training.run.pid
         assert "RUNNING" in str(pane.query_one("#train-status", Static).render())
         # the trainer logs every 10 steps; the pane follows the file it (re)creates
         assert await _until(pilot, lambda: pane.points_count >= 2, 60)
@@ -128,7 +128,7 @@ async def test_starts_and_stops_a_training_subprocess(demo_ws):
         assert await _until(pilot, lambda: pane.points_count > grown, 30)
         await pilot.press("x")
         assert await _until(pilot, lambda: not pane.controls.training and pane.controls.last_exit is not None, 15)
-        assert pane.controls.run.process.returncode is not None
+        assert app.training.run.process.returncode is not None
         with pytest.raises(ProcessLookupError):
             import os
 
