@@ -157,7 +157,9 @@ def training_curve(ctx: CheckContext, run: CheckRun) -> CheckReturn:
         pass  # tokenizer_roundtrip and the data checks report it; the curve is judged without those lines
     settings = watch_settings(ctx.ws, ctx.run_settings())  # the watched loop's warmup and clipping, measured
     diagnosis = diagnose(log.points, baseline=baseline, unigram_entropy=unigram, settings=settings)
-    values = {"shape": diagnosis.shape, "points": len(log.points), "bad_lines": log.bad_lines, **diagnosis.values}
+    records = len(log.points) if log.records is None else log.records
+    values = {"shape": diagnosis.shape, "points": records, "bad_lines": log.bad_lines, **diagnosis.values}
+    values["judged_points"] = len(log.points)  # one per step; fewer than the records when a long log was downsampled
     for note in log.notes:  # which run and tags of a TensorBoard folder were read; nanoGPT's stdout
         diagnosis.summary += f"; {note}"
     values["tensorboard_tags"] = getattr(log, "tags", None)

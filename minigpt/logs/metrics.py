@@ -19,7 +19,7 @@ import json
 import math
 import os
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from pathlib import Path
@@ -144,6 +144,7 @@ class MetricsLog:
     bad_line_numbers: list[int] = field(default_factory=list)  # 1-based, first few
     partial_tail: bool = False  # the last line is still being written
     notes: list[str] = field(default_factory=list)  # how the log was read, for the verdict (which run, tags)
+    records: int | None = None  # records read, when `points` is a bounded sample of them (curve_sample)
 
 
 def _number(value: object) -> float | None:
@@ -289,12 +290,27 @@ class LineSplitter:
 
 
 def read_metrics(path: str | os.PathLike) -> MetricsLog:
-    """Read a whole metrics file in blocks into a compact `MetricPoints`, in linear time (a line
-    over `MAX_LINE_BYTES` is a bad line, never buffered whole).
+    """Read a whole metrics file in blocks into a compact `MetricPoints`, one point per record, in
+    linear time (a line over `MAX_LINE_BYTES` is a bad line, never buffered whole). Its memory grows
+    with the file: a check reads a bounded sample instead (`minigpt.logs.curve_sample`).
 
     Raises DataError when it is missing, not a regular file or unreadable (FileSystemError for
     permission problems).
     """
+    log = MetricsLog(path=str(path), points=MetricPoints())
+    scan_metrics(path, log, log.points.extend_columns)
+    return log
+
+
+Columns = Callable[[Sequence[int], Sequence[Sequence]], None]  # (steps, one raw column per field)
+
+
+def scan_metrics(path: str | os.PathLike, log: MetricsLog, add: Columns) -> None:
+    """Stream the records of the metrics file at `path` to `add`, a block at a time: the step
+    column and one column of raw values per field of `MetricPoint` after `step`, as
+    `MetricPoints.extend_columns` takes them (`number_column` makes a column floats). Bad lines
+    and a last line still being written are counted into `log`. Memory holds one block (a few MB),
+    whatever the file's length; raises as `read_metrics` does."""
     path = Path(path)
     stat_input(
         path,
@@ -302,14 +318,13 @@ def read_metrics(path: str | os.PathLike) -> MetricsLog:
         error=DataError,
         missing=["training has not started in this workspace", "wrong workspace folder"],
     )
-    log = MetricsLog(path=str(path), points=MetricPoints())
     lineno, splitter = 0, LineSplitter()
     try:
         with open(path, "rb") as fh:
             while block := fh.read(READ_BLOCK):
                 lines = splitter.feed(block)
                 for start in range(0, len(lines), _LINES_PER_PARSE):
-                    _read_lines(log, lines[start : start + _LINES_PER_PARSE], lineno + start)
+                    _read_lines(log, lines[start : start + _LINES_PER_PARSE], lineno + start, add)
                 lineno += len(lines)
     except OSError as exc:
         raise os_error(exc, path, action="read") from None
@@ -318,26 +333,36 @@ def read_metrics(path: str | os.PathLike) -> MetricsLog:
     elif splitter.tail.strip():  # a last line without its newline: complete JSON, or a write in progress
         values = _line_values(splitter.tail)
         if values is not None:
-            log.points.append_values(values[0], values[1:])
+            add([values[0]], [[v] for v in values[1:]])
         else:
             log.partial_tail = True
-    return log
 
 
 _LINES_PER_PARSE = 4096
 
 
-def _read_lines(log: MetricsLog, lines: list[bytes], lineno: int) -> None:
-    """Parse `lines` (numbered from `lineno` + 1) into `log`."""
+def _read_lines(log: MetricsLog, lines: list[bytes], lineno: int, add: Columns) -> None:
+    """Parse `lines` (numbered from `lineno` + 1) and hand their columns to `add`."""
     columns = _plain_columns(lines)
     if columns is not None:
-        log.points.extend_columns(*columns)
+        add(*columns)
         return
     rows = parse_values(lines, raw=True)
     for i, (line, values) in enumerate(zip(lines, rows), start=lineno + 1):
         if values is None and line.strip():
             count_bad(log, i)
-    log.points.extend_rows([v for v in rows if v is not None])
+    kept = [v for v in rows if v is not None]
+    if kept:
+        steps, *cols = zip(*kept)
+        add(steps, cols)
+
+
+def number_column(column: Sequence) -> list[float | None]:
+    """A column of raw values as floats, None where a value is absent or not a number (as
+    `MetricPoints.extend_columns` stores it)."""
+    if set(map(type, column)) <= _FLOAT_OR_NONE:
+        return list(column)
+    return [v if v is None or type(v) is float else _number(v) for v in column]
 
 
 def _plain_columns(lines: list[bytes]) -> tuple[list[int], list[list]] | None:

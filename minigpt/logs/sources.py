@@ -1,6 +1,7 @@
 """One reading of a run's training log, shared by the checks, the CLI's report and the Loss pane:
 a metrics JSONL (`logs/metrics.jsonl`, what the watch and the trainer write) or a TensorBoard
-event file or folder. `read_run_metrics` reads it whole; `run_follower` follows it as it grows.
+event file or folder. `read_run_metrics` reads it streamed into a bounded sample (`curve_sample`);
+`run_follower` follows it as it grows.
 """
 
 from __future__ import annotations
@@ -8,18 +9,24 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from minigpt.logs.curve_sample import SAMPLE_CAP, CurveSample, sample_metrics, sampled_log
 from minigpt.logs.follow import MetricsFollower
-from minigpt.logs.metrics import MetricsLog, read_metrics
+from minigpt.logs.metrics import MetricsLog
 from minigpt.logs.tensorboard import TensorBoardFollower, is_tensorboard_path, read_tensorboard
 
 
-def read_run_metrics(path: str | os.PathLike) -> MetricsLog:
-    """The log at `path`: TensorBoard events (a `TensorBoardLog`, with the tags read and the notes on
-    what was left unread) or a metrics JSONL. Raises DataError when it is neither or is unreadable."""
+def read_run_metrics(path: str | os.PathLike, cap: int = SAMPLE_CAP) -> MetricsLog:
+    """The log at `path`, its points one per step and at most `cap` a field (`curve_sample`: exact
+    below that, an evenly thinned sample above it, noted for the verdict): TensorBoard events (a
+    `TensorBoardLog`, with the tags read and the notes on what was left unread) or a metrics JSONL,
+    read streamed. Raises DataError when it is neither or is unreadable."""
     path = Path(path)
     if is_tensorboard_path(path):
-        return read_tensorboard(path)
-    return read_metrics(path)
+        log = read_tensorboard(path)
+        sample = CurveSample(cap=cap)
+        sample.add_points(log.points)
+        return sampled_log(log, sample)
+    return sample_metrics(path, cap)
 
 
 def run_follower(path: str | os.PathLike) -> MetricsFollower | TensorBoardFollower:
