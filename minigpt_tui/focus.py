@@ -1,9 +1,12 @@
 """Where the keyboard focus goes in the workbench: into a pane when it is shown (its first
 focusable widget, never a text field: typing there would swallow the pane keys), out of a text
 field and back with escape, and the app's one-key bindings held back while a visible text field
-has the focus (a digit, letter or ? typed there belongs to the field)."""
+has the focus (a digit, letter or ? typed there belongs to the field). A pane's widgets are found
+in the screen's focus chain (Textual's order of focusable widgets): nothing here looks inside a pane."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 from textual.widget import Widget
 from textual.widgets import Input, TabbedContent
@@ -17,12 +20,16 @@ def typing_in_field(focused: Widget | None) -> bool:
     return isinstance(focused, Input) and focused.region.area > 0
 
 
+def _focusable_in(tabs: TabbedContent, pane: Widget | None) -> Iterator[Widget]:
+    """The widgets of `pane` (itself first) that take the focus, in its screen's focus order."""
+    if pane is not None:
+        yield from (w for w in tabs.screen.focus_chain if pane in w.ancestors_with_self)
+
+
 def focus_pane(tabs: TabbedContent, pane: Widget | None) -> None:
     """The pane's first focusable widget, or the tab bar when that is a text field or there is
     none (`pane` None: a key pressed before the hidden panes were built)."""
-    focusable = None
-    if pane is not None:
-        focusable = pane if pane.can_focus else next((w for w in pane.query("*") if w.focusable), None)
+    focusable = next(_focusable_in(tabs, pane), None)
     if focusable is not None and not isinstance(focusable, Input):
         focusable.focus()
     else:
@@ -35,6 +42,6 @@ def leave_input(focused: Widget | None, tabs: TabbedContent, pane: Widget | None
     if isinstance(focused, Input):
         tabs.query_one("Tabs").focus()
         return
-    field = None if pane is None else next((w for w in pane.query(Input) if w.focusable), None)
+    field = next((w for w in _focusable_in(tabs, pane) if isinstance(w, Input)), None)
     if field is not None:
         field.focus()
