@@ -17,13 +17,9 @@ from textual.widgets import Static
 class LiveStatic(Static):
     """`update(content)` without a layout pass when the new content fills the same size."""
 
-    layouts_skipped = 0  # updates that redrew only this widget (tests read it)
-
     def update(self, content: VisualType = "", *, layout: bool | None = None) -> None:
         if layout is None:
             layout = not self.fits_as_is(content)
-            if not layout:
-                self.layouts_skipped += 1
         super().update(content, layout=layout)
 
     def fits_as_is(self, content: VisualType) -> bool:
