@@ -41,7 +41,7 @@ from minigpt.train.time_budget import CALIBRATION_STEPS, TimePlan
 
 
 class Trainer:
-    EVENTS = ("on_start", "on_step_end", "on_eval", "on_checkpoint", "on_log", "on_archive", "on_notice")
+    EVENTS = ("on_start", "on_step_end", "on_eval", "on_checkpoint", "on_archive", "on_notice")
 
     def __init__(
         self,
@@ -147,7 +147,7 @@ class Trainer:
                     if self._is_eval_step(st.step):
                         self._evaluate_and_save(st, record, log)
                     elif st.step % self.cfg.log_interval == 0:
-                        self._write_log(log, record)
+                        write_line(log, record)
                     self._fire("on_step_end", record)
         summary.update(
             steps=st.step,
@@ -364,7 +364,7 @@ class Trainer:
     def _evaluate_and_save(self, st: RunState, record: dict, log) -> None:
         step, ws = st.step, self.ws
         if not _weights_finite(st.model):
-            self._write_log(log, {**record, "nonfinite": True}, fire=False)
+            write_line(log, {**record, "nonfinite": True})
             raise TrainingDiverged(
                 f"weights became non-finite after the update at step {step} (learning rate {record['lr']:.3g}); "
                 f"not saved; last good checkpoint: {st.last_good or 'none yet'}",
@@ -392,12 +392,6 @@ class Trainer:
         if improved:
             self._fire("on_checkpoint", str(ws.best_checkpoint))
         self._fire("on_eval", record)
-        self._fire("on_log", record)
-
-    def _write_log(self, log, record: dict, *, fire: bool = True) -> None:
-        write_line(log, record)
-        if fire:
-            self._fire("on_log", record)
 
 
 def _weights_finite(model: torch.nn.Module) -> bool:
