@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import os
-import pickle
-import zipfile
 from pathlib import Path
 
 import torch
 
 from minigpt.errors import DataError
-from minigpt.io.files import lfs_pointer_message, os_error, read_head, stat_input
+from minigpt.io.torch_files import TorchFileKind, load_torch_file
 
 ID_DTYPES = (torch.uint8, torch.int16, torch.int32)  # what `prepare` writes, smallest first
+TOKEN_FILE = TorchFileKind(
+    title="Encoded data file",
+    what="token file",
+    error=DataError,
+    interrupted="an interrupted conversion",
+    missing=("run `minigpt prepare` first",),
+    unsafe_causes=(
+        "the IDs were saved inside a custom class or with numpy objects",
+        "re-save them as a plain tensor: torch.save(torch.as_tensor(ids), path)",
+        "a file from an untrusted source",
+    ),
+)
 
 
 def id_dtype(vocab_size: int) -> torch.dtype:
@@ -29,43 +39,7 @@ def load_ids(path: str | os.PathLike) -> torch.Tensor:
     Any integer dtype loads as stored (uint8/int16/int32 from `prepare`, int64 from older
     versions); `get_batch` turns windows into int64.
     """
-    path = Path(path)
-    st = stat_input(path, "Encoded data file", error=DataError, missing=["run `minigpt prepare` first"])
-    if st.st_size == 0:
-        raise DataError(f"Not a token file: {path} is 0 bytes (an interrupted conversion?)", path=path)
-    lfs = lfs_pointer_message(path, read_head(path), st.st_size)
-    if lfs:
-        raise DataError(f"Not a token file: {lfs}", path=path)
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError:
-        unsafe = unsafe_globals(path)
-        if unsafe:
-            raise DataError(
-                f"Refused to load {path}: it holds pickled Python objects ({', '.join(unsafe[:5])}), not just "
-                "tensors. Unpickling them could run arbitrary code, so minigpt never loads such a file, even "
-                "though torch could be told to.",
-                path=path,
-                causes=[
-                    "the IDs were saved inside a custom class or with numpy objects",
-                    "re-save them as a plain tensor: torch.save(torch.as_tensor(ids), path)",
-                    "a file from an untrusted source",
-                ],
-            ) from None
-        raise DataError(
-            f"Not a token file: {path} could not be read: it is not a file written by torch.save",
-            path=path,
-            causes=["the file is truncated or corrupt", "it was written by something other than torch.save"],
-        ) from None
-    except OSError as exc:
-        raise os_error(exc, path, action="read") from None
-    except (RuntimeError, EOFError, ValueError, IndexError, KeyError, TypeError, zipfile.BadZipFile) as exc:
-        # what torch's readers raise on truncated zips and on bytes that are no pickle
-        raise DataError(
-            f"Not a token file: {path} could not be read ({type(exc).__name__}: {str(exc)[:200]})",
-            path=path,
-            causes=["the file is truncated or corrupt", "it was written by something other than torch.save"],
-        ) from None
+    data = load_torch_file(path, TOKEN_FILE)
     if not isinstance(data, torch.Tensor):
         raise DataError(f"Not a token file: {path} holds a {type(data).__name__}, expected a 1-D tensor", path=path)
     if data.dim() != 1:
@@ -83,17 +57,6 @@ def load_ids(path: str | os.PathLike) -> torch.Tensor:
             causes=["the split was empty when it was encoded", "it was written by a script that failed"],
         )
     return data
-
-
-def unsafe_globals(path: Path) -> list[str]:
-    """Names of the pickled classes/functions outside torch's weights-only allow-list (empty when
-    the file is not a torch zip at all)."""
-    if not zipfile.is_zipfile(path):
-        return []
-    try:
-        return list(torch.serialization.get_unsafe_globals_in_checkpoint(path))
-    except (RuntimeError, ValueError, pickle.UnpicklingError, zipfile.BadZipFile):
-        return ["<unreadable pickle>"]
 
 
 def load_split(path: Path, vocab_size: int, block_size: int) -> torch.Tensor:

@@ -25,9 +25,9 @@ workspace files the rest of minigpt reads:
     its stdout (--log, optional)         ->  logs/metrics.jsonl (`nanogpt_log`: train/val loss per
                                              step, the learning rate from config via get_lr)
 
-`ckpt.pt` is read with `torch.load(weights_only=True)`; `meta.pkl` with an unpickler that refuses
-every global, so a payload that would run code is refused before it runs. The `.bin` files are
-memory-mapped and converted in chunks: an import never holds a split in RAM.
+`ckpt.pt` is read by `minigpt.io.torch_files` (bounded, `weights_only=True`); `meta.pkl` with an
+unpickler that refuses every global, so a payload that would run code is refused before it runs.
+The `.bin` files are memory-mapped and converted in chunks: an import never holds a split in RAM.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ import os
 import shutil
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -51,10 +51,11 @@ from minigpt.data.tokenizer_fit import fit, ids_look_like, mismatches
 from minigpt.data.tokenizer_load import load_tokenizer, stage_in_workspace, workspace_tokenizer
 from minigpt.errors import CheckpointError, ConfigError, DataError, TokenizerError
 from minigpt.importers.nanogpt_log import read_nanogpt_log
-from minigpt.importers.nanogpt_pickles import read_meta, refused_entries
+from minigpt.importers.nanogpt_pickles import read_meta
 from minigpt.io.atomic import StagedWrite, stage_text, stage_torch_save
 from minigpt.io.files import os_error, stat_input
 from minigpt.io.workspace import SPLITS, Workspace
+from minigpt.model.checkpoint import CHECKPOINT, compare_state_dict, read_checkpoint, require_finite, strip_prefixes
 from minigpt.model.nanogpt import GPT, MODEL_CLASS, GPTConfig
 
 CHUNK_TOKENS = 1 << 22  # tokens converted per step (8 MiB of uint16)
@@ -63,31 +64,21 @@ GPT2_VOCAB = 50257
 FIT_SAMPLE = 1 << 16  # train.bin IDs the tokenizer is tried on before anything is written
 
 
-def read_nanogpt_checkpoint(path: str | os.PathLike) -> dict:
-    """nanoGPT's `ckpt.pt` via `torch.load(weights_only=True)`; a refused object names its key."""
-    from minigpt.data.batches import unsafe_globals
-    from minigpt.model.checkpoint import read_checkpoint
+NANOGPT_CHECKPOINT = replace(
+    CHECKPOINT,
+    title="nanoGPT checkpoint",
+    missing=("--out-dir is the out_dir train.py saved to",),
+    unsafe_causes=(
+        "nanoGPT's own checkpoint holds only tensors, numbers, strings and dicts",
+        "a modified train.py saved an object there (e.g. argparse args instead of a dict)",
+        "save it as plain values: torch.save({..., 'config': vars(args)}, path)",
+    ),
+)
 
-    path = Path(path)
-    stat_input(
-        path, "nanoGPT checkpoint", error=CheckpointError, missing=["--out-dir is the out_dir train.py saved to"]
-    )
-    try:
-        data = read_checkpoint(path)
-    except CheckpointError:
-        refused = [g for g in unsafe_globals(path) if not g.startswith("<")]
-        if not refused:
-            raise
-        where = refused_entries(path, refused)
-        raise CheckpointError(
-            f"Refused to load {path}: {', '.join(where) or ', '.join(refused)} is outside torch's weights-only "
-            "allow-list (nanoGPT's own checkpoint holds only tensors, numbers, strings and dicts)",
-            path=path,
-            causes=[
-                "a modified train.py saved an object there (e.g. argparse args instead of a dict)",
-                "save it as plain values: torch.save({..., 'config': vars(args)}, path)",
-            ],
-        ) from None
+
+def read_nanogpt_checkpoint(path: str | os.PathLike) -> dict:
+    """nanoGPT's `ckpt.pt` through `read_checkpoint`; a refused object names its key."""
+    data = read_checkpoint(path, NANOGPT_CHECKPOINT)
     if not isinstance(data.get("model"), dict) or not isinstance(data.get("model_args"), dict):
         raise CheckpointError(
             f"Not a nanoGPT checkpoint: {path} has no 'model' and 'model_args' (keys: {sorted(map(str, data))[:8]})",
@@ -98,8 +89,6 @@ def read_nanogpt_checkpoint(path: str | os.PathLike) -> dict:
 
 
 def _load_weights(model: GPT, state_dict: dict, path: Path) -> list[str]:
-    from minigpt.model.checkpoint import compare_state_dict, require_finite, strip_prefixes
-
     state_dict, notices = strip_prefixes(dict(state_dict))
     masks = [k for k in state_dict if k.endswith(".attn.bias") and getattr(state_dict[k], "dim", lambda: 0)() == 4]
     if masks:

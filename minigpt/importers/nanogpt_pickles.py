@@ -1,13 +1,11 @@
-"""nanoGPT's pickles read without running their code: `meta.pkl` (its vocabulary) through an
-unpickler that refuses every global, and, for a `ckpt.pt` that torch's weights-only loader refused,
-where in it the refused objects sit (read with stubs for every global)."""
+"""nanoGPT's `meta.pkl` (its vocabulary) read without running its code: through an unpickler that
+refuses every global. Its `ckpt.pt` is a torch file, read by `minigpt.io.torch_files`."""
 
 from __future__ import annotations
 
 import io
 import os
 import pickle
-import zipfile
 from pathlib import Path
 
 from minigpt.errors import DataError
@@ -108,73 +106,3 @@ def _read_meta(path: str | os.PathLike) -> list[str]:
     if stoi is not None and stoi != {c: i for i, c in enumerate(chars)}:
         raise bad("has 'stoi' and 'itos' that are not inverses of each other")
     return chars
-
-
-# --- ckpt.pt ----------------------------------------------------------------------------------
-
-
-class _Stub:
-    """Stands in for any global while locating refused ones: its methods only record, never run code."""
-
-    name, refused = "", False
-    parts: list
-
-    def __new__(cls, *args, **kwargs):
-        obj = object.__new__(cls)
-        obj.parts = [args, kwargs]
-        return obj
-
-    def __setstate__(self, state):
-        self.parts.append(state)
-
-    def __setitem__(self, key, value):
-        self.parts.append({key: value})
-
-    def append(self, value):
-        self.parts.append(value)
-
-    def extend(self, values):
-        self.parts.extend(values)
-
-
-class _LocatingUnpickler(pickle.Unpickler):
-    def __init__(self, file, refused: set[str]):
-        super().__init__(file)
-        self.refused = refused
-
-    def find_class(self, module: str, name: str):
-        full = f"{module}.{name}"
-        return type("Stub", (_Stub,), {"name": full, "refused": full in self.refused})
-
-    def persistent_load(self, pid):  # tensor storages: not needed to find the keys
-        return None
-
-
-def refused_entries(path: Path, refused: list[str]) -> list[str]:
-    """Where in the checkpoint the refused globals sit, e.g. `config['out_dir'] (pathlib.PosixPath)`.
-    Reads the pickle with stubs for every global, so nothing in it runs."""
-    found: list[str] = []
-
-    def walk(obj, where: str, depth: int = 0) -> None:
-        if depth > 50 or len(found) >= 10:
-            return
-        if isinstance(obj, _Stub):
-            if obj.refused:
-                found.append(f"{where or 'the top level'} ({obj.name})")
-                return
-            for part in obj.parts:
-                walk(part, where, depth + 1)
-        elif isinstance(obj, dict):
-            for key, value in obj.items():
-                walk(value, f"{where}[{key!r}]" if where else repr(key), depth + 1)
-        elif isinstance(obj, (list, tuple)):
-            for i, value in enumerate(obj):
-                walk(value, f"{where}[{i}]", depth + 1)
-
-    try:
-        with zipfile.ZipFile(path) as zf:
-            name = next(n for n in zf.namelist() if n.endswith("/data.pkl") or n == "data.pkl")
-            walk(_LocatingUnpickler(io.BytesIO(zf.read(name)), set(refused)).load(), "")
-    except (zipfile.BadZipFile, StopIteration, pickle.UnpicklingError, EOFError, ValueError, TypeError) as exc:
-        return [f"(could not locate them: {type(exc).__name__})"]
-    return found

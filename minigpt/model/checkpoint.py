@@ -1,8 +1,9 @@
 """Saving and loading checkpoints in the recipe's dict layout, safely and with typed errors.
 
-A checkpoint is a dict of plain types and tensors (so `torch.load(weights_only=True)` reads it):
-`model_state_dict`, `config`, `optimizer_state_dict`, `step`, `best_val_loss`,
-`tokenizer_fingerprint`, plus `train_config` and `rng_state` for exact resume.
+A checkpoint is a dict of plain types and tensors: `model_state_dict`, `config`,
+`optimizer_state_dict`, `step`, `best_val_loss`, `tokenizer_fingerprint`, plus `train_config` and
+`rng_state` for exact resume. It is read by `minigpt.io.torch_files.load_torch_file`, which bounds
+what the file may cost and unpickles with `weights_only=True`.
 
 The model is built from the checkpoint's config by `minigpt.model.factory` (MiniGPT, or the
 built-in class the config names, sized before a byte is allocated) or by the caller's factory.
@@ -11,20 +12,16 @@ What `--resume` needs of a checkpoint beyond this is checked in `minigpt.train.r
 
 from __future__ import annotations
 
-import errno
 import os
-import pickle
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 import torch.nn as nn
 
-from minigpt.data.batches import unsafe_globals
 from minigpt.errors import CheckpointError, ConfigError, ModelSpecError
 from minigpt.io.atomic import atomic_torch_save
-from minigpt.io.files import lfs_pointer_message, os_error, read_head, stat_input
+from minigpt.io.torch_files import TorchFileKind, load_torch_file
 from minigpt.model.factory import ModelFactory, default_model_factory, require_buildable
 
 KEY_PREFIXES = ("_orig_mod.", "module.")  # written by torch.compile and DistributedDataParallel
@@ -35,74 +32,24 @@ def save_checkpoint(path: str | os.PathLike, payload: dict) -> None:
     atomic_torch_save(payload, path)
 
 
-_ACCESS_ERRNOS = {errno.EACCES, errno.EPERM, errno.EIO, errno.ENOENT, errno.EISDIR, errno.ENOTDIR, errno.ELOOP}
+CHECKPOINT = TorchFileKind(
+    title="Checkpoint",
+    what="checkpoint",
+    error=CheckpointError,
+    interrupted="an interrupted save",
+    missing=("no training run has saved here yet", "pass --checkpoint or --workspace"),
+    unsafe_causes=(
+        "it pickles custom classes or code (an unsafe or non-standard checkpoint)",
+        "save plain dicts of tensors and numbers instead",
+    ),
+)
 
 
-def _unreadable(path: Path, size: int, exc: BaseException) -> CheckpointError:
-    msg = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-    truncated = (
-        "central directory" in msg
-        or isinstance(exc, EOFError)
-        or "unexpected EOF" in msg
-        or _zip_lacks_end_record(path, size)
-    )
-    return CheckpointError(
-        f"Not a readable checkpoint: {path} ({size} bytes) {'looks truncated' if truncated else 'is corrupt'}: {msg}",
-        path=path,
-        causes=["an interrupted save or copy", "the file is not a torch.save file"],
-    )
-
-
-def read_checkpoint(path: str | os.PathLike) -> dict:
-    """Read the checkpoint dict with `weights_only=True` (never a fallback), or raise CheckpointError."""
+def read_checkpoint(path: str | os.PathLike, kind: TorchFileKind = CHECKPOINT) -> dict:
+    """Read the checkpoint dict through `load_torch_file` (bounded, `weights_only=True`, never a
+    fallback), or raise CheckpointError; `kind` names the file in refusals (a nanoGPT `ckpt.pt`)."""
     path = Path(path)
-    # refuse before opening: a FIFO or device would make torch.load block forever; loops, dangling
-    # links and permission problems each get their own message
-    st = stat_input(
-        path,
-        "Checkpoint",
-        error=CheckpointError,
-        missing=["no training run has saved here yet", "pass --checkpoint or --workspace"],
-    )
-    if st.st_size == 0:
-        raise CheckpointError(f"Not a checkpoint: {path} is 0 bytes (an interrupted save?)", path=path)
-    lfs = lfs_pointer_message(path, read_head(path), st.st_size)
-    if lfs:
-        raise CheckpointError(f"Not a checkpoint: {lfs}", path=path)
-    try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except OSError as exc:
-        if exc.errno in _ACCESS_ERRNOS:  # permission denied, an I/O error: not a corrupt file
-            raise os_error(exc, path, action="read") from None
-        raise _unreadable(path, st.st_size, exc) from None  # torch says EINVAL for a cut zip
-    except pickle.UnpicklingError as exc:
-        # torch's first line is boilerplate; the line naming the refused global comes later
-        lines = [line.strip() for line in str(exc).splitlines()[1:] if line.strip()]
-        detail = next(
-            (line for line in lines if not line.startswith(("Please file", "Check the documentation"))),
-            str(exc).splitlines()[0] if str(exc) else type(exc).__name__,
-        )
-        if detail.startswith("Unsupported operand"):  # bytes that are not a pickle at all
-            raise CheckpointError(
-                f"Not a readable checkpoint: {path} ({st.st_size} bytes) is corrupt: {detail[:200]}",
-                path=path,
-                causes=["the file is not a torch.save file", "an interrupted save or copy"],
-            ) from None
-        unsafe = unsafe_globals(path)
-        what = ", ".join(unsafe[:5]) if unsafe else detail[:200]
-        raise CheckpointError(
-            f"Refused to load {path}: it holds pickled Python objects ({what}), not just tensors and numbers. "
-            "Unpickling them could run arbitrary code, so minigpt never loads such a file, even though torch "
-            "could be told to.",
-            path=path,
-            causes=[
-                "it pickles custom classes or code (an unsafe or non-standard checkpoint)",
-                "save plain dicts of tensors and numbers instead",
-            ],
-        ) from None
-    except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError) as exc:
-        raise _unreadable(path, st.st_size, exc) from None
-    _require_stored_tensors(data, path)
+    data = load_torch_file(path, kind)
     if not isinstance(data, dict):
         raise CheckpointError(
             f"Not a checkpoint dict: {path} holds a {type(data).__name__}, expected a dict with "
@@ -139,59 +86,6 @@ def read_checkpoint(path: str | os.PathLike) -> dict:
             causes=["the model's hyperparameters were not saved with the weights"],
         )
     return data
-
-
-def _require_stored_tensors(data: object, path: Path, where: str = "", depth: int = 0) -> None:
-    """Every tensor in `data` holds the bytes its shape claims: an expanded view (stride 0: one
-    element stored, terabytes claimed) or a view past the end of its storage is refused, naming it,
-    before anything (`isfinite`, `load_state_dict`) allocates its shape. Reads sizes only."""
-    if depth > 8:  # a state dict nests three deep (optimizer state: state -> index -> name)
-        return
-    if isinstance(data, torch.Tensor):
-        problem = _stored_short(data)
-        if problem:
-            raise CheckpointError(
-                f"Refused to load {path}: tensor {where or '(top level)'} {problem}",
-                path=path,
-                causes=["the file was crafted or edited", "saved from an expand()ed view instead of a tensor"],
-            )
-        return
-    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list | tuple) else ()
-    for key, value in items:
-        _require_stored_tensors(value, path, f"{where}.{key}" if where else str(key), depth + 1)
-
-
-def _stored_short(t: torch.Tensor) -> str | None:
-    """Why `t`'s shape claims more than its storage holds, or None."""
-    if t.numel() == 0 or t.layout != torch.strided:
-        return None
-    itemsize = t.element_size()
-    stored = t.untyped_storage().nbytes()
-    claimed = t.numel() * itemsize
-    if claimed > stored:
-        return (
-            f"is an expanded view: its shape {tuple(t.shape)} claims {claimed:,} bytes and the file stores "
-            f"{stored:,} (a stride of 0 repeats one element)"
-        )
-    last = t.storage_offset() + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride(), strict=True))
-    if (last + 1) * itemsize > stored:
-        return f"reaches past the end of its storage ({(last + 1) * itemsize:,} bytes needed, {stored:,} stored)"
-    return None
-
-
-def _zip_lacks_end_record(path: Path, size: int) -> bool:
-    """A torch.save zip whose end-of-central-directory record is gone was cut short.
-
-    torch reports such a file as a bare `OSError: [Errno 22] Invalid argument`.
-    """
-    try:
-        with open(path, "rb") as fh:
-            if fh.read(4) != b"PK\x03\x04":
-                return False
-            fh.seek(max(0, size - 65_557))  # the record sits in the last 22 bytes + 64 KiB of comment
-            return b"PK\x05\x06" not in fh.read()
-    except OSError:
-        return False
 
 
 def strip_prefixes(state_dict: dict) -> tuple[dict, list[str]]:
