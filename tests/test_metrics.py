@@ -165,7 +165,7 @@ def test_a_step_logged_again_takes_the_new_values_and_steps_come_out_in_order():
 
 def test_the_loss_panes_store_reads_the_same_curve_as_the_check():
     # GIVEN the lines a Trainer's callback writes, read as the check reads them and as the Loss pane stores them
-    from minigpt_tui.widgets.loss_plot import CurveStore
+    from minigpt_tui.curve_store import CurveStore
 
     points = read_metrics(FINAL_LINE).points
     store = CurveStore()

@@ -1,7 +1,8 @@
 """Following the metrics log for the Loss pane, on its own thread: `follow_curve` polls
-`MetricsFollower` (4 Hz when caught up, as fast as it can while loading a long log), keeps every
-point in a `CurveStore`, and posts snapshots already shaped by the pane's current `LossView`
-(width, log scale, EMA, zoom, earlier runs) with who is writing the workspace, and asks for a
+`MetricsFollower` (4 Hz when caught up, as fast as it can while loading a long log), keeps the
+curve in a `CurveStore` (bounded, however long the log), and posts snapshots already shaped by
+the pane's current `LossView` (width, log scale, EMA, zoom, earlier runs) with who is writing the
+workspace, and asks for a
 diagnosis when new points arrived. It never touches a widget: the UI thread hands it the view as
 an immutable value (`CurveListener.view`) and reads only the messages it posts."""
 
@@ -18,10 +19,11 @@ from typing import Protocol
 from textual.message import Message
 
 from minigpt.logs.curve import CurveDiagnosis
-from minigpt.logs.metrics import downsample, read_metrics
+from minigpt.logs.curve_sample import sample_metrics
+from minigpt.logs.metrics import downsample
 from minigpt.logs.sources import run_follower
+from minigpt_tui.curve_store import CurveColumns, CurveSnapshot, CurveStore, LossView
 from minigpt_tui.training import OtherTrainer, other_trainer
-from minigpt_tui.widgets.loss_plot import CurveColumns, CurveSnapshot, CurveStore, LossView
 
 CHUNK_BYTES = 4 << 20  # per read while catching up: the UI gets a progress snapshot between chunks
 HEARTBEAT_S = 1.0  # the follower posts at least this often, new data or not
@@ -105,7 +107,7 @@ def previous_runs(root: Path, width: int, limit: int = PREVIOUS_RUNS) -> list[tu
     out = []
     for path in found:
         try:
-            log = read_metrics(path)
+            log = sample_metrics(path)  # bounded, however long that run was
         except MiniGPTError:
             continue  # an unreadable old log is simply not overlaid
         xs, ys = log.points.series("train_loss")

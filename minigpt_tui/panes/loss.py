@@ -30,6 +30,7 @@ from minigpt.logs.curve import CurveDiagnosis
 from minigpt.logs.curve_rules import diagnose
 from minigpt.logs.perplexity import perplexity_text
 from minigpt.logs.tensorboard import is_tensorboard_path
+from minigpt_tui.curve_store import EMA_CHOICES, ZOOM_CHOICES, CurveSnapshot, LossView
 from minigpt_tui.host import NoWorkspace, host, workspace_of
 from minigpt_tui.messages import TrainingEnded, TrainingStarted
 from minigpt_tui.panes.curve_follow import CurveDiagnosed, CurveUpdated, DiagnosisDue, follow_curve
@@ -40,13 +41,7 @@ from minigpt_tui.widgets.blank import BLANK_CONTAINERS
 from minigpt_tui.widgets.deferred import RenderWhenShown
 from minigpt_tui.widgets.humanize import shorten_left
 from minigpt_tui.widgets.live_static import LiveStatic
-from minigpt_tui.widgets.loss_plot import (
-    EMA_CHOICES,
-    ZOOM_CHOICES,
-    CurveSnapshot,
-    LossPlot,
-    LossView,
-)
+from minigpt_tui.widgets.loss_plot import LossPlot
 from minigpt_tui.widgets.samples_view import SamplesView
 
 STALL_S = 5.0  # silent longer than this: the plot is marked as not updating
@@ -216,6 +211,8 @@ class LossPane(Vertical, RenderWhenShown):
         points = due.columns.points()
         # the advice the check gives: with the warmup and clipping a watched loop measured
         verdict = diagnose(points, baseline=due.baseline, settings=watch_settings(ws)) if points else None
+        if verdict is not None and due.columns.note:  # a long log: the check's words for its downsample
+            verdict.summary += f"; {due.columns.note}"
         self.post_message(CurveDiagnosed(verdict, due.generation, time.perf_counter() - started))
 
     @on(CurveDiagnosed)

@@ -10,8 +10,8 @@ import textwrap
 from rich.text import Text
 
 from minigpt.logs.curve import SHAPE_SEVERITY, CurveDiagnosis, fmt_loss
+from minigpt_tui.curve_store import CurveSnapshot
 from minigpt_tui.widgets.humanize import clip_at_clause
-from minigpt_tui.widgets.loss_plot import CurveSnapshot
 
 VERDICT_LINES = 2  # the curve's verdict at most; its cause and what to try get one line each
 HEAD_CAUSES = 2  # causes (and fixes) named in the head; the rest are under it

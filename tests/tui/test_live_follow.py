@@ -16,9 +16,10 @@ import minigpt_tui.panes.curve_follow as curve_follow
 import minigpt_tui.panes.loss as loss_module
 from minigpt.io.lock import acquire
 from minigpt.logs.follow import MetricsFollower
+from minigpt_tui.curve_store import CurveStore
 from minigpt_tui.panes.loss import LossPane
 from minigpt_tui.screens.confirm import ConfirmScreen
-from minigpt_tui.widgets.loss_plot import CurveStore, LossPlot
+from minigpt_tui.widgets.loss_plot import LossPlot
 
 from ._pane_harness import PaneHarness, until
 from .conftest import rendered

@@ -150,7 +150,7 @@ async def test_a_crashing_training_run_shows_its_exit_code_and_log_tail(tmp_path
 
 def test_ema_is_debiased_and_zoom_keeps_only_the_last_steps():
     from minigpt.logs.metrics import MetricPoint
-    from minigpt_tui.widgets.loss_plot import CurveStore, LossView
+    from minigpt_tui.curve_store import CurveStore, LossView
 
     store = CurveStore()
     store.extend([MetricPoint(s, train_loss=2.0 if s < 50 else 1.0) for s in range(1, 101)])

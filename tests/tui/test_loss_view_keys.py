@@ -16,9 +16,10 @@ from textual.widgets import Static
 from minigpt.io.lock import acquire
 from minigpt.logs.curve import CurveDiagnosis
 from minigpt.logs.metrics import MetricPoint
+from minigpt_tui.curve_store import CurveStore, LossView
 from minigpt_tui.panes.loss import LossPane
 from minigpt_tui.panes.loss_text import diagnosis_text
-from minigpt_tui.widgets.loss_plot import CurveStore, LossPlot, LossView, step_labels, step_ticks
+from minigpt_tui.widgets.loss_plot import LossPlot, step_labels, step_ticks
 
 from ._pane_harness import PaneHarness, until
 from .conftest import rendered

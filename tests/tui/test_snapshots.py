@@ -12,12 +12,13 @@ from textual.app import App, ComposeResult
 from textual.widgets import Footer, Header
 
 from minigpt_tui.app import MiniGPTApp, header_subtitle
+from minigpt_tui.curve_store import CurveStore, LossView
 from minigpt_tui.messages import CheckFinished, ChecksFinished, ChecksStarted
 from minigpt_tui.panes.checks import ChecksPane
 from minigpt_tui.panes.curve_follow import CurveDiagnosed, CurveUpdated
 from minigpt_tui.panes.loss import LossPane
 from minigpt_tui.screens.faults import FaultMenuScreen
-from minigpt_tui.widgets.loss_plot import CurveStore, LossPlot, LossView
+from minigpt_tui.widgets.loss_plot import LossPlot
 
 pytestmark = pytest.mark.skipif(
     textual.__version__ != "8.2.8", reason=f"snapshots pinned to textual 8.2.8 (found {textual.__version__})"
