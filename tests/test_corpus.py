@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from minigpt.data.corpus import decode_text, demo_text, load_source, read_text, split_lines, split_text
+from minigpt.data.corpus import decode_text, demo_text, load_source, read_text, split_text
 from minigpt.errors import DataError
 
 
@@ -46,7 +46,7 @@ def test_missing_source_is_a_data_error(tmp_path):
 def test_single_file_splits_are_runs_of_whole_lines():
     lines = [f"line {i} " + "x" * (i % 17) + "\n" for i in range(500)]
     text = "".join(lines)
-    splits = split_lines(text)
+    splits = split_text(text)[0]
     assert splits["train"] + splits["val"] + splits["test"] == text
     for part in splits.values():
         assert part and part.endswith("\n")
@@ -55,14 +55,14 @@ def test_single_file_splits_are_runs_of_whole_lines():
 
 def test_single_file_split_is_about_90_5_5_by_characters():
     text = "".join(f"{i:04d} some words on a line\n" for i in range(2000))
-    sizes = {k: len(v) / len(text) for k, v in split_lines(text).items()}
+    sizes = {k: len(v) / len(text) for k, v in split_text(text)[0].items()}
     assert sizes["train"] == pytest.approx(0.90, abs=0.01)
     assert sizes["val"] == pytest.approx(0.05, abs=0.01)
     assert sizes["test"] == pytest.approx(0.05, abs=0.01)
 
 
 def test_three_lines_give_one_line_per_split():
-    assert split_lines("a\nb\nc") == {"train": "a\n", "val": "b\n", "test": "c"}
+    assert split_text("a\nb\nc")[0] == {"train": "a\n", "val": "b\n", "test": "c"}
 
 
 def test_text_with_fewer_than_three_lines_is_cut_inside_a_line_with_a_notice():
@@ -76,7 +76,7 @@ def test_text_with_fewer_than_three_lines_is_cut_inside_a_line_with_a_notice():
 
 def test_text_of_fewer_than_three_characters_cannot_be_split():
     with pytest.raises(DataError, match="2 character"):
-        split_lines("a\n")
+        split_text("a\n")
 
 
 def test_demo_is_deterministic_prose_of_several_hundred_kb():

@@ -35,7 +35,7 @@ def load_ids(ws: Workspace, split: str) -> torch.Tensor:
 def test_demo_prepare_writes_tokenizer_and_uint8_splits(tmp_path):
     ws = Workspace(tmp_path)
     summary = prepare_workspace("demo", ws)
-    assert all(path.is_file() for path in ws.required_files().values())
+    assert all(path.is_file() for path in [ws.tokenizer, *(ws.ids(split) for split in SPLITS)])
     assert summary.vocab_size < 256 and summary.ids_dtype == "torch.uint8"
     for split in SPLITS:
         ids = load_ids(ws, split)

@@ -31,7 +31,6 @@ from minigpt.sample.repetition import (
     THRESHOLDS,
     assess_repetition,
     char_entropy,
-    char_measures,
     collapse_runs,
     compression_ratio,
     distinct_n,
@@ -302,8 +301,10 @@ def test_report_keeps_its_keys_and_adds_the_character_measures():
 
 
 def test_word_pairs_are_judged_from_ten_words():
-    assert char_measures("alpha beta alpha beta gamma alpha beta")["word_bigram_distinct"] == 1.0  # 7 words
-    assert char_measures("alpha beta " * 5)["word_bigram_distinct"] == distinct_n("alpha beta " * 5, 2) == 2 / 9
+    seven_words = assess_repetition("alpha beta alpha beta gamma alpha beta").measures
+    assert seven_words["word_bigram_distinct"] == 1.0
+    pairs = assess_repetition("alpha beta " * 5).measures["word_bigram_distinct"]
+    assert pairs == distinct_n("alpha beta " * 5, 2) == 2 / 9
 
 
 def test_helpers_on_small_strings():

@@ -286,21 +286,12 @@ def choose_cuts(
 def split_text(
     text: str, fractions: tuple[float, float, float] = SPLIT_FRACTIONS, *, source: object = "<text>"
 ) -> tuple[dict[str, str], str | None]:
-    """`text` cut into train/val/test (see `choose_cuts`), and the notice of a cut inside a line."""
+    """`text` cut into train/val/test at the line starts nearest the cumulative `fractions` (see
+    `choose_cuts`), and the notice of a cut inside a line. Every split is non-empty and
+    train + val + test == text; each is a run of whole lines when the text has at least 3."""
     starts = [0] + [m.end() for m in re.finditer("\n", text) if m.end() < len(text)] if text else []
     c1, c2, notice = choose_cuts(len(text), starts, len(starts), fractions, source=source)
     return {"train": text[:c1], "val": text[c1:c2], "test": text[c2:]}, notice
-
-
-def split_lines(
-    text: str, fractions: tuple[float, float, float] = SPLIT_FRACTIONS, *, source: object = "<text>"
-) -> dict[str, str]:
-    """Cut `text` into train/val/test at the line starts nearest the cumulative `fractions`.
-
-    Every split is non-empty and train + val + test == text; each is a run of whole lines when
-    the text has at least 3 (else see `split_text` for the notice).
-    """
-    return split_text(text, fractions, source=source)[0]
 
 
 # -- sources ----------------------------------------------------------------------------------

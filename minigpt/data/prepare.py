@@ -198,12 +198,10 @@ def _encode(
         end = pos + len(piece)
         if end > n:
             raise _changed(src)
-        ids = table.index_select(0, code_points(piece))
-        if bool((ids < 0).any()):
-            try:
-                tokenizer.encode(piece)
-            except UnknownCharactersError as exc:
-                raise DataError(f"{_changed(src).message}: {exc.message}", path=src.name) from None
+        try:
+            ids = encode_to_tensor(tokenizer, piece, table=table)
+        except UnknownCharactersError as exc:
+            raise DataError(f"{_changed(src).message}: {exc.message}", path=src.name) from None
         for split, (lo, hi) in ranges.items():
             a, b = max(lo, pos), min(hi, end)
             if a >= b:

@@ -76,11 +76,6 @@ class Workspace:
         """Everything a fresh training run moves to previous/<time>/: its checkpoints and logs."""
         return (self.best_checkpoint, self.latest_checkpoint, *self.log_files())
 
-    def required_files(self) -> dict[str, Path]:
-        files = {"tokenizer": self.tokenizer}
-        files.update({f"{s}_ids": self.ids(s) for s in SPLITS})
-        return files
-
 
 def archive_run(ws: Workspace, paths: Iterable[Path]) -> Path | None:
     """A fresh run never overwrites an earlier one: the non-empty files among `paths` move to

@@ -234,11 +234,6 @@ def _char_measures(text: str, tail: tuple[int, int]) -> dict[str, float]:
     }
 
 
-def char_measures(text: str) -> dict[str, float]:
-    """The character measures `assess_repetition` judges (see the module docstring)."""
-    return _char_measures(text, looping_tail(text))
-
-
 def _reason(t: Threshold, value: float, limit: float, text: str, tail: tuple[int, int]) -> str:
     detail = ""
     if t.measure == "top3_share":
