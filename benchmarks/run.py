@@ -904,6 +904,7 @@ ONLY = [
     "ui_vs_bare_training",
     "kv_cache_speedup",
     "grad_stats_overhead",
+    "metrics_stream",
 ]
 
 
@@ -953,6 +954,10 @@ def main() -> None:
                 out.update(kv_cache_speedup(reps))
             elif args.only == "grad_stats_overhead":
                 out.update(grad_stats_overhead(data, vocab, reps))
+            elif args.only == "metrics_stream":  # the check on a long metrics log (benchmarks/metrics_stream.py)
+                from metrics_stream import DEFAULT_LINES, measure
+
+                out["metrics_stream"] = [measure(n) for n in DEFAULT_LINES]
             out["load_average_1min_at_end"] = os.getloadavg()[0]
             emit(out, args.json)
             return
