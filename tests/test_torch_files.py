@@ -4,6 +4,7 @@ them never ends, and torch's legacy format are refused, naming the file, before 
 
 from __future__ import annotations
 
+import pickle
 import struct
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import torch
 from minigpt.cli import main
 from minigpt.data.batches import load_ids
 from minigpt.errors import CheckpointError, DataError
+from minigpt.importers.nanogpt import read_nanogpt_checkpoint
 from minigpt.io import torch_files
 from minigpt.model.checkpoint import read_checkpoint
 
@@ -89,10 +91,14 @@ def test_a_zip_bomb_checkpoint_is_refused_before_it_is_unpacked(tmp_path, bombed
     assert any("zip bomb" in cause for cause in caught.value.causes)
 
 
-def test_a_zip_bomb_token_file_is_refused(tmp_path):
-    path = zip_bomb(tmp_path / "train_ids.pt", torch.arange(10), "/data/0")
-    with pytest.raises(DataError, match="would unpack to"):
-        load_ids(path)
+@pytest.mark.parametrize(
+    ("reader", "error"),
+    [(load_ids, DataError), (read_nanogpt_checkpoint, CheckpointError), (read_checkpoint, CheckpointError)],
+)
+def test_every_reader_of_torch_files_refuses_a_zip_bomb(tmp_path, reader, error):
+    path = zip_bomb(tmp_path / "file.pt", torch.arange(10), "/data/0")
+    with pytest.raises(error, match="would unpack to"):
+        reader(path)
 
 
 @pytest.mark.parametrize(
@@ -218,6 +224,25 @@ def test_torchs_legacy_format_is_refused_with_how_to_resave_it(tmp_path):
     with pytest.raises(DataError, match="legacy format") as caught:
         load_ids(path)
     assert any("torch.save(torch.load(" in cause for cause in caught.value.causes)
+
+
+def test_a_bare_pickle_is_refused_as_not_read(tmp_path):
+    path = tmp_path / "train_ids.pt"
+    path.write_bytes(pickle.dumps(list(range(10))))
+    with pytest.raises(DataError, match="is a bare pickle"):
+        load_ids(path)
+
+
+def test_a_record_compressed_in_a_way_torch_cannot_read_is_named(tmp_path):
+    path = tmp_path / "ckpt.pt"
+    torch.save({"a": 1}, path)
+    with zipfile.ZipFile(path) as archive:
+        records = {i.filename: archive.read(i) for i in archive.infolist()}
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_BZIP2) as archive:
+        for name, data in records.items():
+            archive.writestr(name, data)
+    with pytest.raises(CheckpointError, match="is corrupt: .*uses zip compression method 12"):
+        read_checkpoint(path)
 
 
 def test_a_zip_that_is_no_torch_file_is_named_corrupt(tmp_path):

@@ -42,10 +42,12 @@ MAX_DEPTH = 32  # an optimizer's state nests five deep
 MAX_VALUES = 1_000_000  # values met walking what was loaded, each shared reference counted again
 
 ZIP_MAGIC = b"PK\x03\x04"
+PICKLE_PROTOCOL = b"\x80"  # the first byte of a pickle of protocol 2 or later
 # what a legacy torch.save file starts with: pickle protocol 2, then torch's magic number as a LONG1
 LEGACY_MAGIC = b"\x80\x02\x8a\x0a" + (0x1950A86A20F9469CFC6C).to_bytes(10, "little")
 _ACCESS_ERRNOS = {errno.EACCES, errno.EPERM, errno.EIO, errno.ENOENT, errno.EISDIR, errno.ENOTDIR, errno.ELOOP}
 _EOCD, _ZIP64_LOCATOR = b"PK\x05\x06", b"PK\x06\x07"
+_TORCH_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)  # the only records torch's reader unpacks
 
 
 @dataclass(frozen=True)
@@ -70,11 +72,12 @@ def load_torch_file(path: str | os.PathLike, kind: TorchFileKind) -> object:
     lfs = lfs_pointer_message(path, head, st.st_size)
     if lfs:
         raise kind.error(f"Not a {kind.what}: {lfs}", path=path)
-    if head.startswith(LEGACY_MAGIC):
+    if head.startswith(PICKLE_PROTOCOL):  # a bare pickle stream, not the zip torch.save writes
+        legacy = "is in torch's legacy format" if head.startswith(LEGACY_MAGIC) else "is a bare pickle"
         raise kind.error(
-            f"Not a readable {kind.what}: {path} is in torch's legacy format (torch < 1.6, or saved with "
-            "_use_new_zipfile_serialization=False), which minigpt does not read: its sizes cannot be checked "
-            "before it is unpacked",
+            f"Not a readable {kind.what}: {path} {legacy} (torch < 1.6, saved with "
+            "_use_new_zipfile_serialization=False, or pickle.dump), which minigpt does not read: its sizes "
+            "cannot be checked before it is unpacked",
             path=path,
             causes=[
                 f"re-save it with a current torch: torch.save(torch.load(PATH, weights_only=True), PATH) on {path}"
@@ -138,6 +141,10 @@ def _check_archive(path: Path, size: int, head: bytes, kind: TorchFileKind) -> s
             )
             if pickle_info is None:
                 raise _unreadable(path, size, kind, ValueError("a zip archive without the data.pkl of torch.save"))
+            foreign = next((i for i in infos if i.compress_type not in _TORCH_METHODS), None)
+            if foreign is not None:
+                method = f"record {foreign.filename} uses zip compression method {foreign.compress_type}"
+                raise _unreadable(path, size, kind, ValueError(method))
             _refuse_inflation(path, size, infos, kind)
             if pickle_info.file_size > MAX_PICKLE_BYTES:
                 raise _refused(
@@ -149,7 +156,8 @@ def _check_archive(path: Path, size: int, head: bytes, kind: TorchFileKind) -> s
                 )
             with archive.open(pickle_info) as stream:
                 _count_pickle_ops(stream, path, size, kind)
-    except zipfile.BadZipFile as exc:  # a damaged directory or local header
+    except (zipfile.BadZipFile, RuntimeError, NotImplementedError, EOFError) as exc:
+        # a damaged directory or local header, an encrypted record, a pickle cut short
         raise _unreadable(path, size, kind, exc) from None
     except OSError as exc:
         raise os_error(exc, path, action="read") from None
