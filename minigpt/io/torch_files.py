@@ -12,8 +12,8 @@ self-referencing or exponentially shared structure is refused rather than walked
 every tensor must hold the bytes its shape and strides claim (a stride-0 view claiming terabytes
 would be allocated by the first `isfinite`).
 
-torch's legacy format (torch < 1.6, or `_use_new_zipfile_serialization=False`) is refused with
-how to re-save it: it is a bare pickle stream whose storage sizes are only known once read.
+A bare pickle (torch's legacy format: torch < 1.6, or `_use_new_zipfile_serialization=False`; or
+`pickle.dump`) is refused with how to re-save it: nothing in it can be measured before it is read.
 """
 
 from __future__ import annotations
@@ -80,7 +80,9 @@ def load_torch_file(path: str | os.PathLike, kind: TorchFileKind) -> object:
             "cannot be checked before it is unpacked",
             path=path,
             causes=[
-                f"re-save it with a current torch: torch.save(torch.load(PATH, weights_only=True), PATH) on {path}"
+                "an old torch wrote it: re-save it with a current one, torch.save(torch.load(PATH, weights_only=True), "
+                "NEW_PATH)",
+                "pickle.dump wrote it: save tensors and plain values with torch.save instead",
             ],
         )
     pickle_name = _check_archive(path, st.st_size, head, kind)
@@ -102,7 +104,7 @@ def _unreadable(
     path: Path, size: int, kind: TorchFileKind, exc: BaseException, *, truncated: bool = False
 ) -> MiniGPTError:
     detail = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-    truncated = truncated or isinstance(exc, EOFError) or "unexpected EOF" in detail
+    truncated = truncated or isinstance(exc, EOFError)
     return kind.error(
         f"Not a readable {kind.what}: {path} ({size} bytes) {'looks truncated' if truncated else 'is corrupt'}: "
         f"it could not be read ({detail})",
