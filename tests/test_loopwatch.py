@@ -17,6 +17,7 @@ import torch.nn.functional as F
 import minigpt
 from minigpt.io.workspace import Workspace
 from minigpt.logs.metrics import read_metrics
+from minigpt.logs.record import json_line
 from minigpt.loopwatch import loop_log, loss_weights, probes, runlog
 from minigpt.loopwatch.loop_log import STEP_DEFAULTS, read_loop_log
 from minigpt.loopwatch.steps import Forward, LightStep, Window, short_line, step_record
@@ -300,7 +301,7 @@ def test_a_short_steps_metrics_line_is_the_line_the_general_path_writes(loss, lr
     if loss is not None:
         step["loss"] = loss
     record = {"step": 41, "time": 1796377129.0319278, "seconds": seconds}
-    general = runlog._encode_finite(runlog.metrics_record(step, record, False, 1796377000.25, factor))
+    general = json_line(runlog.metrics_record(step, record, False, 1796377000.25, factor))
     fast = runlog.short_metrics_line(step, record["time"], 1796377000.25, factor)
     assert fast is None or fast == general
     usual = loss is not None and loss == loss and len(lrs) == 1 and lrs[0] is not None and seconds

@@ -33,7 +33,6 @@ The `.bin` files are memory-mapped and converted in chunks: an import never hold
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import shutil
@@ -55,6 +54,7 @@ from minigpt.importers.nanogpt_pickles import read_meta
 from minigpt.io.atomic import StagedWrite, stage_text, stage_torch_save
 from minigpt.io.files import os_error, stat_input
 from minigpt.io.workspace import SPLITS, Workspace
+from minigpt.logs.record import json_line
 from minigpt.model.checkpoint import CHECKPOINT, compare_state_dict, read_checkpoint, require_finite, strip_prefixes
 from minigpt.model.nanogpt import GPT, MODEL_CLASS, GPTConfig
 
@@ -305,7 +305,7 @@ def import_nanogpt(
                 staged.append(stage_ids(src, ws.ids(split), dtype, tok.vocab_size, bin_path, vocab_of))
             staged.append(stage_in_workspace(tok, ws.tokenizer.parent))
             if stdout_log is not None:
-                lines = "".join(json.dumps(r) + "\n" for r in stdout_log.records)
+                lines = "".join(json_line(r) + "\n" for r in stdout_log.records)
                 staged.append(stage_text(lines, ws.metrics))
             staged.append(stage_torch_save(payload, ws.best_checkpoint))
             for write in staged:  # the checkpoint last: a run is only judged once its data is there

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from minigpt.errors import DataError
 from minigpt.io.files import stat_input
+from minigpt.logs.record import MetricsRecord
 
 _NUM = r"([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|nan|inf|-inf)"
 ITER_LINE = re.compile(rf"^iter (\d+): loss {_NUM}(?:, time {_NUM}ms)?(?:, mfu {_NUM}%)?", re.IGNORECASE)
@@ -35,7 +36,7 @@ class NanoGPTLog:
     """The records read from one nanoGPT stdout log."""
 
     path: str
-    records: list[dict] = field(default_factory=list)
+    records: list[MetricsRecord] = field(default_factory=list)
     iter_lines: int = 0
     eval_lines: int = 0
     other_lines: int = 0
@@ -68,11 +69,6 @@ def _float(value: object) -> float | None:
     return float(value)
 
 
-def _number(text: str) -> float | str:
-    value = float(text)
-    return value if math.isfinite(value) else str(value)  # "nan"/"inf": how minigpt's log writes them
-
-
 def read_nanogpt_log(path: str | os.PathLike, config: dict | None = None) -> NanoGPTLog:
     """Parse nanoGPT's stdout log at `path`. `config` (the checkpoint's train.py settings) gives
     each record its learning rate. Raises DataError when the file holds no nanoGPT line."""
@@ -81,28 +77,32 @@ def read_nanogpt_log(path: str | os.PathLike, config: dict | None = None) -> Nan
     if st.st_size > MAX_LOG_BYTES:
         raise DataError(f"{path} is {st.st_size:,} bytes: not a nanoGPT stdout log", path=path)
     log = NanoGPTLog(str(path))
-    by_step: dict[int, dict] = {}
-    order: list[dict] = []
+    by_step: dict[int, MetricsRecord] = {}
+    order: list[MetricsRecord] = []
     with open(path, encoding="utf-8", errors="replace") as fh:
         for raw in fh:
             line = raw.strip().rsplit("\r", 1)[-1]  # a progress bar's carriage returns: the last part
+            fields: MetricsRecord
             if m := ITER_LINE.match(line):
-                step, fields = int(m.group(1)), {"train_loss": _number(m.group(2))}
+                step = int(m.group(1))
+                fields = {"step": step, "train_loss": float(m.group(2))}
                 if m.group(3) is not None:
-                    fields["iter_ms"] = _number(m.group(3))
+                    fields["iter_ms"] = float(m.group(3))
                 log.iter_lines += 1
             elif m := EVAL_LINE.match(line):
                 step = int(m.group(1))
-                fields = {"eval_train_loss": _number(m.group(2)), "val_loss": _number(m.group(3))}
+                fields = {"step": step, "eval_train_loss": float(m.group(2)), "val_loss": float(m.group(3))}
                 log.eval_lines += 1
             else:
                 log.other_lines += int(bool(line))
                 continue
             record = by_step.get(step)
-            if record is None or any(k in record for k in fields):  # a new step, or a resumed run's repeat
-                record = by_step[step] = {"step": step}
-                order.append(record)
-            record.update(fields)
+            repeated = record is not None and any(k in record for k in fields if k != "step")
+            if record is None or repeated:  # a new step, or a resumed run's repeat of one
+                by_step[step] = fields
+                order.append(fields)
+            else:
+                record.update(fields)
     if not order:
         raise DataError(
             f"No nanoGPT log lines in {path}: expected lines like 'iter 10: loss 2.5, time 30.1ms, mfu 4.2%' "
@@ -112,7 +112,9 @@ def read_nanogpt_log(path: str | os.PathLike, config: dict | None = None) -> Nan
         )
     if config is not None and nanogpt_lr(0, config) is not None:
         for record in order:
-            record["lr"] = nanogpt_lr(record["step"], config)
+            lr = nanogpt_lr(record["step"], config)
+            if lr is not None:  # the settings give one at every step once they give one at 0
+                record["lr"] = lr
         log.lr_source = "the checkpoint's settings (nanoGPT's get_lr)"
     log.records = order
     return log

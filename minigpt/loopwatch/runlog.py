@@ -1,8 +1,7 @@
 """The run folder a watched loop writes, in the trainer's own formats (no torch here).
 
-- `logs/metrics.jsonl`: the trainer's schema (step, train_loss, lr, grad_norm before clipping,
-  tokens_per_s, elapsed_s, time) plus `loss_source`, `lrs` (every group), `grad_norm_after_clip`,
-  `tokens`, `memory_bytes`/`memory_source`;
+- `logs/metrics.jsonl`: `minigpt.logs.record`'s lines, as the trainer writes them, with what the
+  watch measures besides (`loss_source`, `lrs`, `grad_norm_after_clip`, `tokens`, `memory_bytes`);
 - `logs/grads.jsonl`: the gradients pane's records (per-parameter gradient, weight and update norms);
 - `logs/loop.jsonl`: a header (who writes: PID, script, optimizer, groups), a line per full reading
   and one for the steps between two of them (`loop_log.steps_line`) with what the loop checks read
@@ -15,7 +14,6 @@ earlier run's logs to `previous/<time>/` first, as `minigpt train` does.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import time
@@ -24,11 +22,10 @@ from typing import IO, Any
 from minigpt.io.files import open_log
 from minigpt.io.lock import WorkspaceLock, acquire
 from minigpt.io.workspace import Workspace, archive_run
+from minigpt.logs.record import MetricsRecord, compact_json, json_line, line_template
 from minigpt.loopwatch.loop_log import steps_line
 from minigpt.model.gradstats import grad_flags
 
-_encode = json.JSONEncoder(separators=(",", ":")).encode  # one encoder for every line (json.dumps makes one a call)
-_encode_strict = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode  # raises on NaN/Infinity
 CLIP_EPS = 1e-3  # a step whose gradients shrank by more than this between backward and step was clipped
 
 
@@ -82,7 +79,7 @@ class RunLog:
             if "short_line" in record:
                 line = short_metrics_line(step, record["time"], self.t0, self._loss_factor)
             if line is None:
-                line = _encode_finite(metrics_record(step, record, logged_loss, self.t0, self._loss_factor))
+                line = json_line(metrics_record(step, record, logged_loss, self.t0, self._loss_factor))
             self._queue("metrics", line)
             if record.get("grad_rows"):
                 self._line("grads", grads_record(step, record["grad_rows"]))
@@ -151,7 +148,7 @@ class RunLog:
         if name in self._files:
             # the metrics log takes non-finite numbers as strings (as the trainer writes them); the
             # loop log is ours and its reader takes JSON's NaN literals (and the records are large)
-            self._queue(name, _encode(record) if name == "loop" else _encode_finite(record))
+            self._queue(name, compact_json(record) if name == "loop" else json_line(record))
 
     def _queue(self, name: str, line: str) -> None:
         if name in self._files:
@@ -283,9 +280,9 @@ def loss_factor(step: dict, previous: float) -> float:
     return at_logits / model
 
 
-def metrics_record(step: dict, r: dict, logged_loss: bool, t0: float, factor: float = 1.0) -> dict:
-    """The metrics.jsonl line of one step, in `minigpt train`'s schema; every number names its source."""
-    line: dict[str, Any] = {"step": step["step"]}
+def metrics_record(step: dict, r: dict, logged_loss: bool, t0: float, factor: float = 1.0) -> MetricsRecord:
+    """The metrics.jsonl record of one step; every number names its source."""
+    line: MetricsRecord = {"step": step["step"]}
     if step.get("loss") is not None and factor != 1.0:
         line["train_loss"] = step["loss"] * factor
         line["loss_source"] = _factor_source(factor)
@@ -313,16 +310,14 @@ def metrics_record(step: dict, r: dict, logged_loss: bool, t0: float, factor: fl
     return line
 
 
-_SHORT_METRICS = (
-    '{"step":%d,"train_loss":%r,"loss_source":%s,"lr":%r,"tokens":%d,"tokens_per_s":%r,"elapsed_s":%r,"time":%r}'
-)
+_SHORT_METRICS = line_template("step", "train_loss", "loss_source", "lr", "tokens", "tokens_per_s", "elapsed_s", "time")
 _isfinite = math.isfinite
 
 
 def short_metrics_line(step: dict, at: float, t0: float, factor: float) -> str | None:
     """`metrics_record`'s line of a step between full readings whose model returned its loss, one
     learning rate and its tokens, made by a template: the flush writes one a step, and the JSON
-    encoder costs twice as much. The same text as `_encode_finite(metrics_record(...))` (a test holds
+    encoder costs twice as much. The same text as `json_line(metrics_record(...))` (a test holds
     them equal); None for anything else (then `metrics_record` makes it)."""
     loss, lrs, tokens, seconds = step.get("loss"), step["lrs"], step["tokens"], step["seconds"]
     if type(loss) is not float or len(lrs) != 1 or type(lrs[0]) is not float or not tokens or not seconds:
@@ -336,7 +331,7 @@ def short_metrics_line(step: dict, at: float, t0: float, factor: float) -> str |
 
 
 def _loss_source(factor: float) -> str:
-    return '"model"' if factor == 1.0 else _encode(_factor_source(factor))
+    return '"model"' if factor == 1.0 else compact_json(_factor_source(factor))
 
 
 def _factor_source(factor: float) -> str:
@@ -377,24 +372,3 @@ def grads_record(step: dict, g: dict) -> dict:
         "clipped": clipped,
         "rows": rows,
     }
-
-
-def _encode_finite(record: dict) -> str:
-    """A line with non-finite numbers as strings; almost every record has none, and the strict
-    encoder finds that without copying the record first."""
-    try:
-        return _encode_strict(record)
-    except ValueError:
-        return _encode(_finite(record))
-
-
-def _finite(value: Any) -> Any:
-    """JSON has no NaN/Infinity: non-finite numbers become the strings the readers understand."""
-    if isinstance(value, float):  # numpy's float64 too (a value given to watch.log)
-        return value if math.isfinite(value) else str(value)
-    kind = type(value)  # the containers are the records' own dicts and lists
-    if kind is dict:
-        return {k: _finite(v) for k, v in value.items()}
-    if kind is list:
-        return [_finite(v) for v in value]
-    return value

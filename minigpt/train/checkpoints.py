@@ -11,13 +11,12 @@ crash-consistency tests kill the process at each one.
 
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import asdict
 from typing import IO
 
 from minigpt.io.crash_points import crash_point
 from minigpt.io.workspace import Workspace
+from minigpt.logs.record import MetricsRecord, write_metrics
 from minigpt.model.checkpoint import save_checkpoint
 from minigpt.train.config import TrainConfig
 from minigpt.train.distributed import World
@@ -45,12 +44,10 @@ def checkpoint_payload(st: RunState, cfg: TrainConfig, world: World, rng_states:
     return payload
 
 
-def save_evaluation(log: IO[str], record: dict, ws: Workspace, payload: dict, *, improved: bool) -> None:
+def save_evaluation(log: IO[str], record: MetricsRecord, ws: Workspace, payload: dict, *, improved: bool) -> None:
     """The evaluation's log line, then best (when `improved`), then latest; SIGINT waits for all three."""
     with interrupts_deferred():
-        log.write(json.dumps(record) + "\n")
-        log.flush()
-        os.fsync(log.fileno())
+        write_metrics(log, record, sync=True)
         crash_point("eval-logged")
         if improved:
             save_checkpoint(ws.best_checkpoint, payload)

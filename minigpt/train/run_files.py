@@ -1,14 +1,13 @@
 """What a training run writes beside its checkpoints, and the order it writes it in: the metrics
-log's lines, `logs/grads.jsonl`, samples by step, the previous run moved aside before a fresh one
-starts, temp files a killed save left, and the logs cut back to the step a resume starts from.
-Everything that fails here on its own (a sample, an unreadable line) is a notice, never the end of
-the run; `interrupts_deferred` holds back Ctrl+C while a log line and its checkpoint land together."""
+log (its lines are `minigpt.logs.record`'s), `logs/grads.jsonl`, samples by step, the previous run
+moved aside before a fresh one starts, temp files a killed save left, and the logs cut back to the
+step a resume starts from. Everything that fails here on its own (a sample, an unreadable line) is
+a notice, never the end of the run; `interrupts_deferred` holds back Ctrl+C while a log line and its
+checkpoint land together."""
 
 from __future__ import annotations
 
 import contextlib
-import json
-import math
 import os
 import signal
 import threading
@@ -22,6 +21,7 @@ from minigpt.errors import MiniGPTError
 from minigpt.io.atomic import atomic_write_text
 from minigpt.io.files import open_log
 from minigpt.io.workspace import Workspace, archive_run
+from minigpt.logs.record import json_line
 from minigpt.logs.samples import SampleRecord, draw_sample, record_line
 from minigpt.logs.trim import trim_log
 
@@ -43,17 +43,6 @@ def interrupts_deferred() -> Iterator[None]:
             previous(signal.SIGINT, None)  # the default handler raises KeyboardInterrupt here
         elif previous == signal.SIG_DFL:
             signal.raise_signal(signal.SIGINT)
-
-
-def json_float(x: float) -> float | str:
-    # JSON has no NaN/Infinity: write them as strings the curve reader understands
-    return x if math.isfinite(x) else str(x)
-
-
-def write_line(log, record: dict) -> None:
-    """One metrics line, flushed (the UI follows the file as it grows)."""
-    log.write(json.dumps(record) + "\n")
-    log.flush()
 
 
 class RunFiles:
@@ -102,7 +91,7 @@ class RunFiles:
     def log_grads(self, step: int, norm_before_clip: float, clip: float, rows: list[dict]) -> None:
         record = {"step": step, "global_norm": norm_before_clip, "clip": clip, "rows": rows}
         with open_log(self.ws.grads) as fh:
-            fh.write(json.dumps(record) + "\n")
+            fh.write(json_line(record) + "\n")
 
     def truncate_logs(self, step: int) -> None:
         """Drop lines the interrupted run logged after the checkpoint we resume from. Lines that

@@ -30,12 +30,13 @@ from minigpt.errors import ConfigError, TrainingDiverged
 from minigpt.io import lock
 from minigpt.io.files import open_log
 from minigpt.io.workspace import Workspace
+from minigpt.logs.record import MetricsRecord, write_metrics
 from minigpt.model.gradstats import grad_rows, row_params, tensor_norms
 from minigpt.train import distributed
 from minigpt.train.checkpoints import checkpoint_payload, save_evaluation
 from minigpt.train.config import DTYPES, EVAL_TOKENS, TrainConfig, lr_at
 from minigpt.train.resume import resumed_config, rng_state
-from minigpt.train.run_files import RunFiles, interrupts_deferred, json_float, write_line
+from minigpt.train.run_files import RunFiles, interrupts_deferred
 from minigpt.train.run_state import RunState, fresh_state, read_latest, resumed_state
 from minigpt.train.time_budget import CALIBRATION_STEPS, TimePlan
 
@@ -147,7 +148,7 @@ class Trainer:
                     if self._is_eval_step(st.step):
                         self._evaluate_and_save(st, record, log)
                     elif st.step % self.cfg.log_interval == 0:
-                        write_line(log, record)
+                        write_metrics(log, record)
                     self._fire("on_step_end", record)
         summary.update(
             steps=st.step,
@@ -250,7 +251,7 @@ class Trainer:
 
     # --- one optimizer step ---
 
-    def _train_step(self, st: RunState, log) -> dict:
+    def _train_step(self, st: RunState, log) -> MetricsRecord:
         """Forward/backward over `grad_accum` micro-batches, clip, update; the step's log record.
         Raises TrainingDiverged (after logging the step) on a non-finite loss or gradient norm."""
         model = st.step_model if st.step_model is not None else st.model
@@ -288,15 +289,15 @@ class Trainer:
             if st.scaler is not None and math.isfinite(train_loss):
                 skipped = True  # a float16 overflow: the scaler skips this update and lowers its scale
             else:
-                record = {
+                record: MetricsRecord = {
                     "step": step,
-                    "train_loss": json_float(train_loss),
+                    "train_loss": train_loss,
                     "lr": lr,
-                    "grad_norm": json_float(norm),
+                    "grad_norm": norm,
                     "nonfinite": True,
                     "time": time.time(),
                 }
-                write_line(log, record)
+                write_metrics(log, record)
                 where = f"last good checkpoint: {st.last_good}" if st.last_good else "no checkpoint was written yet"
                 raise TrainingDiverged(
                     f"training diverged at step {step}: loss={train_loss}, gradient norm={norm} "
@@ -323,7 +324,7 @@ class Trainer:
             "step": step,
             "train_loss": train_loss,
             "lr": lr,
-            "grad_norm": json_float(norm) if skipped else norm,
+            "grad_norm": norm,
             "tokens_per_s": cfg.batch_size * cfg.block_size * cfg.grad_accum * world.size / dt,  # all ranks
             "elapsed_s": time.perf_counter() - st.run_start,
             "time": time.time(),
@@ -361,10 +362,10 @@ class Trainer:
 
     # --- evaluation, the log line and the checkpoints, which land together ---
 
-    def _evaluate_and_save(self, st: RunState, record: dict, log) -> None:
+    def _evaluate_and_save(self, st: RunState, record: MetricsRecord, log) -> None:
         step, ws = st.step, self.ws
         if not _weights_finite(st.model):
-            write_line(log, {**record, "nonfinite": True})
+            write_metrics(log, {**record, "nonfinite": True})
             raise TrainingDiverged(
                 f"weights became non-finite after the update at step {step} (learning rate {record['lr']:.3g}); "
                 f"not saved; last good checkpoint: {st.last_good or 'none yet'}",
