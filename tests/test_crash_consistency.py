@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from minigpt.cli import main
 from minigpt.io.crash_points import KILL_AT
 from minigpt.model.checkpoint import read_checkpoint
 
@@ -62,3 +63,28 @@ def test_a_kill_between_the_first_two_saves_of_a_fresh_run_leaves_best_to_sample
     assert "Traceback" not in resumed.stderr
     sampled = minigpt_cli("sample", "--workspace", root, "--max-new-tokens", "5", "--seed", "1")
     assert sampled.returncode == 0, sampled.stderr
+
+
+def test_a_resume_after_a_kill_that_left_the_archive_complete_never_writes_into_the_archive(trained_workspace):
+    # GIVEN a fresh run killed right after previous/<time>/ appeared: the old run's files are
+    # still in place, and the archive holds them as hard links (the same files)
+    ws = trained_workspace
+    archiving = (
+        "from minigpt.io.workspace import Workspace, archive_run; ws = Workspace('.'); archive_run(ws, ws.run_files())"
+    )
+    killed = subprocess.run(
+        [sys.executable, "-c", archiving],
+        cwd=ws.root,
+        env={**os.environ, "PYTHONPATH": str(REPO), KILL_AT: "archive-complete"},
+        capture_output=True,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    (archive,) = (ws.root / "previous").iterdir()
+    archived = {p: p.read_bytes() for p in archive.rglob("*") if p.is_file()}
+    assert ws.metrics.stat().st_nlink == 2
+    # WHEN the old run is resumed
+    code = main(["train", "--workspace", str(ws.root), "--resume", "--steps", "125", "--quiet"])
+    # THEN it trains on in its own files, and the archive keeps what it held
+    assert code == 0
+    assert {p: p.read_bytes() for p in archive.rglob("*") if p.is_file()} == archived
+    assert b'"step":125' in ws.metrics.read_bytes()

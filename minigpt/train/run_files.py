@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -18,7 +19,7 @@ import torch
 
 from minigpt.data.tokenizer import CharTokenizer
 from minigpt.errors import MiniGPTError
-from minigpt.io.atomic import atomic_write_text
+from minigpt.io.atomic import atomic_open, atomic_write_text
 from minigpt.io.files import open_log
 from minigpt.io.workspace import Workspace, archive_run
 from minigpt.logs.record import json_line
@@ -103,3 +104,13 @@ class RunFiles:
             moved, aside = trim_log(path, step)
             if moved:
                 self.notify(f"moved {moved} unreadable line(s) of {path} to {aside}")
+            _unshare(path)
+
+
+def _unshare(path: Path) -> None:
+    """A log that is also another name of the same file becomes a file of its own before the run
+    appends to it: an archive of a run killed after `previous/<time>/` appeared, before the old
+    names were removed, holds them as hard links, and appending would change the archive too."""
+    if not path.is_symlink() and path.is_file() and path.stat().st_nlink > 1:
+        with path.open("rb") as src, atomic_open(path, "wb") as copy:
+            shutil.copyfileobj(src, copy)
