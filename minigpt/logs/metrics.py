@@ -1,6 +1,7 @@
-"""Metrics logs: read `logs/metrics.jsonl` into compact columns and downsample it for a plot
-(following it while training writes is `minigpt.logs.follow`). Pure Python (no torch, rich or
-textual): the TUI imports it on first paint.
+"""Metrics logs: read `logs/metrics.jsonl` into compact columns (`read_metrics`) or stream its
+records a block at a time (`scan_metrics`: what `minigpt.logs.curve_sample` keeps a bounded sample
+of), and downsample a series for a plot (following it while training writes is
+`minigpt.logs.follow`). Pure Python (no torch, rich or textual): the TUI imports it on first paint.
 
 One JSON object per line. Key aliases: `step`/`iter`/`iteration`; `train_loss`/`loss`;
 `val_loss`/`val`/`valid_loss`/`eval_loss`/`validation_loss`; `lr`/`learning_rate`. Non-finite
