@@ -49,14 +49,11 @@ from minigpt_tui.screens.faults import CLEAR, FaultMenuScreen
 from minigpt_tui.screens.help import HelpScreen
 from minigpt_tui.session import Session
 from minigpt_tui.setup_flow import DemoSetup, has_tokenizer, needs_setup
+from minigpt_tui.textual_compat import restore_gil_switch, shorten_gil_switch
 from minigpt_tui.training_session import TrainingSession
 from minigpt_tui.widgets.blank import BlankContainer, BlankHeader
 from minigpt_tui.widgets.key_footer import KeyFooter
 from minigpt_tui.workbench import PANES, Panes, Workbench, WorkScreen, build_panes
-
-# the GIL hand-off interval while the app runs (Python: 5 ms): Textual's writer thread sends each frame,
-# and waited that long for the GIL behind the UI thread's work after a pane switch (its restyles)
-SWITCH_INTERVAL_S = 0.001
 
 
 class MiniGPTApp(App):
@@ -141,7 +138,7 @@ class MiniGPTApp(App):
         self.loop_log = disk_watch.LoopLogWatch()  # a watched loop's log, re-judged as it grows
         self.resolved_device: str | None = None  # from the environment check
         self.idle_gc = IdleCollector()  # full garbage collections while no key comes (idle_gc.py)
-        self._switch_interval = sys.getswitchinterval()  # restored at exit
+        self._switch_interval = sys.getswitchinterval()  # restored at exit (textual_compat.py)
 
     def _new_session(self) -> Session:
         def make_options():
@@ -167,7 +164,7 @@ class MiniGPTApp(App):
 
     # -- layout -----------------------------------------------------------------------------
     def get_default_screen(self) -> Screen:
-        return WorkScreen(id="_default")  # focus changes repaint what they change only (workbench.py)
+        return WorkScreen(id="_default")  # focus changes repaint what they change only (textual_compat.py)
 
     def compose(self) -> ComposeResult:
         yield BlankHeader()
@@ -183,7 +180,7 @@ class MiniGPTApp(App):
     def on_mount(self) -> None:
         self._update_title()
         self.idle_gc.start()
-        sys.setswitchinterval(SWITCH_INTERVAL_S)
+        self._switch_interval = shorten_gil_switch()
         self.set_interval(1.0, self.idle_gc.tick)
         self.call_after_refresh(self._first_paint)
         self.set_interval(disk_watch.JUDGED_POLL_S, self._follow_judged_files)
@@ -463,6 +460,6 @@ class MiniGPTApp(App):
 
     def on_unmount(self) -> None:
         self.idle_gc.stop()
-        sys.setswitchinterval(self._switch_interval)
+        restore_gil_switch(self._switch_interval)
         self.stop_threads()
         self.training.interrupt()  # quit asked "stop or leave it?" first; here nobody could answer

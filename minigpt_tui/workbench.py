@@ -6,11 +6,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from importlib import import_module
 from typing import TYPE_CHECKING, TypeVar
 
-from textual.reactive import Reactive
-from textual.screen import Screen
 from textual.widget import MountError, Widget
-from textual.widgets import ContentSwitcher, TabbedContent, TabPane
+from textual.widgets import ContentSwitcher, TabPane
 
+from minigpt_tui.textual_compat import FocusFollowingTabs, QuietFocusScreen, draw_blank
 from minigpt_tui.widgets.blank import BLANK_CONTAINERS
 
 if TYPE_CHECKING:  # a pane's module is imported when the pane is built
@@ -99,37 +98,14 @@ class Panes(Mapping[str, Widget]):
         return pane
 
 
-class PaneTabs(TabbedContent):
-    """TabbedContent that follows a focus change only while that focus still stands.
-
-    Textual switches to the tab of a programmatically focused widget when the TabPane.Focused
-    message arrives; under load that can be after a pane key moved elsewhere (and the focused
-    widget was hidden), which would undo the key press."""
-
-    def _on_tab_pane_focused(self, event: TabPane.Focused) -> None:
-        focused = self.screen.focused
-        if focused is None or event.tab_pane not in focused.ancestors_with_self:
-            event.prevent_default()  # Textual calls the base class's handler too unless prevented
-            event.stop()
-
-
 class PaneTab(TabPane):
     """A pane's tab page, drawn as its background (widgets/blank.py): it has padding, no border."""
 
     BLANK = BLANK_CONTAINERS
 
 
-class WorkScreen(Screen):
-    """The app's main screen: a focus change does not repaint the whole screen.
-
-    Textual's Screen repaints everything when its `focused` reactive changes, and a pane switch
-    changes it twice (the hidden pane's widget loses the focus, the new pane's gets it): two
-    full-screen frames per switch, the largest share of a switch's work (the bare app, whose focus
-    stays put, has none). What the focus changes is already restyled and redrawn by Textual's own
-    focus styling (`:focus`, `:focus-within`, each widget's `has_focus` watcher); this only drops the
-    redundant repaint of the rest."""
-
-    focused: Reactive[Widget | None] = Reactive(None, repaint=False)
+class WorkScreen(QuietFocusScreen):
+    """The app's main screen: a focus change repaints what it changes only (textual_compat.py)."""
 
 
 class AfterFirstFrame(Widget):
@@ -156,7 +132,7 @@ class AfterFirstFrame(Widget):
             return
 
 
-class Workbench(PaneTabs):
+class Workbench(FocusFollowingTabs):
     """The seven tabs with the panes given (the checks pane drawn with the first frame, the others
     mounted after it); a pane not given leaves its tab empty until `add_panes`. The tabs widget
     itself, a child of the screen: Textual draws every container between the screen and a pane in
@@ -178,7 +154,7 @@ class Workbench(PaneTabs):
     def on_mount(self) -> None:
         # the tabs' ContentSwitcher is Textual's own, made in TabbedContent.compose: drawn blank
         # like the rest of the stack through an instance attribute (Textual reads `self.BLANK`)
-        self.get_child_by_type(ContentSwitcher).BLANK = BLANK_CONTAINERS  # type: ignore[misc]
+        draw_blank(self.get_child_by_type(ContentSwitcher), BLANK_CONTAINERS)
 
     def add_panes(self, panes: dict[str, Widget]) -> None:
         """Mount panes built after the first frame into their empty tabs."""

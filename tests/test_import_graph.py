@@ -97,6 +97,7 @@ FLOORS = [
     # the UI: small widgets, then the app's services (messages, the session, the host protocol,
     # training from the UI), modal screens, the panes, their assembly, the app
     ("minigpt_tui.curve_store",),  # the Loss pane's curve as data: what the plot widget draws
+    ("minigpt_tui.textual_compat",),  # every use of Textual past its documented API
     ("minigpt_tui.widgets",),
     (
         "minigpt_tui.messages", "minigpt_tui.session", "minigpt_tui.host", "minigpt_tui.demo", "minigpt_tui.header",

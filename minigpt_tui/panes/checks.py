@@ -17,6 +17,7 @@ from textual.widgets import DataTable, Label, ProgressBar, Static
 from minigpt.data.corpus import DEMO_EXPECTED
 from minigpt_tui.host import host
 from minigpt_tui.messages import CheckFinished, CheckProgressed, ChecksFinished, ChecksStarted, CheckStarted
+from minigpt_tui.textual_compat import column_widths_changed
 from minigpt_tui.widgets.blank import BLANK_CONTAINERS
 from minigpt_tui.widgets.humanize import values_grid
 from minigpt_tui.widgets.status import status_text
@@ -111,8 +112,7 @@ class ChecksPane(Vertical):
             return
         summary.auto_width = False
         summary.width = width
-        table._require_update_dimensions = True  # no public way to say "widths changed"
-        table.refresh()
+        column_widths_changed(table)
 
     @property
     def table(self) -> ChecksTable:

@@ -10,8 +10,10 @@ auto` on it or a container) lays out as Textual would."""
 from __future__ import annotations
 
 from textual.dom import DOMNode
-from textual.visual import VisualType, visualize
+from textual.visual import VisualType
 from textual.widgets import Static
+
+from minigpt_tui.textual_compat import content_height
 
 
 class LiveStatic(Static):
@@ -36,5 +38,4 @@ class LiveStatic(Static):
         styles = self.styles
         if styles.height is not None and not styles.height.is_auto:  # a fixed height: content cannot move it
             return True
-        new = visualize(self, content, markup=self._render_markup)
-        return new.get_height(styles, size.width) == size.height  # type: ignore[arg-type]  # as Widget.get_content_height calls it
+        return content_height(self, content, size.width) == size.height

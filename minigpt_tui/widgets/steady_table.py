@@ -11,14 +11,14 @@ table is in, the styles it draws with changed (a theme switch, a new stylesheet)
 from __future__ import annotations
 
 from rich.style import Style
-from textual import events
 from textual.geometry import Size
 from textual.strip import Strip
 from textual.widget import PseudoClasses
-from textual.widgets import DataTable
+
+from minigpt_tui.textual_compat import LineKeepingTable
 
 
-class SteadyTable(DataTable):
+class SteadyTable(LineKeepingTable):
     """DataTable whose same-size Resize and focus-only restyle keep the rendered lines."""
 
     resizes_kept = 0  # same-size Resizes that kept the lines (tests read these two)
@@ -30,17 +30,16 @@ class SteadyTable(DataTable):
         self._looks: dict[PseudoClasses, tuple[Style, ...]] = {}  # per focus/hover state: the styles drawn with
         self._restyled = False  # restyled since the last line drawn
 
-    def _on_resize(self, event: events.Resize) -> None:
-        if event.size == self._sized_for:
+    def keeps_lines_at(self, size: Size) -> bool:
+        same = size == self._sized_for
+        if same:
             self.resizes_kept += 1
-            event.prevent_default()  # DataTable's own handler would drop every rendered line
-        self._sized_for = event.size
+        self._sized_for = size
+        return same
 
-    def notify_style_update(self) -> None:
-        # DataTable drops every rendered line here; the styles may still be settling (its component
-        # styles follow its own), so they are compared when the next line is drawn
-        super(DataTable, self).notify_style_update()  # the widget's own style caches
-        self._get_styles_to_render_cell.cache_clear()  # not keyed by the focus state
+    def restyled(self) -> None:
+        # the styles may still be settling (its component styles follow its own), so they are
+        # compared when the next line is drawn
         self._restyled = True
         self.refresh()
 
@@ -58,7 +57,7 @@ class SteadyTable(DataTable):
             look = (self.rich_style, *(self.get_component_rich_style(name) for name in sorted(self.COMPONENT_CLASSES)))
         except KeyError:  # the component styles are not in place yet (mounting)
             self._looks.clear()
-            self._clear_caches()
+            self.drop_rendered_lines()
             return
         if self._looks.get(state) == look:
             self.restyles_kept += 1
@@ -66,4 +65,4 @@ class SteadyTable(DataTable):
         if state in self._looks:  # this state's styles changed: every cached line may be stale
             self._looks.clear()
         self._looks[state] = look
-        self._clear_caches()
+        self.drop_rendered_lines()
