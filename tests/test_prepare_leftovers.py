@@ -44,3 +44,24 @@ def test_prepare_removes_temp_files_of_a_dead_process_and_keeps_a_live_ones(tmp_
         alive.wait()
     assert not gone.exists() and kept.exists()
     assert any(f"PID {dead.pid}" in n and str(gone) in n for n in summary.notices)
+
+
+def test_check_removes_temp_files_of_a_dead_prepare_and_says_so(tiny_workspace):
+    from minigpt.checks import CheckContext, CheckOptions, run_checks
+
+    # GIVEN what a killed prepare left beside the token IDs, and a live writer's temp file
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    alive = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        gone = leftover(tiny_workspace.ids("train").parent, "train_ids.pt", dead.pid)
+        kept = leftover(tiny_workspace.tokenizer.parent, "char_tokenizer.json", alive.pid)
+        opts = CheckOptions(workspace=tiny_workspace.root, device="cpu", skip_overfit=True)
+        result = run_checks(CheckContext(opts), only=["files"]).by_id()["files"]
+    finally:
+        alive.kill()
+        alive.wait()
+    # THEN the check removed the dead one's file, kept the live one's, and names what it removed
+    assert not gone.exists() and kept.exists()
+    assert str(gone) in result.summary and f"PID {dead.pid}" in result.summary
+    assert result.values["removed_leftovers"] and str(gone) in result.values["removed_leftovers"][0]

@@ -16,6 +16,7 @@ from minigpt.checks.result import Outcome, Status
 from minigpt.device import mps_available
 from minigpt.errors import DataError, FileSystemError
 from minigpt.io.files import describe_size, stat_input
+from minigpt.io.leftovers import remove_dead_temp_files
 
 SMALL_FILE_BYTES = 64  # smaller than any real tokenizer or token file: an interrupted conversion
 
@@ -67,6 +68,8 @@ def environment(ctx: CheckContext, run: CheckRun) -> CheckReturn:
 @check("files", "files", "Required files present and plausibly sized")
 def files(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     inputs = ctx.inputs
+    # what a killed prepare (or import) left half-written where it writes: removed, as prepare does
+    removed = remove_dead_temp_files((ctx.ws.ids("train").parent, ctx.ws.tokenizer.parent))
     # an encoding named by tiktoken:NAME is no file here: tokenizer_roundtrip reports its loading
     required = {"tokenizer": inputs.tokenizer} if inputs.tokenizer is not None else {}
     required["train_ids"] = inputs.train_data
@@ -106,7 +109,7 @@ def files(ctx: CheckContext, run: CheckRun) -> CheckReturn:
                 "required": role in required,
             }
         )
-    values = {"files": rows}
+    values = {"files": rows, "removed_leftovers": removed}
     if missing and not unreadable and not small and ctx.ws.loop_log.is_file():
         # a watched loop's folder holds logs, not a prepared corpus: what is absent is not a fault
         # (a tokenizer copied in beside the logs, for samples, is not a prepared workspace either)
@@ -124,6 +127,7 @@ def files(ctx: CheckContext, run: CheckRun) -> CheckReturn:
                 ([f"missing: {', '.join(missing)}"] if missing else [])
                 + ([f"too small: {', '.join(small)}"] if small else [])
                 + unreadable
+                + removed
             ),
             causes=[
                 "`minigpt prepare` was not run in this workspace",
@@ -134,7 +138,7 @@ def files(ctx: CheckContext, run: CheckRun) -> CheckReturn:
             values=values,
         )
     note = f" (not present: {', '.join(absent_optional)})" if absent_optional else ""
-    return f"{sum(1 for r in rows if r['exists'])} files found{note}", values
+    return "; ".join([f"{sum(1 for r in rows if r['exists'])} files found{note}", *removed]), values
 
 
 def _input_size(path: Path, role: str) -> tuple[int | None, str | None]:
