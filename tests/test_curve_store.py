@@ -36,6 +36,7 @@ def test_a_long_log_is_held_in_bounded_columns_with_its_spike_drawn():
         xs, _ = column.points()
         assert len(xs) <= PLOT_POINTS + column.block and len(column.tail_ys) <= 2 * TAIL_POINTS
     assert store.sample.kept() < 60_000 and store.sample.thinned
+    assert "judged a downsample" in (store.columns().note or "")  # the pane's verdict says so
     # AND the whole-run plot still spans the run and shows the spike
     xs, ys = store.snapshot(LossView(width=100)).series["train_loss"]
     assert max(ys) == 50.0 and xs[ys.index(50.0)] == 67_891
