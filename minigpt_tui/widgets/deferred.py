@@ -29,10 +29,6 @@ class RenderWhenShown(Widget):
         else:
             self._pending_renders[key] = fn
 
-    @property
-    def pending_renders(self) -> list[str]:
-        return list(getattr(self, "_pending_renders", {}))
-
     @on(events.Show)
     def _run_pending_renders(self) -> None:
         pending, self._pending_renders = getattr(self, "_pending_renders", {}), {}

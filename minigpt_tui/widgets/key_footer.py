@@ -78,7 +78,6 @@ class KeyFooter(Widget, can_focus=False):
         self.compact = compact  # one space between a key and its description, one between keys
         self.show_command_palette = show_command_palette
         self.keys: tuple[ShownKey, ...] = ()
-        self.rebuilds = 0  # times the keys changed (tests read it)
         self._spans: list[tuple[int, int, ShownKey]] = []  # where each key sits on the line
         self._settling = False
 
@@ -103,11 +102,7 @@ class KeyFooter(Widget, can_focus=False):
         keys = shown_keys(screen, self.show_command_palette)
         if keys != self.keys:
             self.keys = keys
-            self.rebuilds += 1
             self.refresh()
-
-    def descriptions(self) -> list[str]:
-        return [k.description for k in self.keys]
 
     def render(self) -> Text:
         key_style = self.get_component_rich_style("key-footer--key")

@@ -21,9 +21,6 @@ from minigpt_tui.textual_compat import LineKeepingTable
 class SteadyTable(LineKeepingTable):
     """DataTable whose same-size Resize and focus-only restyle keep the rendered lines."""
 
-    resizes_kept = 0  # same-size Resizes that kept the lines (tests read these two)
-    restyles_kept = 0  # restyles to a look drawn before that kept them
-
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._sized_for: Size | None = None
@@ -32,8 +29,6 @@ class SteadyTable(LineKeepingTable):
 
     def keeps_lines_at(self, size: Size) -> bool:
         same = size == self._sized_for
-        if same:
-            self.resizes_kept += 1
         self._sized_for = size
         return same
 
@@ -60,7 +55,6 @@ class SteadyTable(LineKeepingTable):
             self.drop_rendered_lines()
             return
         if self._looks.get(state) == look:
-            self.restyles_kept += 1
             return
         if state in self._looks:  # this state's styles changed: every cached line may be stale
             self._looks.clear()
