@@ -245,6 +245,21 @@ def test_a_record_compressed_in_a_way_torch_cannot_read_is_named(tmp_path):
         read_checkpoint(path)
 
 
+@pytest.mark.parametrize(
+    "damaged",
+    [
+        b"\x80\x02K\x01Q.",  # a persistent id that is an int, not torch's tuple
+        b"\x80\x02}cos\nsystem\na.",  # a refused global appended to a dict
+    ],
+)
+def test_a_damaged_pickle_is_a_typed_refusal_whatever_the_unpickler_raises(tmp_path, damaged):
+    path = tmp_path / "ckpt.pt"
+    torch.save({"a": 1}, path)
+    replace_pickle(path, damaged)
+    with pytest.raises(CheckpointError, match=str(path)):
+        read_checkpoint(path)
+
+
 def test_a_zip_that_is_no_torch_file_is_named_corrupt(tmp_path):
     path = tmp_path / "ckpt.pt"
     with zipfile.ZipFile(path, "w") as archive:

@@ -47,6 +47,9 @@ PICKLE_PROTOCOL = b"\x80"  # the first byte of a pickle of protocol 2 or later
 LEGACY_MAGIC = b"\x80\x02\x8a\x0a" + (0x1950A86A20F9469CFC6C).to_bytes(10, "little")
 _ACCESS_ERRNOS = {errno.EACCES, errno.EPERM, errno.EIO, errno.ENOENT, errno.EISDIR, errno.ENOTDIR, errno.ELOOP}
 _EOCD, _ZIP64_LOCATOR = b"PK\x05\x06", b"PK\x06\x07"
+# what unpickling damaged bytes raises besides UnpicklingError: an opcode applied to the wrong kind
+# of value, a memo index that was never set, a persistent id that is not torch's tuple
+_DAMAGED = (EOFError, ValueError, IndexError, KeyError, TypeError, AttributeError, AssertionError)
 _TORCH_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED)  # the only records torch's reader unpacks
 
 
@@ -94,7 +97,7 @@ def load_torch_file(path: str | os.PathLike, kind: TorchFileKind) -> object:
         raise _unreadable(path, st.st_size, kind, exc) from None  # torch says EINVAL for a damaged zip
     except pickle.UnpicklingError as exc:
         raise _refused_pickle(path, st.st_size, kind, exc, pickle_name) from None
-    except (RuntimeError, EOFError, ValueError, IndexError, KeyError, TypeError, zipfile.BadZipFile) as exc:
+    except (*_DAMAGED, RuntimeError, zipfile.BadZipFile) as exc:
         raise _unreadable(path, st.st_size, kind, exc) from None  # torch's readers on damaged records
     _check_loaded(data, path, kind)
     return data
@@ -311,7 +314,7 @@ def _refused_entries(path: Path, pickle_name: str, refused: list[str]) -> list[s
     try:
         with zipfile.ZipFile(path) as archive, archive.open(pickle_name) as stream:
             walk(_LocatingUnpickler(stream, set(refused)).load(), "")
-    except (OSError, zipfile.BadZipFile, pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError):
+    except (*_DAMAGED, OSError, zipfile.BadZipFile, pickle.UnpicklingError):
         return []
     return found
 
