@@ -260,6 +260,18 @@ def test_a_damaged_pickle_is_a_typed_refusal_whatever_the_unpickler_raises(tmp_p
         read_checkpoint(path)
 
 
+def test_a_zip_directory_naming_a_record_in_bytes_that_are_not_utf8_is_named_corrupt(tmp_path):
+    path = tmp_path / "ckpt.pt"
+    torch.save({"a": 1}, path)
+    data = bytearray(path.read_bytes())
+    entry = data.index(b"PK\x01\x02")  # the first record's directory entry
+    data[entry + 8 : entry + 10] = struct.pack("<H", 0x0800)  # its name is flagged UTF-8
+    data[entry + 46] = 0xFF  # and starts with a byte UTF-8 never uses
+    path.write_bytes(data)
+    with pytest.raises(CheckpointError, match="is corrupt: .*utf-8"):
+        read_checkpoint(path)
+
+
 def test_a_zip_that_is_no_torch_file_is_named_corrupt(tmp_path):
     path = tmp_path / "ckpt.pt"
     with zipfile.ZipFile(path, "w") as archive:

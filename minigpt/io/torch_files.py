@@ -161,8 +161,9 @@ def _check_archive(path: Path, size: int, head: bytes, kind: TorchFileKind) -> s
                 )
             with archive.open(pickle_info) as stream:
                 _count_pickle_ops(stream, path, size, kind)
-    except (zipfile.BadZipFile, RuntimeError, NotImplementedError, EOFError) as exc:
-        # a damaged directory or local header, an encrypted record, a pickle cut short
+    except (*_DAMAGED, struct.error, zipfile.BadZipFile, RuntimeError, NotImplementedError) as exc:
+        # a damaged directory or local header (a name that is not UTF-8, an offset past any file), an
+        # encrypted record, a pickle cut short
         raise _unreadable(path, size, kind, exc) from None
     except OSError as exc:
         raise os_error(exc, path, action="read") from None
