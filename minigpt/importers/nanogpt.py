@@ -25,6 +25,9 @@ workspace files the rest of minigpt reads:
     its stdout (--log, optional)         ->  logs/metrics.jsonl (`nanogpt_log`: train/val loss per
                                              step, the learning rate from config via get_lr)
 
+The workspace is a new or empty folder, or the one nanoGPT's loop was watched into: the import then
+goes beside the loop's logs and leaves them as they are (`minigpt.importers.destination`).
+
 `ckpt.pt` is read by `minigpt.io.torch_files` (bounded, `weights_only=True`); `meta.pkl` with an
 unpickler that refuses every global, so a payload that would run code is refused before it runs.
 The `.bin` files are memory-mapped and converted in chunks: an import never holds a split in RAM.
@@ -47,13 +50,14 @@ import torch
 from minigpt.data.tokenizer import CharTokenizer
 from minigpt.data.tokenizer_api import Tokenizer
 from minigpt.data.tokenizer_fit import fit, ids_look_like, mismatches
-from minigpt.data.tokenizer_load import load_tokenizer, stage_in_workspace, workspace_tokenizer
+from minigpt.data.tokenizer_load import load_tokenizer, stage_in_workspace
 from minigpt.errors import CheckpointError, ConfigError, DataError, TokenizerError
+from minigpt.importers.destination import require_same_run, watched_loop_header
 from minigpt.importers.nanogpt_log import read_nanogpt_log
 from minigpt.importers.nanogpt_pickles import read_meta
 from minigpt.io.atomic import StagedWrite, stage_text, stage_torch_save
 from minigpt.io.files import os_error, stat_input
-from minigpt.io.workspace import SPLITS, Workspace
+from minigpt.io.workspace import Workspace
 from minigpt.logs.record import json_line
 from minigpt.model.checkpoint import CHECKPOINT, compare_state_dict, read_checkpoint, require_finite, strip_prefixes
 from minigpt.model.nanogpt import GPT, MODEL_CLASS, GPTConfig
@@ -192,24 +196,6 @@ class ImportSummary:
         return asdict(self)
 
 
-def _refuse_existing_run(ws: Workspace) -> None:
-    run_files = (
-        workspace_tokenizer(ws.tokenizer),
-        *(ws.ids(s) for s in SPLITS),
-        ws.best_checkpoint,
-        ws.latest_checkpoint,
-        ws.metrics,
-    )
-    present = [p for p in run_files if p.exists()]
-    if present:
-        raise DataError(
-            f"Refusing to import into {ws.root}: it already holds a run "
-            f"({', '.join(str(p.relative_to(ws.root)) for p in present[:4])})",
-            path=ws.root,
-            causes=["import into a new or empty --workspace: its tokenizer and checkpoints would be replaced"],
-        )
-
-
 def _share(src: Path, dest: Path) -> None:
     """`dest` becomes the same file as `src`: a hard link, or a copy where links are refused."""
     tmp = dest.with_name(f".{dest.name}.link.tmp")  # the trainer's orphan clean-up knows `.*.tmp`
@@ -251,7 +237,7 @@ def import_nanogpt(
 
     started = time.perf_counter()
     ws, out_dir, data_dir = Workspace(Path(workspace)), Path(out_dir).expanduser(), Path(data_dir).expanduser()
-    _refuse_existing_run(ws)
+    watched = watched_loop_header(ws, log=log)
     ckpt_path = out_dir / "ckpt.pt"
     raw = read_nanogpt_checkpoint(ckpt_path)
     try:
@@ -270,6 +256,8 @@ def import_nanogpt(
     require_buildable({**cfg.to_dict(), MODEL_CLASS_KEY: MODEL_CLASS}, ckpt_path, stored=stored)  # before GPT(cfg)
     model = GPT(cfg)
     notices += _load_weights(model, raw["model"], ckpt_path)
+    if watched is not None:
+        notices.append(require_same_run(watched, sum(p.numel() for p in model.parameters()), ws, ckpt_path))
     iter_num = raw.get("iter_num")
     if iter_num is not None and (isinstance(iter_num, bool) or not isinstance(iter_num, int) or iter_num < 0):
         raise CheckpointError(
@@ -298,7 +286,7 @@ def import_nanogpt(
     staged: list[StagedWrite] = []
     with acquire(ws.root, "import") as lock:
         notices += lock.notices
-        _refuse_existing_run(ws)  # again under the lock: a run may have started meanwhile
+        watched_loop_header(ws, log=log)  # again under the lock: a run may have started meanwhile
         try:
             for split, src in bins.items():
                 bin_path = data_dir / f"{split}.bin"
