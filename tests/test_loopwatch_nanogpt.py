@@ -111,3 +111,21 @@ def test_nanogpt_train_py_watched_is_clean(tmp_path):
 def test_nanogpt_train_py_bug_fails_its_check(tmp_path, bug):
     verdicts = _verdicts(_nanogpt(tmp_path, bug))
     assert verdicts[BUGS[bug][2]] == "fail", verdicts
+
+
+def test_nanogpt_train_py_watched_and_imported_is_judged_in_one_report(tmp_path):
+    # GIVEN nanoGPT's out_dir after a watched run: the watch's logs beside ckpt.pt
+    out = _nanogpt(tmp_path, None)
+    data = out.parent / "data" / "shakespeare_char"
+    # WHEN the run is imported into that folder
+    imported = subprocess.run(
+        [sys.executable, "-m", "minigpt", "import", "nanogpt", "--out-dir", str(out), "--data-dir", str(data)],
+        cwd=out,
+        capture_output=True,
+        text=True,
+    )
+    assert imported.returncode == 0, imported.stderr
+    # THEN one check judges the loop and the model
+    verdicts = _verdicts(out)
+    assert verdicts["loop_accumulation"] == "pass" and verdicts["loop_grads_cleared"] == "pass", verdicts
+    assert verdicts["checkpoint_load"] == "pass" and verdicts["tokenizer_fingerprint"] == "pass", verdicts
