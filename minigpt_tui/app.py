@@ -30,7 +30,7 @@ from textual.worker import Worker, WorkerState
 from minigpt.io.workspace import Workspace
 from minigpt_tui import demo, disk_watch, focus, quit_flow
 from minigpt_tui.check_runs import CheckRunner, merged_report
-from minigpt_tui.commands import MiniGPTCommands
+from minigpt_tui.commands import MiniGPTCommands, SteadyCommandPalette
 from minigpt_tui.header import header_subtitle
 from minigpt_tui.idle_gc import IdleCollector
 from minigpt_tui.messages import (
@@ -348,6 +348,10 @@ class MiniGPTApp(App):
 
     def action_run_all(self) -> None:
         self.run_checks()
+
+    def action_command_palette(self) -> None:
+        if self.use_command_palette and not SteadyCommandPalette.is_open(self):
+            self.push_screen(SteadyCommandPalette(id="--command-palette"))
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
