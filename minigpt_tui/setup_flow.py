@@ -62,19 +62,29 @@ class DemoSetup:
         self.cancel = threading.Event()  # set at quit: a build stops at its next step
 
     def offer(self) -> None:
-        """No workspace here: build the demo and open it, or open the folder as it is."""
+        """No workspace here: build the demo and open it (or open it, when it is built already), or
+        open the folder as it is. The header says what is on screen: nothing is checked yet."""
+        self.host.show_checkpoint_label("no workspace")
+        where = demo.demo_dir()
+        if demo.is_ready(where):
+            question, yes = f"Open the demo workspace, already built in {where}?", "Open the demo"
+        else:
+            question = (
+                f"Build the demo workspace from the embedded corpus in {where}, "
+                f"train it for {self.host.demo_steps} steps and open it?"
+            )
+            yes = "Build the demo"
         self.app.push_screen(
             ConfirmScreen(
-                f"There is no workspace at {self.host.workspace.root} (no tokenizer file).\n\n"
-                f"Build the demo workspace from the embedded corpus in {demo.demo_dir()}, "
-                f"train it for {self.host.demo_steps} steps and open it?",
-                yes="Build the demo",
+                f"There is no workspace at {self.host.workspace.root} (no tokenizer file).\n\n{question}",
+                yes=yes,
                 no="Open as it is",
             ),
             self._answered,
         )
 
     async def _answered(self, yes: bool | None) -> None:
+        self.host.show_checkpoint_label("checking…")  # the workbench opens and its checks start
         if yes:
             self.host.use_workspace(demo.demo_dir())
             if demo.is_ready(self.host.workspace.root):
@@ -87,6 +97,7 @@ class DemoSetup:
     def build(self) -> None:
         """Build the demo in the app's workspace (a build left half-way is rebuilt, and says so)."""
         root = self.host.workspace.root
+        self.host.show_checkpoint_label("building the demo…")
         if demo.is_incomplete(root):
             self.app.notify(
                 "the demo workspace was left incomplete (a build cancelled or killed half-way): rebuilding it",
