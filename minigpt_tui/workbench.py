@@ -6,8 +6,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from importlib import import_module
 from typing import TYPE_CHECKING, TypeVar
 
+from textual.binding import Binding
 from textual.widget import MountError, Widget
-from textual.widgets import ContentSwitcher, TabPane
+from textual.widgets import ContentSwitcher, Input, TabPane
 
 from minigpt_tui.textual_compat import FocusFollowingTabs, QuietFocusScreen, draw_blank
 from minigpt_tui.widgets.blank import BLANK_CONTAINERS
@@ -140,6 +141,13 @@ class Workbench(FocusFollowingTabs):
 
     BLANK = BLANK_CONTAINERS  # drawn as its background (widgets/blank.py)
 
+    # the page keys pressed on the tab bar (or anywhere that does not scroll itself) page the
+    # shown pane: without a mouse they are the only way to its lower half
+    BINDINGS = [
+        Binding("pagedown", "scroll_pane('page_down')", "Page down", show=False),
+        Binding("pageup", "scroll_pane('page_up')", "Page up", show=False),
+    ]
+
     def __init__(self, panes: dict[str, Widget], **kwargs) -> None:
         kwargs.setdefault("id", "tabs")
         super().__init__(initial="checks", **kwargs)
@@ -155,6 +163,22 @@ class Workbench(FocusFollowingTabs):
         # the tabs' ContentSwitcher is Textual's own, made in TabbedContent.compose: drawn blank
         # like the rest of the stack through an instance attribute (Textual reads `self.BLANK`)
         draw_blank(self.get_child_by_type(ContentSwitcher), BLANK_CONTAINERS)
+
+    def action_scroll_pane(self, action: str) -> None:
+        """The shown pane's own scroll key: its first widget that scrolls and takes keys (a table,
+        the pane itself; never a text field) gets the focus and the key, as if it had had it."""
+        pane = self.panes.get(self.active)
+        if pane is None:
+            return
+        scrolls = [w for w in (pane, *pane.query("*")) if w.allow_vertical_scroll and not isinstance(w, Input)]
+        target = next((w for w in scrolls if w.focusable), scrolls[0] if scrolls else None)
+        if target is None:
+            return  # all of it is in view
+        if target.focusable:
+            target.focus()
+        run = getattr(target, f"action_{action}", None)
+        if run is not None:
+            run()
 
     def add_panes(self, panes: dict[str, Widget]) -> None:
         """Mount panes built after the first frame into their empty tabs."""
