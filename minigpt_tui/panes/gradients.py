@@ -323,6 +323,10 @@ class GradientsPane(Vertical, RenderWhenShown):
         name_w = max(MIN_NAME, min(plain_w, budget // 2))
         return keep, min(full_w, name_w + max(0, budget - used))
 
+    def _ties_in_name(self) -> bool:
+        """Every name with its tie fits the name column as it is now (never cut to "(= l…")."""
+        return all(len(self._label_of(r)) <= self._name_width for r in self.rows)
+
     @staticmethod
     def _label_of(row: dict) -> str:
         tied = row.get("tied_with")
@@ -332,12 +336,15 @@ class GradientsPane(Vertical, RenderWhenShown):
     def _shape_of(row: dict) -> str:
         return "×".join(map(str, row.get("shape") or [])) or "scalar"
 
-    def _cells(self, row: dict) -> dict[str, str]:
+    def _cells(self, row: dict, ties_in_name: bool = True) -> dict[str, str]:
+        """A row's cells; a tie goes in the name ("wte.weight (= lm_head.weight)") when the name
+        column holds it whole, else the flags say "tied" and the header names the pair."""
         flags = _flags(row)
+        tied = [] if ties_in_name or not row.get("tied_with") else ["tied"]
         return {
             "mark": "!" if PROBLEM_FLAGS.intersection(flags) else ("-" if "frozen" in flags else " "),
-            "name": self._label_of(row),
-            "flags": " ".join(FLAG_TEXT.get(f, f) for f in flags) or "ok",
+            "name": self._label_of(row) if ties_in_name else row["name"],
+            "flags": " ".join([*(FLAG_TEXT.get(f, f) for f in flags), *tied]) or "ok",
             "grad": _num(row.get("grad_norm")),
             "ratio": f"{r:.2e}" if (r := self.ratios.get(row["name"])) is not None else "-",
             "weight": _num(row.get("weight_norm")),
@@ -358,10 +365,11 @@ class GradientsPane(Vertical, RenderWhenShown):
             self.columns, self._name_width = columns, name_width
         else:
             table.clear()
+        ties_in_name = self._ties_in_name()
         for row in self.visible_rows():
             flags = _flags(row)
             style = "bold red" if PROBLEM_FLAGS.intersection(flags) else ("dim" if "frozen" in flags else "")
-            cells = self._cells(row)
+            cells = self._cells(row, ties_in_name)
             table.add_row(
                 *(Text(cells[k], style=style, no_wrap=True, overflow="ellipsis") for k in columns), key=row["name"]
             )
@@ -406,6 +414,9 @@ class GradientsPane(Vertical, RenderWhenShown):
         if hidden:
             tail += f" · narrow: {', '.join(hidden)} hidden"
         lines.append(Text(tail, style="dim", no_wrap=True, overflow="ellipsis"))
+        ties = [f"{r['name']} = {', '.join(r['tied_with'])}" for r in self.rows if r.get("tied_with")]
+        if ties and self.columns and not self._ties_in_name():  # the name column is too narrow for them
+            lines.append(Text(f"tied: {'; '.join(ties)}", style="dim"))
         self.query_one("#grad-header", Static).update(Group(*lines))
 
     @staticmethod

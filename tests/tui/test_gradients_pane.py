@@ -353,3 +353,62 @@ async def test_a_watched_runs_measured_clipping_is_in_the_header(tmp_path):
         # THEN the header says the step was clipped to 1, as measured, never "clip off"
         header = _header(pane)
         assert "clipped to 1" in header and "clip off" not in header, header
+
+
+TIED_ROWS = [
+    {
+        "name": f"blocks.{i}.attn.proj.weight",
+        "shape": [64, 64],
+        "numel": 4096,
+        "grad_norm": 0.1 * (i + 1),
+        "weight_norm": 1.0,
+        "tied_with": [],
+        "flags": [],
+    }
+    for i in range(2)
+] + [
+    {
+        "name": "token_embedding.weight",
+        "shape": [103, 64],
+        "numel": 6592,
+        "grad_norm": 0.9,
+        "weight_norm": 1.6,
+        "tied_with": ["lm_head.weight"],
+        "flags": [],
+    }
+]
+
+
+def _tied_report() -> Report:
+    ratios = [{"name": r["name"], "ratio": 0.05} for r in TIED_ROWS]
+    return Report(
+        results=[
+            CheckResult("gradients", "gradients", Status.PASS, "ok", values={"table": TIED_ROWS, "global_norm": 2.6}),
+            CheckResult("optimizer_update", "optimization", Status.PASS, "y", values={"table": ratios}),
+        ]
+    )
+
+
+async def test_a_tied_parameter_is_never_cut_at_80_columns(tmp_path):
+    # GIVEN the gradients check's table with a tied embedding, at 80 columns
+    app = PaneHarness(GradientsPane, Workspace(tmp_path))
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = app.query_one(GradientsPane)
+        pane.post_message(ChecksFinished(_tied_report()))
+        await pilot.pause()
+        table = pane.query_one(DataTable)
+        # THEN its name is whole (no "(= l…"), its flags say tied, and the header names the pair
+        row = _row_text(table, "token_embedding.weight")
+        assert "…" not in row and "token_embedding.weight" in row and "tied" in row
+        assert "tied: token_embedding.weight = lm_head.weight" in _header(pane)
+
+
+async def test_a_tied_parameter_carries_its_pair_in_its_name_when_there_is_room(tmp_path):
+    app = PaneHarness(GradientsPane, Workspace(tmp_path))
+    async with app.run_test(size=(160, 24)) as pilot:
+        pane = app.query_one(GradientsPane)
+        pane.post_message(ChecksFinished(_tied_report()))
+        await pilot.pause()
+        row = _row_text(pane.query_one(DataTable), "token_embedding.weight")
+        assert "token_embedding.weight (= lm_head.weight)" in row and "…" not in row
+        assert "tied:" not in _header(pane)
