@@ -5,6 +5,7 @@ knows (a `--time` run's bar counts its time budget; a resume counts the steps it
 
 from __future__ import annotations
 
+import io
 import json
 import re
 
@@ -150,3 +151,22 @@ def test_report_diff_says_a_change_shared_by_several_checks_once(trained_workspa
     assert out.count("no watched loop") == 2  # was and now, once each
     assert out.startswith("3 checks (loop_grads_cleared, loop_scheduler, loop_memory): no watched loop")
     assert fits(out) == []
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_imports_before_a_command_say_so_on_a_terminal_and_wipe_the_line():
+    from minigpt.cli.startup import preload
+
+    # GIVEN a terminal WHEN prepare's slow imports load THEN a line says so, wiped when they are in
+    terminal = _Terminal()
+    preload("prepare", status=terminal)
+    assert terminal.getvalue() == "loading torch…\r\x1b[K"
+    # a pipe or a file gets nothing; a command without slow imports neither
+    piped = io.StringIO()
+    preload("prepare", status=piped)
+    preload("report", status=(quiet := _Terminal()))
+    assert piped.getvalue() == "" and quiet.getvalue() == ""

@@ -58,7 +58,9 @@ def run(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    started = time.perf_counter()
+    from minigpt.cli.startup import STARTED
+
+    started = STARTED  # the imports before the command ran (torch, seconds on a first run) count too
     console = Console()
     with Progress(
         TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), console=console, transient=True

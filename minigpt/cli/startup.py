@@ -15,8 +15,13 @@ from __future__ import annotations
 import contextlib
 import importlib
 import signal
+import sys
 import threading
+import time
 from collections.abc import Iterator
+from typing import TextIO
+
+STARTED = time.perf_counter()  # the command's start, before its slow imports: its "done in" counts from here
 
 # the modules each command's run imports that start C++ (torch, numpy) or are slow: imported while
 # SIGINT is held back (the rest of what a run imports is plain Python, where an interrupt is clean)
@@ -49,8 +54,21 @@ def sigint_held() -> Iterator[list[int]]:
         signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
 
 
-def preload(command: str | None) -> None:
-    """Import the slow, C++-backed modules `command` will need (call inside `sigint_held`)."""
-    for name in PRELOAD.get(command or "", ()):
-        with contextlib.suppress(ImportError):  # a missing optional one: the command says so itself
-            importlib.import_module(name)
+def preload(command: str | None, status: TextIO | None = None) -> None:
+    """Import the slow, C++-backed modules `command` will need (call inside `sigint_held`). On a
+    terminal (`status`, stderr by default) a line says so while they load, and is wiped after: a
+    first run spends seconds here before the command draws anything."""
+    names = PRELOAD.get(command or "", ())
+    stream = sys.stderr if status is None else status
+    shown = bool(names) and stream is not None and stream.isatty()
+    if shown:
+        stream.write("loading torch…")
+        stream.flush()
+    try:
+        for name in names:
+            with contextlib.suppress(ImportError):  # a missing optional one: the command says so itself
+                importlib.import_module(name)
+    finally:
+        if shown:
+            stream.write("\r\x1b[K")  # the line wiped: the command's own output starts there
+            stream.flush()
