@@ -167,10 +167,10 @@ class Workbench(FocusFollowingTabs):
     def action_scroll_pane(self, action: str) -> None:
         """The shown pane's own scroll key: its first widget that scrolls and takes keys (a table,
         the pane itself; never a text field) gets the focus and the key, as if it had had it."""
-        pane = self.panes.get(self.active)
-        if pane is None:
+        if not self.active:
             return
-        scrolls = [w for w in (pane, *pane.query("*")) if w.allow_vertical_scroll and not isinstance(w, Input)]
+        shown = self.get_pane(self.active).query("*")  # the pane and what it holds, in order
+        scrolls = [w for w in shown if w.allow_vertical_scroll and not isinstance(w, Input)]
         target = next((w for w in scrolls if w.focusable), scrolls[0] if scrolls else None)
         if target is None:
             return  # all of it is in view

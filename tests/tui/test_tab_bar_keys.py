@@ -24,3 +24,19 @@ async def test_page_down_on_the_tab_bar_pages_the_checks_table(workspace, make_a
         app.query_one(Tabs).focus()
         await pilot.press("pageup")
         await wait_until(pilot, lambda: table.cursor_row == 0, 10, "the table's first page")
+
+
+async def test_page_down_on_the_tab_bar_pages_a_pane_built_after_the_first_frame(workspace, make_app):
+    # GIVEN the Gradients pane (mounted after the first frame) with the training log's table, at 80x24
+    app = make_app(workspace)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for_report(pilot, app)
+        await pilot.press("5")
+        await wait_until(pilot, lambda: "gradients" in app.panes, 10, "the gradients pane")
+        table = app.panes["gradients"].query_one(DataTable)
+        await wait_until(pilot, lambda: table.row_count > 20, 10, "the gradients table")
+        app.query_one(Tabs).focus()
+        await wait_until(pilot, lambda: isinstance(app.focused, Tabs), 10, "the tab bar's focus")
+        # WHEN PageDown THEN its table shows a later page
+        await pilot.press("pagedown")
+        await wait_until(pilot, lambda: table.cursor_row > 0, 10, "the gradients table to page down")
