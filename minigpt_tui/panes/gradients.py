@@ -388,7 +388,10 @@ class GradientsPane(Vertical, RenderWhenShown):
             switch.append(" ").append_text(status_text(verdict.status))
         elif self.sources[other] is None:
             switch.append(" (none yet)")
-        line1 = Text.assemble(("source: ", "bold"), Text(self.source), switch, no_wrap=True, overflow="ellipsis")
+        # the switch's hint stays whole; a long source name is what gets cut
+        room = (self.size.width or 80) - len("source: ") - len(switch) - 2
+        label = self.source if len(self.source) <= room else self.source[: max(8, room - 1)] + "…"
+        line1 = Text.assemble(("source: ", "bold"), Text(label), switch, no_wrap=True, overflow="ellipsis")
         lines = [line1]
         if src is None:
             hint = "waiting for the gradients check" if self.view == "check" else "no logs/grads.jsonl record yet"

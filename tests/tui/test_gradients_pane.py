@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 
+from rich.console import Console
 from textual.widgets import DataTable, Static
 
 from minigpt.checks import CheckResult, Report, Status
@@ -401,6 +403,23 @@ async def test_a_tied_parameter_is_never_cut_at_80_columns(tmp_path):
         row = _row_text(table, "token_embedding.weight")
         assert "…" not in row and "token_embedding.weight" in row and "tied" in row
         assert "tied: token_embedding.weight = lm_head.weight" in _header(pane)
+
+
+async def test_the_source_switch_hint_stays_whole_at_80_columns(tmp_path):
+    # GIVEN a check's source whose name is longer than the line at 80 columns
+    app = PaneHarness(GradientsPane, Workspace(tmp_path))
+    async with app.run_test(size=(80, 24)) as pilot:
+        pane = app.query_one(GradientsPane)
+        report = _tied_report()
+        report.results[0].values["model"] = "fresh model (debug shape or checkpoint config)"
+        pane.post_message(ChecksFinished(report))
+        await pilot.pause()
+        # THEN the source's name is cut, never the key that switches it
+        header = pane.query_one("#grad-header", Static)
+        console = Console(width=header.size.width, record=True, file=io.StringIO(), color_system=None)
+        console.print(header.content)  # as wide as the pane draws it
+        first = console.export_text().splitlines()[0]
+        assert first.rstrip().endswith("s: training log (none yet)"), first
 
 
 async def test_a_tied_parameter_carries_its_pair_in_its_name_when_there_is_room(tmp_path):
