@@ -30,7 +30,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)  # --help and --version answer without a terminal
+    from minigpt.errors import MiniGPTError  # no torch
+
+    try:
+        args = build_parser().parse_args(argv)  # --help and --version answer without a terminal
+    except MiniGPTError as exc:  # a number outside its option's range (minigpt.train.option_ranges)
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     missing = [name for name, stream in (("input", sys.stdin), ("output", sys.stdout)) if not _is_terminal(stream)]
     # TEXTUAL_DRIVER names a driver that is no terminal's (textual-serve's web driver speaks over
     # the pipes it is given): only Textual's own terminal driver needs a terminal

@@ -4,6 +4,8 @@ greedy. Never a traceback from torch."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -54,3 +56,43 @@ def test_sample_cli_at_the_edges_answers_without_a_traceback(trained_workspace, 
 def test_train_cli_refuses_a_seed_outside_int64(tiny_workspace, capsys):
     assert main(["train", "--workspace", str(tiny_workspace.root), "--seed", str(2**64), "--quiet"]) == 2
     assert "seed must be" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["train", "--steps", str(2**63)], "--steps must be at most 2**63 - 1"),
+        (["train", "--lr", "5e-324"], "--lr must be a finite number >= 1.2e-38"),
+        (["train", "--lr", "nan"], "--lr must be"),
+        (["train", "--grad-clip", "1e-40"], "--grad-clip must be 0 (off) or"),
+        (["train", "--warmup-steps", "-1"], "--warmup-steps must be an integer >= 0"),
+        (["train", "--batch-size", "x" * 5000], "--batch-size must be a positive integer; found 'xxxx"),
+        (["check", "--overfit-steps", str(2**40)], "--overfit-steps must be at most 1,000,000"),
+        (["check", "--lr-probe-steps", "9"], "--lr-probe-steps must be an integer >= 10"),
+        (["check", "--check-timeout", "nan"], "--check-timeout must be a number of seconds > 0"),
+        (["check", "--lr", "inf"], "--lr must be"),
+    ],
+)
+def test_a_number_outside_its_option_range_is_refused_before_any_work(tmp_path, capsys, argv, says):
+    # GIVEN an empty folder: the refusal comes from the flag's range, before a workspace is read
+    assert main([*argv, "--workspace", str(tmp_path / "nothing")]) == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err
+    assert len(err) < 400  # a pasted megabyte is not echoed back
+    assert not (tmp_path / "nothing").exists()
+
+
+def test_the_ranges_hold_for_settings_read_from_a_checkpoint_too():
+    from minigpt.checks.options import CheckOptions
+
+    with pytest.raises(ConfigError, match="--lr must be"):
+        TrainConfig.from_preset("debug", learning_rate=5e-324)
+    with pytest.raises(ConfigError, match="--overfit-steps must be at most"):
+        CheckOptions(workspace=Path("nowhere"), overfit_steps=2**40).resolve()
+
+
+def test_the_tui_refuses_an_out_of_range_check_flag_with_exit_2(capsys):
+    from minigpt_tui.__main__ import main as tui_main
+
+    assert tui_main(["--overfit-steps", "0"]) == 2
+    assert "--overfit-steps must be a positive integer" in capsys.readouterr().err

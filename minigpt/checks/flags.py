@@ -12,6 +12,7 @@ import re
 
 from minigpt.checks.faults import FAULTS
 from minigpt.device import DEVICE_CHOICES
+from minigpt.train.option_ranges import parser_for
 
 OVERFIT_STEPS = 300  # CheckOptions' default, repeated here so `--help` needs no import of the options
 LR_PROBE_STEPS = 150
@@ -89,7 +90,7 @@ def add_check_arguments(p: argparse.ArgumentParser, *, ui: bool = False) -> None
     p.add_argument("--skip-overfit", action="store_true", help="skip the single-batch overfit check (the slow one)")
     p.add_argument(
         "--overfit-steps",
-        type=int,
+        type=parser_for("--overfit-steps"),
         default=OVERFIT_STEPS,
         metavar="N",
         help=f"steps for the overfit check (default {OVERFIT_STEPS})",
@@ -102,14 +103,14 @@ def add_check_arguments(p: argparse.ArgumentParser, *, ui: bool = False) -> None
     )
     p.add_argument(
         "--lr-probe-steps",
-        type=int,
+        type=parser_for("--lr-probe-steps"),
         default=LR_PROBE_STEPS,
         metavar="N",
         help=f"steps of each probe run (default {LR_PROBE_STEPS})",
     )
     p.add_argument(
         "--lr",
-        type=float,
+        type=parser_for("--lr"),
         dest="run_learning_rate",
         metavar="LR",
         help="the run's learning rate, for the probe (default: the checkpoint's settings, else the log's peak lr)",

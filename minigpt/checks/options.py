@@ -12,6 +12,7 @@ from minigpt.data.tokenizer_load import HF_PREFIX, is_named_encoding, tokenizer_
 from minigpt.errors import ConfigError
 from minigpt.io.workspace import Workspace
 from minigpt.sample.settings import SamplerSettings
+from minigpt.train.option_ranges import require
 
 FRESH_MODEL = "none"  # --checkpoint none: inspect a freshly initialised model, ignore any checkpoint
 
@@ -46,13 +47,9 @@ class CheckOptions:
         usage (ConfigError, exit 2), never a silent fall-back to a fresh model or a default file."""
         if self.fault is not None and self.fault not in FAULTS:
             raise ConfigError(f"unknown fault {self.fault!r}; choose from {', '.join(FAULTS)}")
-        if self.overfit_steps < 1:
-            raise ConfigError(f"--overfit-steps must be at least 1; found {self.overfit_steps}")
-        if self.lr_probe_steps < 10:
-            raise ConfigError(f"--lr-probe-steps must be at least 10; found {self.lr_probe_steps}")
-        lr = self.run_learning_rate
-        if lr is not None and not (lr > 0 and lr < float("inf")):
-            raise ConfigError(f"--lr must be a positive number; found {lr!r}")
+        require("--overfit-steps", self.overfit_steps)
+        require("--lr-probe-steps", self.lr_probe_steps)
+        require("--lr", self.run_learning_rate)
         ws = Workspace(self.workspace)
         fresh = isinstance(self.checkpoint, str) and self.checkpoint.strip().lower() == FRESH_MODEL
         explicit = {

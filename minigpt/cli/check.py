@@ -7,6 +7,7 @@ import argparse
 from minigpt.checks.control import CheckEvent, Finished
 from minigpt.checks.faults import FAULTS
 from minigpt.checks.flags import add_check_arguments, option_values
+from minigpt.train.option_ranges import parser_for
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -16,7 +17,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", dest="json_path", metavar="PATH", help="write the JSON report here")
     p.add_argument(
         "--check-timeout",
-        type=float,
+        type=parser_for("--check-timeout"),
         default=600.0,
         metavar="S",
         help="with --model: seconds a check may take before it is an error (default 600)",
@@ -102,10 +103,6 @@ def _run(args: argparse.Namespace) -> int:
         # os._exit() in it is an error result, never a hung or falsely green `minigpt check`
         from minigpt.checks.sandbox import run_checks_isolated
 
-        if args.check_timeout <= 0:
-            from minigpt.errors import ConfigError
-
-            raise ConfigError(f"--check-timeout must be > 0; found {args.check_timeout}")
         report = run_checks_isolated(
             options, only=_split(args.only), skip=_split(args.skip), listener=listener, timeout_s=args.check_timeout
         )

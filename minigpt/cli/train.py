@@ -13,6 +13,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from minigpt.device import DEVICE_CHOICES
+from minigpt.train.option_ranges import parser_for
 from minigpt.train.presets import PRESETS
 
 if TYPE_CHECKING:
@@ -34,8 +35,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", choices=sorted(PRESETS), default="debug", help="model shape and schedule")
     shape = p.add_argument_group("model shape (nanoGPT's names; over the preset)")
     for flag, (field, what) in SHAPE_FLAGS.items():
-        shape.add_argument(flag, type=int, dest=field, metavar="N", help=what)
-    p.add_argument("--steps", type=int, dest="max_steps", help="optimizer steps")
+        shape.add_argument(flag, type=parser_for(flag), dest=field, metavar="N", help=what)
+    p.add_argument("--steps", type=parser_for("--steps"), dest="max_steps", help="optimizer steps")
     p.add_argument(
         "--time",
         dest="time_budget",
@@ -43,15 +44,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="train for this long (8m, 90s, 1h30m): the steps are planned from measured throughput so that "
         "warm-up, decay and evaluations fit",
     )
-    p.add_argument("--lr", "--learning-rate", type=float, dest="learning_rate", help="peak learning rate")
-    p.add_argument("--batch-size", type=int, help="sequences per micro-batch")
-    p.add_argument("--grad-accum", type=int, help="micro-batches per optimizer step")
-    p.add_argument("--eval-interval", type=int, help="evaluate and save `latest` every N steps")
-    p.add_argument("--warmup-steps", type=int)
-    p.add_argument("--grad-clip", type=float, help="max global gradient norm (0 = off)")
-    p.add_argument("--dropout", type=float, help="dropout probability in [0, 1)")
+    p.add_argument("--lr", "--learning-rate", type=parser_for("--lr"), dest="learning_rate", help="peak learning rate")
+    p.add_argument("--batch-size", type=parser_for("--batch-size"), help="sequences per micro-batch")
+    p.add_argument("--grad-accum", type=parser_for("--grad-accum"), help="micro-batches per optimizer step")
+    p.add_argument(
+        "--eval-interval", type=parser_for("--eval-interval"), help="evaluate and save `latest` every N steps"
+    )
+    p.add_argument("--warmup-steps", type=parser_for("--warmup-steps"))
+    p.add_argument("--grad-clip", type=parser_for("--grad-clip"), help="max global gradient norm (0 = off)")
+    p.add_argument("--dropout", type=parser_for("--dropout"), help="dropout probability in [0, 1)")
     p.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
-    p.add_argument("--seed", type=int)
+    p.add_argument("--seed", type=parser_for("--seed"))
     p.add_argument(
         "--dtype",
         choices=DTYPE_CHOICES,
@@ -112,8 +115,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check_shape_flags(args: argparse.Namespace, overrides: dict) -> None:
-    """The model flags in the user's words: positive sizes, heads dividing the width, no shape
-    change on --resume (the checkpoint's shape is the run's). TrainConfig validates the rest."""
+    """The model flags in the user's words: heads dividing the width, no shape change on --resume
+    (the checkpoint's shape is the run's). Each flag's range is its parser's (minigpt.train.option_ranges)."""
     from minigpt.errors import ConfigError
 
     given = {FLAG_OF[k]: v for k, v in overrides.items() if k in FLAG_OF and v is not None}
@@ -122,11 +125,6 @@ def _check_shape_flags(args: argparse.Namespace, overrides: dict) -> None:
             f"--resume keeps the checkpoint's model shape; drop {', '.join(given)}",
             causes=["to train another shape, start a fresh run (the old one is archived to previous/)"],
         )
-    for flag, value in given.items():
-        if flag != "--dropout" and value < 1:
-            raise ConfigError(f"{flag} must be a positive integer; found {value}")
-    if "--dropout" in given and not 0 <= given["--dropout"] < 1:
-        raise ConfigError(f"--dropout must be in [0, 1); found {given['--dropout']}")
     preset = PRESETS[args.preset]
     width = int(overrides.get("embedding_dim") or preset["embedding_dim"])
     heads = int(overrides.get("num_heads") or preset["num_heads"])

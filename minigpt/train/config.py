@@ -13,6 +13,7 @@ import torch
 from minigpt.errors import ConfigError
 from minigpt.model.gpt import MiniGPTConfig
 from minigpt.sample.values import seed_problem
+from minigpt.train.option_ranges import FIELDS, require
 from minigpt.train.presets import PRESETS
 
 MODEL_FIELDS = {f.name for f in fields(MiniGPTConfig)} - {"vocab_size"}
@@ -91,6 +92,9 @@ class TrainConfig:
             raise ConfigError("warmup-steps and grad-clip must be >= 0, min_lr_ratio in [0, 1]")
         if self.weight_decay < 0 or not 0 <= self.beta2 < 1:
             raise ConfigError(f"weight_decay must be >= 0 and beta2 in [0, 1); found {self.weight_decay}, {self.beta2}")
+        for name, flag in FIELDS.items():  # the flags' ranges hold for a checkpoint's values too
+            if hasattr(self, name):
+                require(flag, getattr(self, name))
         self.model_config(vocab_size=1)  # shape errors (heads not dividing the width, ...) now
 
     @classmethod
