@@ -1,7 +1,8 @@
-"""Where the numeric options work, and what their limits mean: one table for every entry point
-(CLI flags, the UI's sampler fields, config files and checkpoints), read by the validators of
-`minigpt.sample.settings` and `minigpt.train.config` (the seed's range is the generators' that
-sampling and training both seed). No torch here.
+"""Where the sampler's numbers and the seed work, and what their limits mean: one table for every
+entry point that takes them (CLI flags, the UI's sampler fields, config files and checkpoints),
+read by the validators of `minigpt.sample.settings` and `minigpt.train.config` (the seed's range is
+the generators' that sampling and training both seed). The numbers of `train` and `check` are in
+`minigpt.train.option_ranges`. No torch here.
 
 - a seed is a non-negative int64: torch's generators take at most 64 bits, and the trainer adds
   the step and the rank to it;
