@@ -24,7 +24,7 @@ STEPS = 30
 
 
 def watched_nanogpt_run(root: Path, *, n_embd: int = 32) -> tuple[Path, Path]:
-    """nanoGPT's loop on its GPT (the fixture's), watched into out_dir as the README shows, and its
+    """nanoGPT's loop on its GPT (the fixture's), watched into out_dir as docs/your-loop.md shows, and its
     ckpt.pt saved there at the end: what train.py leaves in out_dir with the watch's lines added."""
     data_dir, out_dir = root / "data" / "demo_char", root / "out"
     meta = nanogpt_writer.prepare_char(demo_text()[:30_000], data_dir)

@@ -1,4 +1,4 @@
-"""nanoGPT's own train.py, watched with the README's three added lines, on the demo corpus.
+"""nanoGPT's own train.py, watched with the three lines docs/your-loop.md adds, on the demo corpus.
 
 nanoGPT is not vendored: set NANOGPT_DIR to a checkout of https://github.com/karpathy/nanoGPT (its
 train.py, model.py, configurator.py) to run these; they skip otherwise. The healthy run must be

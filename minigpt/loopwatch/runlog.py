@@ -5,7 +5,7 @@
 - `logs/grads.jsonl`: the gradients pane's records (per-parameter gradient, weight and update norms);
 - `logs/loop.jsonl`: a header (who writes: PID, script, optimizer, groups), a line per full reading
   and one for the steps between two of them (`loop_log.steps_line`) with what the loop checks read
-  (see the README), a closing or error line;
+  (docs/your-loop.md lists them), a closing or error line;
 - `logs/ranks/rank{N}.jsonl`: under DDP, each rank above 0 writes the batches it saw.
 
 Rank 0 takes the workspace lock for the whole run (the UI then names the writer) and moves an
