@@ -97,3 +97,11 @@ def test_ci_runs_exactly_the_readmes_set_up_and_test_command():
     assert steps[-1] == "python -m pytest -q --full -m slow"
     tests_section = README.split("## Tests\n", 1)[1].split("\n## ", 1)[0]
     assert steps[-1] in tests_section.split("```bash\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_metrics_schema_table_lists_every_field_of_the_record():
+    from minigpt.logs.record import FIELDS
+
+    table = _table(DOCS["workspace.md"], "| key | meaning |")
+    documented = set(re.findall(r"`([a-z_]+)`", "\n".join(line.split(" | ")[0] for line in table.splitlines())))
+    assert documented == set(FIELDS)
