@@ -142,10 +142,13 @@ class Workbench(FocusFollowingTabs):
     BLANK = BLANK_CONTAINERS  # drawn as its background (widgets/blank.py)
 
     # the page keys pressed on the tab bar (or anywhere that does not scroll itself) page the
-    # shown pane: without a mouse they are the only way to its lower half
+    # shown pane, home and end take it to its top and end: without a mouse they are the only way
+    # to its lower half
     BINDINGS = [
         Binding("pagedown", "scroll_pane('page_down')", "Page down", show=False),
         Binding("pageup", "scroll_pane('page_up')", "Page up", show=False),
+        Binding("home", "scroll_pane('scroll_top', 'scroll_home')", "Top", show=False),
+        Binding("end", "scroll_pane('scroll_bottom', 'scroll_end')", "End", show=False),
     ]
 
     def __init__(self, panes: dict[str, Widget], **kwargs) -> None:
@@ -164,9 +167,10 @@ class Workbench(FocusFollowingTabs):
         # like the rest of the stack through an instance attribute (Textual reads `self.BLANK`)
         draw_blank(self.get_child_by_type(ContentSwitcher), BLANK_CONTAINERS)
 
-    def action_scroll_pane(self, action: str) -> None:
+    def action_scroll_pane(self, *actions: str) -> None:
         """The shown pane's own scroll key: its first widget that scrolls and takes keys (a table,
-        the pane itself; never a text field) gets the focus and the key, as if it had had it."""
+        the pane itself; never a text field) gets the focus and the key, as if it had had it. The
+        first of `actions` the widget has runs (a table's top is `scroll_top`, a pane's `scroll_home`)."""
         if not self.active:
             return
         shown = self.get_pane(self.active).query("*")  # the pane and what it holds, in order
@@ -176,7 +180,7 @@ class Workbench(FocusFollowingTabs):
             return  # all of it is in view
         if target.focusable:
             target.focus()
-        run = getattr(target, f"action_{action}", None)
+        run = next((getattr(target, f"action_{a}") for a in actions if hasattr(target, f"action_{a}")), None)
         if run is not None:
             run()
 

@@ -44,6 +44,7 @@ HELP_TEXT = {
     "cycle_zoom": "zoom to the last 2000 / 500 / 100 steps",
     "toggle_previous": "overlay the newest earlier runs from previous/",
     "toggle_samples": "the run's samples by step beside the plot",
+    "scroll_pane": "on the tab bar: page the shown pane, or take it to its top / end",
 }
 # keys that are not our bindings: Textual's focus and scrolling, and what a pane does with a field
 MOVING = [
@@ -97,7 +98,8 @@ def key_rows(app: App, bindings: list[Binding]) -> list[tuple[str, str]]:
 def key_sections(app: App, panes: list[tuple[str, str]]) -> list[tuple[str, list[tuple[str, str]]]]:
     """(title, rows) for the whole app, then each of `panes` ((tab id, title), key N the Nth) on the
     main screen that has keys of its own."""
-    everywhere = key_rows(app, declared_bindings([app]))
+    workbench = list(app.screen_stack[0].query("#tabs"))  # the tab bar's own keys (workbench.Workbench)
+    everywhere = key_rows(app, declared_bindings([app, *workbench]))
     if app.ENABLE_COMMAND_PALETTE:
         palette = Binding(app.COMMAND_PALETTE_BINDING, "command_palette", key_display=app.COMMAND_PALETTE_DISPLAY)
         everywhere.append((app.get_key_display(palette), HELP_TEXT["command_palette"]))

@@ -40,3 +40,33 @@ async def test_page_down_on_the_tab_bar_pages_a_pane_built_after_the_first_frame
         # WHEN PageDown THEN its table shows a later page
         await pilot.press("pagedown")
         await wait_until(pilot, lambda: table.cursor_row > 0, 10, "the gradients table to page down")
+
+
+async def test_end_and_home_on_the_tab_bar_take_the_shown_pane_to_its_end_and_top(workspace, make_app):
+    # GIVEN the checks at 80x24 (more rows than fit) and the focus on the tab bar
+    app = make_app(workspace)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_for_report(pilot, app)
+        table = app.panes["checks"].query_one(DataTable)
+        app.query_one(Tabs).focus()
+        await wait_until(pilot, lambda: isinstance(app.focused, Tabs), 10, "the tab bar's focus")
+        # WHEN End THEN the table's last row is selected and in view
+        await pilot.press("end")
+        await wait_until(pilot, lambda: table.cursor_row == table.row_count - 1, 10, "the table's last row")
+        assert app.focused is table and table.scroll_y > 0
+        # WHEN Home on the tab bar THEN back to the first row
+        app.query_one(Tabs).focus()
+        await pilot.press("home")
+        await wait_until(pilot, lambda: table.cursor_row == 0 and table.scroll_y == 0, 10, "the table's top")
+
+
+async def test_the_help_names_the_tab_bar_paging_keys(workspace, make_app):
+    app = make_app(workspace)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for_report(pilot, app)
+        await pilot.press("question_mark")
+        await wait_until(pilot, lambda: app.screen.query("#help-keys"), 10, "the help")
+        from minigpt_tui.screens.help import key_sections
+
+        rows = dict(key_sections(app, [("checks", "Checks")]))["everywhere"]
+        assert any("pgdn" in keys and "end" in keys and "tab bar" in what for keys, what in rows)
