@@ -74,8 +74,12 @@ class TrainingDiverged(MiniGPTError):
 class WorkspaceLockedError(MiniGPTError):
     """Another process (a training run) is writing this workspace; `holder` names it."""
 
-    def __init__(self, message: str, *, path: object | None = None, holder=None, causes: list[str] | None = None):
-        self.holder = holder  # a minigpt.io.lock.LockHolder, or None when its record is unreadable
+    def __init__(
+        self, message: str, *, path: object | None = None, holder: object | None = None, causes: list[str] | None = None
+    ):
+        # a minigpt.io.lock.LockHolder, or None when its record is unreadable (typed `object`: this
+        # module is the floor minigpt.io stands on, and may not import it even for a type)
+        self.holder = holder
         super().__init__(message, path=path, causes=causes)
 
 
@@ -95,6 +99,8 @@ class FileSystemError(MiniGPTError, OSError):
     Also an `OSError`, so code that already catches `OSError` keeps working; `errno` is the OS's.
     Built by `minigpt.io.files.os_error`, which classifies by errno, never by message text."""
 
-    def __init__(self, message: str, *, path: object | None = None, errno: int | None = None, causes=None):
+    def __init__(
+        self, message: str, *, path: object | None = None, errno: int | None = None, causes: list[str] | None = None
+    ):
         super().__init__(message, path=path, causes=causes)
         self.errno = errno

@@ -7,7 +7,7 @@ Importing this package is cheap and torch-free: the metadata (`catalog`, `ordere
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from minigpt.checks.control import Cancelled, CheckRun
 from minigpt.checks.faults import FAULTS, Fault
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 _LAZY = {"CheckContext": "context", "run_checks": "engine", "resolve_selection": "engine"}
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 

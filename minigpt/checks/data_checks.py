@@ -3,6 +3,7 @@ neither repeat train's text nor use tokens train never shows (the batches cut fr
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -196,7 +197,7 @@ def split_vocabulary(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     return f"every {unit[:-1]} of {' and '.join(held_out)} occurs in train", values
 
 
-def _runs(text: str):
+def _runs(text: str) -> Iterator[str]:
     run = ""
     for c in text:
         run = run + c if run and run[-1] == c else c

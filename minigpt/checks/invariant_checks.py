@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -36,7 +37,7 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
 # -- shared_modules ----------------------------------------------------------------------------
 
 
-def _groups(named) -> list[list[str]]:
+def _groups(named: Iterable[tuple[str, object]]) -> list[list[str]]:
     """Paths that name the same object, for every object named more than once."""
     paths: dict[int, list[str]] = defaultdict(list)
     for name, obj in named:

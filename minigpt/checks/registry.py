@@ -114,7 +114,7 @@ def _validate(infos: list[CheckInfo]) -> dict[str, CheckInfo]:
     return out
 
 
-def _literal(node: ast.expr, where: str):
+def _literal(node: ast.expr, where: str) -> Any:
     try:
         return ast.literal_eval(node)
     except ValueError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from minigpt.checks.result import SCHEMA_VERSION, Report, _jsonable
 from minigpt.errors import DataError
@@ -13,7 +14,7 @@ from minigpt.io.files import os_error, stat_input
 MAX_REPORT_BYTES = 64 * 2**20  # a report of every check with its values is a few hundred KB
 
 
-def _value(report: Report, check_id: str, key: str):
+def _value(report: Report, check_id: str, key: str) -> Any:
     result = report.by_id().get(check_id)
     return None if result is None else result.values.get(key)
 

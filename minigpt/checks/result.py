@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 # the colour of each status (rich style names, but plain strings: this module imports no UI code);
 # the CLI and the terminal UI both read it
@@ -61,7 +63,7 @@ class CheckResult:
         }
 
 
-def _jsonable(value):
+def _jsonable(value: object) -> Any:
     """Plain JSON values only: tensors never reach here, non-finite floats become strings."""
     if isinstance(value, float):
         return value if math.isfinite(value) else str(value)
@@ -77,7 +79,15 @@ def _jsonable(value):
 class Outcome(Exception):
     """Raised inside a check to end it early with a status (keeps check bodies flat)."""
 
-    def __init__(self, status: Status, summary: str, *, causes=(), fixes=(), values=None):
+    def __init__(
+        self,
+        status: Status,
+        summary: str,
+        *,
+        causes: Iterable[str] = (),
+        fixes: Iterable[str] = (),
+        values: Mapping[str, Any] | None = None,
+    ) -> None:
         super().__init__(summary)
         self.status, self.summary = status, summary
         self.causes, self.fixes, self.values = list(causes), list(fixes), dict(values or {})

@@ -31,6 +31,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import BinaryIO
 
 from minigpt.checks.control import CheckEvent, Finished, Listener, Started
 from minigpt.checks.options import CheckOptions
@@ -92,7 +93,7 @@ def _read_events(fd: int, events: queue.Queue) -> None:
     events.put(("eof", None))
 
 
-def _read_exactly(pipe, n: int) -> bytes | None:
+def _read_exactly(pipe: BinaryIO, n: int) -> bytes | None:
     chunks, left = [], n
     while left:
         chunk = pipe.read(left)

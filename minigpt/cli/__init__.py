@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 # first, before any slow import: SIGINT is held back while the command's modules load (see startup)
 from minigpt.cli.startup import preload, sigint_held
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
-def _fd_identity(stream) -> tuple[int, int] | None:
+def _fd_identity(stream: TextIO) -> tuple[int, int] | None:
     """(device, inode) of what `stream`'s descriptor is, or None (no descriptor, or it is /dev/null)."""
     try:
         st = os.fstat(stream.fileno())

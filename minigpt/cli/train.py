@@ -10,15 +10,17 @@ with DistributedDataParallel and only rank 0 prints, logs and saves.
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from minigpt.device import DEVICE_CHOICES
 from minigpt.train.option_ranges import parser_for
 from minigpt.train.presets import PRESETS
 
 if TYPE_CHECKING:
+    from minigpt.model.gpt import MiniGPTConfig
     from minigpt.train.config import TrainConfig
     from minigpt.train.distributed import World
+    from minigpt.train.trainer import Trainer
 
 DTYPE_CHOICES = ("float32", "bfloat16", "float16")  # minigpt.train.trainer.DTYPES, without importing torch
 # nanoGPT's model flags -> TrainConfig's fields
@@ -136,14 +138,15 @@ def _check_shape_flags(args: argparse.Namespace, overrides: dict) -> None:
         )
 
 
-def _shape_line(trainer) -> str:
+def _shape_line(trainer: Trainer) -> str:
     """What is trained, in nanoGPT's words, with the memory estimate the trainer checked it against."""
     from minigpt.io.files import describe_size
     from minigpt.model.memory import estimate_memory
 
+    assert trainer.state is not None  # on_start fires once the run's state exists
     cfg, model = trainer.cfg, trainer.state.model
     params = sum(p.numel() for p in model.parameters())
-    peak = estimate_memory(model.config, cfg.batch_size, training=True)
+    peak = estimate_memory(cast("MiniGPTConfig", model.config), cfg.batch_size, training=True)  # the trainer's MiniGPT
     return (
         f"n_layer {cfg.num_layers}, n_head {cfg.num_heads}, n_embd {cfg.embedding_dim}, block_size "
         f"{cfg.block_size}, dropout {cfg.dropout:g}; batch_size {cfg.batch_size}; {params:,} parameters, "

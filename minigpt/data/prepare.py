@@ -25,6 +25,7 @@ from minigpt.data.corpus import (
     SPLIT_FRACTIONS,
     SPLIT_POLICY,
     LineStarts,
+    SourcePlan,
     TextSource,
     choose_cuts,
     empty_corpus,
@@ -225,7 +226,7 @@ def _stage(report: Progress, stage: str, lo: float, hi: float, done: int, total:
     return lambda k: report(stage, min(hi, lo + (hi - lo) * (done + k) / max(1, total)))
 
 
-def _whole(plan) -> TextSource:
+def _whole(plan: SourcePlan) -> TextSource:
     assert plan.whole is not None  # open_source sets per_split or whole
     return plan.whole
 

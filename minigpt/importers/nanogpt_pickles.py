@@ -7,6 +7,7 @@ import io
 import os
 import pickle
 from pathlib import Path
+from typing import NoReturn
 
 from minigpt.errors import DataError
 from minigpt.io.files import stat_input
@@ -38,7 +39,7 @@ class _PlainDataUnpickler(pickle.Unpickler):
         super().__init__(file)
         self._path = path
 
-    def find_class(self, module: str, name: str):
+    def find_class(self, module: str, name: str) -> NoReturn:
         raise UnsafePickleError(self._path, f"{module}.{name}")
 
 

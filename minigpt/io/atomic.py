@@ -183,7 +183,7 @@ class _WriteRecorder:
         self.fh = fh
         self.error: OSError | None = None
 
-    def write(self, data) -> int:
+    def write(self, data: bytes) -> int:
         try:
             return self.fh.write(data)
         except OSError as exc:

@@ -181,7 +181,7 @@ class WorkspaceLock:
     def __enter__(self) -> WorkspaceLock:
         return self
 
-    def __exit__(self, exc_type, *exc) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
         self.release(discard=exc_type is not None)
 
 

@@ -20,8 +20,14 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from minigpt.sample.settings import SamplerSettings
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from minigpt.data.tokenizer import CharTokenizer
 
 SAMPLE_PROMPT = "The "
 SAMPLE_SETTINGS = SamplerSettings(temperature=0.8, max_new_tokens=160, seed=0)
@@ -45,7 +51,7 @@ def sample_prompt(stoi: Iterable[str]) -> str:
     return prompt or next(iter(sorted(known)), "")
 
 
-def draw_sample(model, tokenizer) -> tuple[str, str]:
+def draw_sample(model: nn.Module, tokenizer: CharTokenizer) -> tuple[str, str]:
     """(prompt, text): `SAMPLE_SETTINGS.max_new_tokens` characters after the fixed prompt."""
     from minigpt.sample.generate import generate
 

@@ -34,6 +34,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from minigpt.errors import DataError
 from minigpt.logs.metrics import MetricPoint, MetricPoints, MetricsLog
@@ -222,7 +223,7 @@ def _tag_in(folder: str | None, tag: str) -> str:
     return folder if folder.startswith(f"{tag}_") else f"{folder}/{tag}"
 
 
-def _scalar(value) -> float | None:
+def _scalar(value: Any) -> float | None:  # a Summary.Value protobuf from TensorBoard's reader
     if value.HasField("simple_value"):
         return float(value.simple_value)
     if value.HasField("tensor") and value.tensor.float_val:  # add_scalar(new_style=True) / tf.summary

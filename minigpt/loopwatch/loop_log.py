@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -140,7 +141,7 @@ def expand_steps(record: dict) -> list[dict] | None:
     return out
 
 
-def _records(path: Path, log: LoopLog):
+def _records(path: Path, log: LoopLog) -> Iterator[dict[str, Any]]:
     with open(path, "rb") as fh:
         for line in fh:
             if len(line) > MAX_LINE or not line.endswith(b"\n"):

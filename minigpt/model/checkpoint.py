@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 import torch.nn as nn
 
+from minigpt.data.tokenizer_api import Tokenizer
 from minigpt.errors import CheckpointError, ConfigError, ModelSpecError
 from minigpt.io.atomic import atomic_torch_save
 from minigpt.io.torch_files import TorchFileKind, load_torch_file
@@ -209,7 +210,7 @@ def load_checkpoint(
     path: str | os.PathLike,
     device: str | torch.device = "cpu",
     *,
-    tokenizer=None,
+    tokenizer: Tokenizer | None = None,
     model_factory: ModelFactory | None = None,
     data: dict | None = None,
 ) -> LoadedCheckpoint:

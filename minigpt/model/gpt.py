@@ -56,7 +56,9 @@ class KVCache:
     Left uninitialised (`torch.empty`): attention reads only the first `length` positions, each
     written before it is read, and zero-filling every layer cost more than a short generation."""
 
-    def __init__(self, config: MiniGPTConfig, batch_size: int, device, dtype=torch.float32):
+    def __init__(
+        self, config: MiniGPTConfig, batch_size: int, device: str | torch.device, dtype: torch.dtype = torch.float32
+    ) -> None:
         head_dim = config.embedding_dim // config.num_heads
         shape = (batch_size, config.num_heads, config.block_size, head_dim)
         self.keys = [torch.empty(shape, device=device, dtype=dtype) for _ in range(config.num_layers)]
@@ -194,7 +196,7 @@ class MiniGPT(nn.Module):
         elif isinstance(module, nn.Embedding):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
-    def make_cache(self, batch_size: int, device=None) -> KVCache:
+    def make_cache(self, batch_size: int, device: str | torch.device | None = None) -> KVCache:
         device = device or self.token_embedding.weight.device
         return KVCache(self.config, batch_size, device, self.token_embedding.weight.dtype)
 

@@ -149,7 +149,9 @@ class GPT(nn.Module):
 
     _init_weights = staticmethod(MiniGPT._init_weights)  # GPT-2's init, as nanoGPT and our MiniGPT use
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+    def forward(
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         b, t = idx.size()
         if t > self.config.block_size:
             raise ValueError(f"Cannot forward sequence of length {t}, block size is only {self.config.block_size}")

@@ -98,7 +98,7 @@ class TrainConfig:
         self.model_config(vocab_size=1)  # shape errors (heads not dividing the width, ...) now
 
     @classmethod
-    def from_preset(cls, name: str, **overrides) -> TrainConfig:
+    def from_preset(cls, name: str, **overrides: Any) -> TrainConfig:  # field values; None: not given
         if name not in PRESETS:
             raise ConfigError(f"unknown preset {name!r}; choose from {sorted(PRESETS)}")
         preset: dict[str, Any] = PRESETS[name]
