@@ -24,6 +24,7 @@ import pickle
 import pickletools
 import struct
 import zipfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -257,34 +258,34 @@ class _Stub:
     name, refused = "", False
     parts: list
 
-    def __new__(cls, *args, **kwargs):
+    def __new__(cls, *args: object, **kwargs: object) -> _Stub:
         obj = object.__new__(cls)
         obj.parts = [args, kwargs]
         return obj
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: object) -> None:
         self.parts.append(state)
 
-    def __setitem__(self, key, value):
+    def __setitem__(self, key: object, value: object) -> None:
         self.parts.append({key: value})
 
-    def append(self, value):
+    def append(self, value: object) -> None:
         self.parts.append(value)
 
-    def extend(self, values):
+    def extend(self, values: Iterable[object]) -> None:
         self.parts.extend(values)
 
 
 class _LocatingUnpickler(pickle.Unpickler):
-    def __init__(self, file, refused: set[str]):
+    def __init__(self, file: IO[bytes], refused: set[str]):
         super().__init__(file)
         self.refused = refused
 
-    def find_class(self, module: str, name: str):
+    def find_class(self, module: str, name: str) -> type[_Stub]:
         full = f"{module}.{name}"
         return type("Stub", (_Stub,), {"name": full, "refused": full in self.refused})
 
-    def persistent_load(self, pid):  # tensor storages: not needed to find the keys
+    def persistent_load(self, pid: object) -> None:  # tensor storages: not needed to find the keys
         return None
 
 

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
 from pathlib import Path
+from typing import Protocol, overload
 
 from minigpt.errors import DataError
 from minigpt.io.files import os_error, stat_input
@@ -107,7 +108,11 @@ class MetricPoints(Sequence[MetricPoint]):
     def _point(self, i: int) -> MetricPoint:
         return MetricPoint(self._steps[i], *[c[i] if p[i] else None for c, p in zip(self._columns, self._present)])
 
-    def __getitem__(self, index):
+    @overload
+    def __getitem__(self, index: int) -> MetricPoint: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[MetricPoint]: ...
+    def __getitem__(self, index: int | slice) -> MetricPoint | list[MetricPoint]:
         if isinstance(index, slice):
             return [self._point(i) for i in range(*index.indices(len(self)))]
         if index < 0:
@@ -384,7 +389,14 @@ def _plain_columns(lines: list[bytes]) -> tuple[list[int], list[list]] | None:
     return steps, [list(map(dict.get, records, repeat(name))) for name in _FIELDS]
 
 
-def count_bad(log, lineno: int) -> None:
+class CountsBadLines(Protocol):
+    """What counts unreadable lines: a `MetricsLog`, or a follower of a growing log."""
+
+    bad_lines: int
+    bad_line_numbers: list[int]
+
+
+def count_bad(log: CountsBadLines, lineno: int) -> None:
     """Count a line that is not a record (its number kept, the first few)."""
     log.bad_lines += 1
     if len(log.bad_line_numbers) < MAX_BAD_LINE_NUMBERS:

@@ -200,7 +200,7 @@ def to_host(records: list[dict]) -> list[dict]:
     plain = {int, float, bool, str, type(None)}  # most values: nothing to look into (checked inline,
     # not by a call each: a flush holds thousands of them, parameter names and shapes among them)
 
-    def collect(value):
+    def collect(value: object) -> None:
         items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
         for v in items:
             if type(v) in plain:
@@ -223,7 +223,7 @@ def to_host(records: list[dict]) -> list[dict]:
             host[id(t)] = flat[i] if t.dim() == 0 else flat[i : i + n]
             i += n
 
-    def convert(value):
+    def convert(value: object) -> Any:
         if isinstance(value, torch.Tensor):
             return host[id(value)]
         if isinstance(value, dict):

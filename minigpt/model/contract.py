@@ -50,7 +50,7 @@ def config_value(model: nn.Module, name: str) -> int:
     return int(value)  # type: ignore[call-overload]
 
 
-def unpack(out) -> tuple[torch.Tensor, torch.Tensor | None]:
+def unpack(out: object) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(logits, loss) from whatever forward returned."""
     if isinstance(out, torch.Tensor):
         return out, None

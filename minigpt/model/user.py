@@ -15,12 +15,16 @@ import importlib.util
 import inspect
 import sys
 import traceback
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from minigpt.errors import ModelSpecError
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 @dataclass
@@ -49,7 +53,7 @@ class ModelSpec:
         fields = self.config_fields
         return {k: v for k, v in data.items() if fields is None or k in fields}
 
-    def factory(self, config: dict):
+    def factory(self, config: dict) -> nn.Module:
         # the built-in class a checkpoint names for itself (an imported nanoGPT run) is not a field
         config = {k: v for k, v in config.items() if k != "model_class"}
         try:
@@ -76,7 +80,7 @@ class ModelSpec:
         return _config_fields(self.config_cls)
 
 
-def _config_fields(cls) -> list[str] | None:
+def _config_fields(cls: type) -> list[str] | None:
     if dataclasses.is_dataclass(cls):
         return [f.name for f in dataclasses.fields(cls)]
     try:
@@ -94,7 +98,7 @@ def _last_user_frame(exc: BaseException) -> str:
     return f"raised at {f.filename}:{f.lineno} ({f.line})"
 
 
-def _import_module(target: str, spec: str):
+def _import_module(target: str, spec: str) -> types.ModuleType:
     if target.endswith(".py") or "/" in target or "\\" in target:
         path = Path(target).expanduser().resolve()
         if not path.is_file():

@@ -18,12 +18,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import torch
+import torch.nn as nn
 import torch.nn.functional as F
 
+from minigpt.data.tokenizer_api import Tokenizer
 from minigpt.errors import SamplerSettingsError
 from minigpt.model.contract import ModelContractError, config_value, unpack
+from minigpt.model.gpt import MiniGPT
 from minigpt.sample.settings import SamplerSettings, unusual_settings, validate  # noqa: F401  (re-exported)
 from minigpt.sample.values import is_greedy
 
@@ -39,12 +43,14 @@ class Stage:
     survivors: int  # tokens with non-zero probability after this stage
 
 
-def _as_context(context_ids, logits: torch.Tensor) -> torch.Tensor:
+def _as_context(context_ids: Sequence[int] | torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
     ids = torch.as_tensor(context_ids, dtype=torch.long, device=logits.device)
     return ids.reshape(1, -1) if ids.dim() == 1 else ids
 
 
-def apply_repetition_penalty(logits: torch.Tensor, context_ids, penalty: float) -> torch.Tensor:
+def apply_repetition_penalty(
+    logits: torch.Tensor, context_ids: Sequence[int] | torch.Tensor, penalty: float
+) -> torch.Tensor:
     """HF penalty on each distinct token of `context_ids` (`[T]`, or `[B, T]` for `[B, V]` logits)."""
     if penalty == 1.0 or len(context_ids) == 0:
         return logits
@@ -87,7 +93,9 @@ def apply_top_p(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     return logits.masked_fill(drop, float("-inf"))
 
 
-def filter_logits(logits: torch.Tensor, context_ids, settings: SamplerSettings) -> torch.Tensor:
+def filter_logits(
+    logits: torch.Tensor, context_ids: Sequence[int] | torch.Tensor, settings: SamplerSettings
+) -> torch.Tensor:
     """All four stages in the documented order."""
     logits = apply_repetition_penalty(logits, context_ids, settings.repetition_penalty)
     logits = apply_temperature(logits, settings.temperature)
@@ -95,7 +103,9 @@ def filter_logits(logits: torch.Tensor, context_ids, settings: SamplerSettings) 
     return apply_top_p(logits, settings.top_p)
 
 
-def filter_stages(logits_1d: torch.Tensor, context_ids, settings: SamplerSettings) -> list[Stage]:
+def filter_stages(
+    logits_1d: torch.Tensor, context_ids: Sequence[int] | torch.Tensor, settings: SamplerSettings
+) -> list[Stage]:
     """The next-token distribution before any filter ("model") and after each stage."""
     validate(settings, logits_1d.shape[-1])
     steps: list[tuple[str, Callable[[torch.Tensor], torch.Tensor]]] = [
@@ -113,7 +123,7 @@ def filter_stages(logits_1d: torch.Tensor, context_ids, settings: SamplerSetting
     return stages
 
 
-def encode_prompt(tokenizer, prompt: str) -> list[int]:
+def encode_prompt(tokenizer: Tokenizer, prompt: str) -> list[int]:
     """Encode before generating, so missing characters are reported up front (UnknownCharactersError)."""
     if not prompt:
         raise SamplerSettingsError(
@@ -123,7 +133,7 @@ def encode_prompt(tokenizer, prompt: str) -> list[int]:
     return tokenizer.encode(prompt)
 
 
-def _model_device(model) -> torch.device:
+def _model_device(model: nn.Module) -> torch.device:
     param = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
     return param.device if param is not None else torch.device("cpu")
 
@@ -133,7 +143,7 @@ def _model_device(model) -> torch.device:
 # watch samples from the user's model in the middle of their run
 @torch.no_grad()
 def generate(
-    model,
+    model: nn.Module,
     ids: Sequence[int],
     settings: SamplerSettings,
     *,
@@ -165,7 +175,8 @@ def generate(
         generator = torch.Generator(device=device)
         generator.manual_seed(settings.seed)
     tokens, new = list(ids), []
-    cache = model.make_cache(1) if use_cache and getattr(model, "supports_kv_cache", False) else None
+    # only a model that says it supports the cache (our MiniGPT) is asked for one
+    cache = cast(MiniGPT, model).make_cache(1) if use_cache and getattr(model, "supports_kv_cache", False) else None
     was_training = model.training
     model.eval()
     try:
