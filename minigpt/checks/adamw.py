@@ -10,6 +10,7 @@ steps on a debug-size model, where these few lines are as fast. A test compares 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 import torch
 
@@ -17,13 +18,13 @@ import torch
 class AdamW:
     def __init__(
         self,
-        params,
+        params: Iterable[torch.Tensor],
         lr: float = 1e-3,
         betas: tuple[float, float] = (0.9, 0.999),
         eps: float = 1e-8,
         weight_decay: float = 0.01,
         decay_1d: bool = True,  # False: no decay on biases, norm weights, other 1-D parameters (as training does)
-    ):
+    ) -> None:
         self.params = [p for p in params if p.requires_grad]
         self.lr, self.betas, self.eps, self.weight_decay = lr, betas, eps, weight_decay
         self.decay_1d = decay_1d

@@ -13,7 +13,7 @@ from minigpt.checks.result import Outcome, Status
 DEBUG_BATCH_SIZE = 8  # rows per batch in the batch and model checks
 
 
-def block_size(ctx) -> int:
+def block_size(ctx: CheckContext) -> int:
     """The context length of the model the checks build (its config's, else 32)."""
     from minigpt.model.contract import config_lookup
 
@@ -21,7 +21,7 @@ def block_size(ctx) -> int:
     return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 32
 
 
-def model_vocab(ctx) -> int:
+def model_vocab(ctx: CheckContext) -> int:
     """How many logits the model gives each position: the tokenizer's size, or the config's
     vocab_size where that is larger (a vocabulary padded to a round number, as nanoGPT pads GPT-2's
     50257 to 50304; the rows past the tokenizer are never targets)."""
@@ -34,7 +34,7 @@ def model_vocab(ctx) -> int:
     return vocab
 
 
-def check_shape(ctx) -> tuple[int, int, int]:
+def check_shape(ctx: CheckContext) -> tuple[int, int, int]:
     """(B, T, V) of the model checks' batches: T is kept apart from V so [B, T, V] and [B, V, T] differ."""
     vocab = model_vocab(ctx)
     T = block_size(ctx)

@@ -407,7 +407,9 @@ class CheckContext:
         )
 
     # -- batches ----------------------------------------------------------------------------
-    def batch(self, batch_size: int, block_size: int, split: str = "train", seed: int | None = None):
+    def batch(
+        self, batch_size: int, block_size: int, split: str = "train", seed: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         gen = torch.Generator().manual_seed(self.options.seed if seed is None else seed)
         x, y = get_batch(self.splits[split], batch_size, block_size, self.device, gen)
         return self.fault.batch(x, y) if self.fault else (x, y)

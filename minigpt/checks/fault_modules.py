@@ -14,7 +14,7 @@ class AlwaysOnDropout(nn.Module):
         super().__init__()
         self.p = p
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.dropout(x, self.p, training=True)  # the bug: ignores self.training
 
 
@@ -26,7 +26,9 @@ class OutputFault(nn.Module):
         self.inner, self.kind = inner, kind
         self.config = getattr(inner, "config", None)
 
-    def forward(self, idx, targets=None):
+    def forward(
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         logits, loss = call(self.inner, idx, targets)
         if self.kind == "transposed_logits":
             return logits.transpose(1, 2), loss  # (B, V, T)
@@ -46,7 +48,9 @@ class LooseBias(nn.Module):
         self.config = getattr(inner, "config", None)
         self.logit_bias = torch.randn(vocab_size) * 0.5  # the bug: a plain tensor attribute
 
-    def forward(self, idx, targets=None):
+    def forward(
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         logits, _ = call(self.inner, idx, targets)
         logits = logits + self.logit_bias.to(logits.device)
         loss = None
@@ -55,6 +59,6 @@ class LooseBias(nn.Module):
         return logits, loss
 
 
-def mix_rows(_module: nn.Module, _inputs, output: torch.Tensor) -> torch.Tensor:
+def mix_rows(_module: nn.Module, _inputs: tuple[object, ...], output: torch.Tensor) -> torch.Tensor:
     """A forward hook that adds the batch mean to every row: rows of a batch see each other."""
     return output + output.mean(dim=0, keepdim=True)

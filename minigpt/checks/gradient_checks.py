@@ -96,7 +96,7 @@ def gradients(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     ), values
 
 
-def _embedding_rows(ctx, model: torch.nn.Module, x: torch.Tensor, values: dict) -> None:
+def _embedding_rows(ctx: CheckContext, model: torch.nn.Module, x: torch.Tensor, values: dict) -> None:
     """Every token the batch holds must have an input-embedding row that can learn: looked up with
     its own ID (not clamped, wrapped or remapped onto another row) and not the embedding's
     padding_idx (whose row F.embedding never updates). A tied head hides both from the gradient

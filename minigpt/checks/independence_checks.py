@@ -167,7 +167,7 @@ def _gradient_leak(model: nn.Module, emb: nn.Module, x: torch.Tensor, V: int) ->
     """d(logits at t) / d(embedding at s > t) must be zero; return the first t where it is not."""
     captured: dict[str, torch.Tensor] = {}
 
-    def hook(_m, _inp, out):
+    def hook(_m: nn.Module, _inp: tuple[object, ...], out: torch.Tensor) -> torch.Tensor:
         if out.requires_grad:
             out.retain_grad()
         else:  # a frozen embedding: what the logits depend on is measured all the same

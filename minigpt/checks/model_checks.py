@@ -174,7 +174,7 @@ def loss_matches_logits(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     )
 
 
-def _raise_unscored(ctx, dropped: dict, y: torch.Tensor, values: dict) -> None:
+def _raise_unscored(ctx: CheckContext, dropped: dict, y: torch.Tensor, values: dict) -> None:
     """A class of targets that never trains (the loss can be within a hair of the full mean)."""
     classes = dropped["classes_never_scored"]
     shown = ", ".join(f"{ctx.tokenizer.decode([c])!r} (ID {c})" for c in classes[:6])
@@ -198,7 +198,7 @@ def _loss_fixes(model: nn.Module, matches: list[str]) -> list[str]:
     return ["loss = F.cross_entropy(logits.view(-1, V), targets.view(-1)) on raw logits and the shifted targets"]
 
 
-def _hf_loss_matches(model: nn.Module, x: torch.Tensor, V: int):
+def _hf_loss_matches(model: nn.Module, x: torch.Tensor, V: int) -> CheckReturn:
     """A Hugging Face model's loss is asked for with labels=input_ids and shifts them inside: its
     loss must be the cross-entropy of logits[:, :-1] against input_ids[:, 1:]."""
     with torch.no_grad():

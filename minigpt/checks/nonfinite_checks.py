@@ -3,6 +3,8 @@ output holds NaN or +inf (also used by the overfit check when its loss blows up)
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn as nn
 
@@ -20,8 +22,8 @@ def localise_nonfinite(model: nn.Module, x: torch.Tensor, y: torch.Tensor | None
     found: list[tuple[str, str]] = []
     handles = []
 
-    def make_hook(name: str):
-        def hook(module, _inp, out):
+    def make_hook(name: str) -> Callable[[nn.Module, tuple[object, ...], object], None]:
+        def hook(module: nn.Module, _inp: tuple[object, ...], out: object) -> None:
             if found:
                 return
             tensors = (

@@ -6,11 +6,15 @@ from __future__ import annotations
 import dataclasses
 import statistics
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from minigpt.checks.result import Outcome, Status
 from minigpt.io.workspace import Workspace
 from minigpt.logs.curve_advice import RunSettings
 from minigpt.loopwatch.loop_log import LoopLog, read_loop_log
+
+if TYPE_CHECKING:
+    from minigpt.checks.context import CheckContext
 
 WATCH_HINT = "add `watch = minigpt.watch(model, optimizer, workspace=RUN)` to your training loop"
 MIN_STEPS = 3  # steps a check needs before it says anything
@@ -33,7 +37,7 @@ def read_watched(ws: Workspace) -> LoopLog | None:
     return _cache[key]
 
 
-def watched_loop(ctx, need_steps: int = MIN_STEPS, *, forwards: bool = False) -> LoopLog:
+def watched_loop(ctx: CheckContext, need_steps: int = MIN_STEPS, *, forwards: bool = False) -> LoopLog:
     """The watched loop of the checks' workspace (`read_watched`: the loop checks all read it); skips
     the calling check when there is none or it has fewer than `need_steps` steps, and, for a check
     that judges forwards (`forwards`), when the watched module never ran one."""
@@ -60,7 +64,7 @@ NO_FORWARD = (
 )
 
 
-def loop_values(log: LoopLog, **more) -> dict:
+def loop_values(log: LoopLog, **more: object) -> dict:
     return {"writer": log.writer(), "steps": len(log.steps), "last_step": log.last_step, **more}
 
 
