@@ -52,12 +52,12 @@ class Fault:
 
 
 class _NoShift(Fault):
-    def batch(self, x, y):
+    def batch(self, x: Any, y: Any) -> tuple[Any, Any]:
         return x, x.clone()  # the bug: targets are the inputs themselves
 
 
 class _OutOfRangeToken(Fault):
-    def splits(self, splits, vocab_size):
+    def splits(self, splits: dict, vocab_size: int) -> tuple[dict, str | None]:
         bad = splits["train"].clone().long()
         pos = bad.numel() // 2
         bad[pos] = vocab_size
@@ -65,7 +65,7 @@ class _OutOfRangeToken(Fault):
 
 
 class _ValCopiesTrain(Fault):
-    def splits(self, splits, vocab_size):
+    def splits(self, splits: dict, vocab_size: int) -> tuple[dict, str | None]:
         if "val" not in splits:
             return splits, "no val split to replace"
         n = min(splits["val"].numel(), splits["train"].numel())
@@ -73,13 +73,13 @@ class _ValCopiesTrain(Fault):
 
 
 class _NoCausalMask(Fault):
-    def refuse_for_user_model(self):
+    def refuse_for_user_model(self) -> str | None:
         return (
             "--inject no_causal_mask needs the built-in MiniGPT's attention (a `causal` attribute); "
             "it cannot be injected into --model"
         )
 
-    def model(self, model, *, fresh):
+    def model(self, model: Any, *, fresh: bool) -> tuple[Any, str | None]:
         flagged = [m for m in model.modules() if hasattr(m, "causal")]
         if not flagged:
             raise ConfigError(self.refuse_for_user_model() or "")
@@ -89,12 +89,12 @@ class _NoCausalMask(Fault):
 
 
 class _LrTooHigh(Fault):
-    def learning_rate(self, default):
+    def learning_rate(self, default: float) -> float:
         return 0.1
 
 
 class _FrozenParameters(Fault):
-    def model(self, model, *, fresh):
+    def model(self, model: Any, *, fresh: bool) -> tuple[Any, str | None]:
         if not fresh:
             return model, None
         target = middle_weight_name(model).rsplit(".", 1)[0]
@@ -106,8 +106,8 @@ class _FrozenParameters(Fault):
 
 
 class _WrongArchitecture(Fault):
-    def checkpoint_factory(self, factory):
-        def wider(cfg: dict):
+    def checkpoint_factory(self, factory: Callable[[dict], Any]) -> Callable[[dict], Any]:
+        def wider(cfg: dict) -> Any:
             changed = dict(cfg)
             key = (
                 "embedding_dim"
@@ -121,7 +121,7 @@ class _WrongArchitecture(Fault):
 
 
 class _DropoutOn(Fault):
-    def model(self, model, *, fresh):
+    def model(self, model: Any, *, fresh: bool) -> tuple[Any, str | None]:
         import torch.nn as nn
 
         from minigpt.checks.fault_modules import AlwaysOnDropout
@@ -136,7 +136,7 @@ class _DropoutOn(Fault):
 
 
 class _OutputFault(Fault):
-    def model(self, model, *, fresh):
+    def model(self, model: Any, *, fresh: bool) -> tuple[Any, str | None]:
         if not fresh:
             return model, None
         from minigpt.checks.fault_modules import OutputFault
@@ -145,7 +145,7 @@ class _OutputFault(Fault):
 
 
 class _NanWeight(Fault):
-    def model(self, model, *, fresh):
+    def model(self, model: Any, *, fresh: bool) -> tuple[Any, str | None]:
         import torch
 
         name = middle_weight_name(model)
@@ -155,7 +155,7 @@ class _NanWeight(Fault):
 
 
 class _SharedLayers(Fault):
-    def model(self, model, *, fresh):
+    def model(self, model: Any, *, fresh: bool) -> tuple[Any, str | None]:
         import torch.nn as nn
 
         if not fresh:
@@ -169,7 +169,7 @@ class _SharedLayers(Fault):
 
 
 class _LooseTensor(Fault):
-    def model(self, model, *, fresh):
+    def model(self, model: Any, *, fresh: bool) -> tuple[Any, str | None]:
         import torch.nn as nn
 
         if not fresh:
@@ -184,7 +184,7 @@ class _LooseTensor(Fault):
 
 
 class _RowsMixed(Fault):
-    def model(self, model, *, fresh):
+    def model(self, model: Any, *, fresh: bool) -> tuple[Any, str | None]:
         import torch.nn as nn
 
         from minigpt.checks.fault_modules import mix_rows
@@ -199,7 +199,7 @@ class _RowsMixed(Fault):
 
 
 class _KeepProbDropout(Fault):
-    def model(self, model, *, fresh):
+    def model(self, model: Any, *, fresh: bool) -> tuple[Any, str | None]:
         import torch.nn as nn
 
         changed = 0

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
@@ -19,6 +21,9 @@ from minigpt.checks.watched import watch_settings
 from minigpt.errors import MiniGPTError
 from minigpt.logs.metrics import MetricPoint, MetricPoints, MetricsLog
 from minigpt.logs.perplexity import perplexity, perplexity_text
+
+if TYPE_CHECKING:
+    from minigpt.logs.curve_rules import CurveDiagnosis
 
 # A healthy model memorises one fixed batch: its loss must end below this fraction of log(V).
 # Far below the baseline, not merely below the initial loss: a loss computed on probabilities
@@ -238,7 +243,7 @@ def step_words(step: int | None) -> str:
     return "no training step saved with the weights" if step is None else f"step {step}"
 
 
-def _nanogpt_stdout(path) -> MetricsLog | None:
+def _nanogpt_stdout(path: Path) -> MetricsLog | None:
     """nanoGPT's stdout (`python train.py | tee train.log`) as a metrics log, with a note naming the
     import that writes it as logs/metrics.jsonl; None when the file holds no nanoGPT line."""
     from minigpt.importers.nanogpt_log import read_nanogpt_log
@@ -272,6 +277,6 @@ def _unigram_entropy(ctx: CheckContext, vocab_size: int) -> float:
     return float(-(probs * probs.log()).sum())
 
 
-def _curve_summary(diagnosis) -> str:
+def _curve_summary(diagnosis: CurveDiagnosis) -> str:
     prefix = f"{diagnosis.shape}:"
     return diagnosis.summary if diagnosis.summary.startswith(prefix) else f"{prefix} {diagnosis.summary}"

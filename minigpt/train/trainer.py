@@ -20,6 +20,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import IO
 
 import torch
 
@@ -76,7 +77,7 @@ class Trainer:
             raise ValueError(f"unknown event {event!r}; expected one of {self.EVENTS}")
         self.callbacks[event].append(fn)
 
-    def _fire(self, event: str, *args) -> None:
+    def _fire(self, event: str, *args: object) -> None:
         for fn in self.callbacks[event]:
             fn(*args)
 
@@ -85,7 +86,7 @@ class Trainer:
         self.stop_requested = True
 
     @torch.no_grad()
-    def evaluate(self, model, splits: dict[str, torch.Tensor]) -> dict[str, float]:
+    def evaluate(self, model: torch.nn.Module, splits: dict[str, torch.Tensor]) -> dict[str, float]:
         """Mean loss over `eval_batches * batch_size` windows per split, a few large forward passes
         instead of one per batch (the same windows at every evaluation)."""
         model.eval()
@@ -251,7 +252,7 @@ class Trainer:
 
     # --- one optimizer step ---
 
-    def _train_step(self, st: RunState, log) -> MetricsRecord:
+    def _train_step(self, st: RunState, log: IO[str]) -> MetricsRecord:
         """Forward/backward over `grad_accum` micro-batches, clip, update; the step's log record.
         Raises TrainingDiverged (after logging the step) on a non-finite loss or gradient norm."""
         model = st.step_model if st.step_model is not None else st.model
@@ -362,7 +363,7 @@ class Trainer:
 
     # --- evaluation, the log line and the checkpoints, which land together ---
 
-    def _evaluate_and_save(self, st: RunState, record: MetricsRecord, log) -> None:
+    def _evaluate_and_save(self, st: RunState, record: MetricsRecord, log: IO[str]) -> None:
         step, ws = st.step, self.ws
         if not _weights_finite(st.model):
             write_metrics(log, {**record, "nonfinite": True})
