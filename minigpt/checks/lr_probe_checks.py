@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -32,6 +33,8 @@ from minigpt.checks.control import CheckRun
 from minigpt.checks.registry import CheckReturn, check
 from minigpt.checks.result import Outcome, Status
 from minigpt.errors import MiniGPTError
+
+Batch = tuple[torch.Tensor, torch.Tensor]  # (inputs, targets), each (B, T)
 
 FACTORS = (0.1, 1 / 3, 1.0, 3.0)
 # where the best of FACTORS is at an end and beat its neighbour, the probe goes on along this ladder
@@ -60,7 +63,7 @@ class ProbeRun:
     diverged_at: int | None
 
 
-def run_learning_rate(ctx) -> tuple[float | None, str]:
+def run_learning_rate(ctx: CheckContext) -> tuple[float | None, str]:
     """The run's learning rate and where it came from: --lr, the checkpoint's settings, the log's peak."""
     if ctx.options.run_learning_rate is not None:
         return float(ctx.options.run_learning_rate), "--lr"
@@ -73,7 +76,7 @@ def run_learning_rate(ctx) -> tuple[float | None, str]:
     return None, ""
 
 
-def _log_peak_lr(ctx) -> float | None:
+def _log_peak_lr(ctx: CheckContext) -> float | None:
     from minigpt.logs.sources import read_run_metrics
 
     path = ctx.inputs.metrics
@@ -87,7 +90,7 @@ def _log_peak_lr(ctx) -> float | None:
     return max(lrs) if lrs else None
 
 
-def _optimizers(model, lr: float, weight_decay: float, beta2: float) -> list[AdamW]:
+def _optimizers(model: torch.nn.Module, lr: float, weight_decay: float, beta2: float) -> list[AdamW]:
     """AdamW as the trainer builds it: weight decay on matrices, none on biases, norms and gains."""
     params = [p for p in model.parameters() if p.requires_grad]
     decay = [p for p in params if p.dim() >= 2]
@@ -106,14 +109,28 @@ def _lr_at(step: int, steps: int, lr: float) -> float:
 
 
 @torch.no_grad()
-def _val_loss(model, batches) -> float:
+def _val_loss(model: torch.nn.Module, batches: list[Batch]) -> float:
     model.eval()
     losses = [adapter.call(model, x, y)[1].float() for x, y in batches]
     model.train()
     return torch.stack(losses).mean().item()
 
 
-def _probe_one(ctx, run, cfg, factor, lr, steps, batch, val_batches, clip, wd, beta2, done, total) -> ProbeRun:
+def _probe_one(
+    ctx: CheckContext,
+    run: CheckRun,
+    cfg: dict,
+    factor: float,
+    lr: float,
+    steps: int,
+    batch: Callable[[int], Batch],
+    val_batches: list[Batch],
+    clip: float,
+    wd: float,
+    beta2: float,
+    done: int,
+    total: int,
+) -> ProbeRun:
     model = ctx.build_model(cfg, seed=ctx.options.seed).train()
     opts = _optimizers(model, lr * factor, wd, beta2)
     params = [p for o in opts for p in o.params]
@@ -216,9 +233,9 @@ def lr_probe(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     steps = ctx.options.lr_probe_steps
     split = "val" if "val" in ctx.splits else "train"
     seed = ctx.options.seed + 101
-    train_batches: dict[int, tuple] = {}
+    train_batches: dict[int, Batch] = {}
 
-    def batch(step: int):
+    def batch(step: int) -> Batch:
         if step not in train_batches:
             train_batches[step] = ctx.batch(B, T, split="train", seed=seed + step)
         return train_batches[step]
@@ -261,7 +278,7 @@ def lr_probe(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     return _verdict(runs, lr, lr_source, steps, _baseline(ctx), values)
 
 
-def _baseline(ctx) -> float | None:
+def _baseline(ctx: CheckContext) -> float | None:
     try:
         return math.log(ctx.tokenizer.vocab_size)
     except MiniGPTError:
@@ -276,7 +293,9 @@ def _losses_text(runs: list[ProbeRun]) -> str:
     return ", ".join(one(r) for r in sorted(runs, key=lambda r: r.factor))
 
 
-def _verdict(runs: list[ProbeRun], lr: float, lr_source: str, steps: int, baseline: float | None, values: dict):
+def _verdict(
+    runs: list[ProbeRun], lr: float, lr_source: str, steps: int, baseline: float | None, values: dict
+) -> CheckReturn:
     here = next(r for r in runs if r.factor == 1.0)
     best = min(runs, key=lambda r: r.score)
     name = factor_name(best.factor)
