@@ -29,8 +29,9 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import torch
 import torch.nn as nn
@@ -65,8 +66,8 @@ class Watch:
         lock: bool = True,
         tokenizer: str | os.PathLike | None = None,
         sample_every: int = 200,
-        stderr=None,
-    ):
+        stderr: TextIO | None = None,
+    ) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"minigpt.watch: model must be a torch.nn.Module, got {type(model).__name__}")
         if not isinstance(optimizer, torch.optim.Optimizer):
@@ -201,7 +202,7 @@ class Watch:
     def __enter__(self) -> Watch:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # --- set-up --------------------------------------------------------------------------------
@@ -230,8 +231,8 @@ class Watch:
         in_opt = {id(p) for p in self._opt_params}
         self._outside = [p for p in self._model_params if id(p) not in in_opt]
 
-    def _guard(self, fn):
-        def hook(*args, **kwargs):
+    def _guard(self, fn: Callable[..., object]) -> Callable[..., None]:
+        def hook(*args: object, **kwargs: object) -> None:
             if not self.active or (self.samples is not None and self.samples.drawing):
                 return None
             try:
@@ -244,7 +245,7 @@ class Watch:
 
     # --- hooks ---------------------------------------------------------------------------------
 
-    def _on_forward(self, module, args, kwargs, output) -> None:
+    def _on_forward(self, module: nn.Module, args: tuple, kwargs: dict, output: object) -> None:
         """After every forward: its modes, tokens and loss (`model(idx, targets)` taken straight off its
         arguments); at full readings, `_read_forward` reads the rest. This runs cold after every forward
         of the user's loop, so it reads as little as it can."""
@@ -293,7 +294,7 @@ class Watch:
             if window.deep:
                 fwd.rows = probes.sampled_rows(logits)
 
-            def on_logits_grad(grad, fwd=fwd, window=window):
+            def on_logits_grad(grad: torch.Tensor | None, fwd: Forward = fwd, window: Window = window) -> None:
                 fwd.backwarded = True
                 window.logit_backwards += 1
                 if grad is None:  # torch.compile'd graphs can call output hooks without a gradient
@@ -305,7 +306,7 @@ class Watch:
 
             logits.register_hook(self._guard(on_logits_grad))
 
-    def _before_accumulate(self, grad) -> None:
+    def _before_accumulate(self, grad: torch.Tensor) -> None:
         """Before the probe's gradient is added (full readings): were the gradients cleared since the
         last backward?"""
         w, p = self._window, self._probe
@@ -315,7 +316,7 @@ class Watch:
         else:
             w.grad_before.append(torch.linalg.vector_norm(p.grad.detach()).float())
 
-    def _after_accumulate(self, p) -> None:
+    def _after_accumulate(self, p: torch.Tensor) -> None:
         """After each backward reached the probe (guards itself: see `_guard`)."""
         if not self.active or (self.samples is not None and self.samples.drawing):
             return None
@@ -326,12 +327,13 @@ class Watch:
             if fwd is not None:
                 fwd.backwarded = True
             if w.deep and not w.closure:
+                assert p.grad is not None  # a post-accumulate hook runs once the gradient is there
                 w.probe_after = torch.linalg.vector_norm(p.grad.detach()).float()
         except Exception as exc:
             self._fail(exc, "_after_accumulate")
         return None
 
-    def _on_step_pre(self, optimizer, args, kwargs) -> None:
+    def _on_step_pre(self, optimizer: torch.optim.Optimizer, args: tuple, kwargs: dict) -> None:
         if not _has_closure(args, kwargs):  # with a closure the post hook reads the step
             self._at_step(self._window)
 
@@ -348,7 +350,7 @@ class Watch:
             self._snapshot = UpdateSnapshot(self.model)
         self._step_reading = rec
 
-    def _on_step_post(self, optimizer, args, kwargs) -> None:
+    def _on_step_post(self, optimizer: torch.optim.Optimizer, args: tuple, kwargs: dict) -> None:
         """After every optimizer step (guards itself: see `_guard`)."""
         if not self.active or (self.samples is not None and self.samples.drawing):
             return None
