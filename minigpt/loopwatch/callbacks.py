@@ -12,6 +12,7 @@ The classes are built on first use, so importing this module needs neither libra
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from minigpt.loopwatch.watch import Watch
@@ -57,11 +58,11 @@ class _FirstStepForwards:
             self._handles += [child.register_forward_hook(self._note(name)) for name, child in parent.named_children()]
         self.done = False
 
-    def _count(self, *_) -> None:
+    def _count(self, *_: object) -> None:
         self.ran += 1
 
-    def _note(self, name: str):
-        def hook(*_) -> None:
+    def _note(self, name: str) -> Callable[..., None]:
+        def hook(*_: object) -> None:
             if name not in self.children_ran:
                 self.children_ran.append(name)
 
@@ -83,32 +84,41 @@ class _FirstStepForwards:
         )
 
 
-def hf_callback(workspace: str | os.PathLike = ".", **options):
+def hf_callback(workspace: str | os.PathLike = ".", **options: Any) -> Any:
     """A `transformers.TrainerCallback` that watches the Trainer's loop into `workspace`."""
     import importlib
 
     TrainerCallback = importlib.import_module("transformers").TrainerCallback
 
     class MinigptWatchCallback(TrainerCallback):  # type: ignore[misc,valid-type]
-        def __init__(self):
+        def __init__(self) -> None:
             self.watch: Watch | None = None
 
-        def on_train_begin(self, args, state, control, model=None, optimizer=None, lr_scheduler=None, **kwargs):
+        def on_train_begin(
+            self,
+            args: Any,
+            state: Any,
+            control: Any,
+            model: Any = None,
+            optimizer: Any = None,
+            lr_scheduler: Any = None,
+            **kwargs: Any,
+        ) -> None:
             if model is not None and optimizer is not None:
                 self.watch = Watch(model, _torch_optimizer(optimizer), workspace, scheduler=lr_scheduler, **options)
 
-        def on_log(self, args, state, control, logs=None, **kwargs):
+        def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
             if self.watch is not None:
                 self.watch.log(step=state.global_step, **_scalars(logs or {}))
 
-        def on_train_end(self, args, state, control, **kwargs):
+        def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if self.watch is not None:
                 self.watch.close()
 
     return MinigptWatchCallback()
 
 
-def lightning_callback(workspace: str | os.PathLike = ".", *, module: str | None = None, **options):
+def lightning_callback(workspace: str | os.PathLike = ".", *, module: str | None = None, **options: Any) -> Any:
     """A `lightning.pytorch.Callback` that watches `trainer.fit` into `workspace`. The watched model is
     the LightningModule, or its attribute `module` when `training_step` calls a submodule
     (`self.model(x)`) rather than `self(x)`; when the watched module ran no forward in the first
@@ -121,11 +131,11 @@ def lightning_callback(workspace: str | os.PathLike = ".", *, module: str | None
         Callback = importlib.import_module("pytorch_lightning").Callback
 
     class MinigptWatchCallback(Callback):  # type: ignore[misc,valid-type]
-        def __init__(self):
+        def __init__(self) -> None:
             self.watch: Watch | None = None
             self.first: _FirstStepForwards | None = None
 
-        def on_train_start(self, trainer, pl_module):
+        def on_train_start(self, trainer: Any, pl_module: Any) -> None:
             model = getattr(pl_module, module) if module else pl_module
             if trainer.optimizers:
                 schedulers = getattr(trainer, "lr_scheduler_configs", None) or []
@@ -135,16 +145,16 @@ def lightning_callback(workspace: str | os.PathLike = ".", *, module: str | None
                 )
                 self.first = _FirstStepForwards(model, pl_module)
 
-        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
             if self.watch is not None and self.first is not None and not self.first.done:
                 what = f"{type(pl_module).__name__}.{module}" if module else type(pl_module).__name__
                 self.first.finish(self.watch, what, "lightning_callback(RUN, module='{name}')")
 
-        def on_validation_end(self, trainer, pl_module):
+        def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
             if self.watch is not None and not trainer.sanity_checking:
                 self.watch.log(step=trainer.global_step, **_scalars(dict(trainer.callback_metrics)))
 
-        def on_train_end(self, trainer, pl_module):
+        def on_train_end(self, trainer: Any, pl_module: Any) -> None:
             if self.watch is not None:
                 self.watch.close()
 
