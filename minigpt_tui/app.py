@@ -49,11 +49,16 @@ from minigpt_tui.screens.faults import CLEAR, FaultMenuScreen
 from minigpt_tui.screens.help import HelpScreen
 from minigpt_tui.session import Session
 from minigpt_tui.setup_flow import DemoSetup, has_tokenizer, needs_setup
-from minigpt_tui.textual_compat import restore_gil_switch, shorten_gil_switch
 from minigpt_tui.training_session import TrainingSession
 from minigpt_tui.widgets.blank import BlankContainer, BlankHeader
 from minigpt_tui.widgets.key_footer import KeyFooter
 from minigpt_tui.workbench import PANES, Panes, Workbench, WorkScreen, build_panes
+
+# Python's default is 5 ms: Textual's writer thread, which sends each frame, waited that long for the
+# GIL behind the UI thread's work after a pane switch (its restyles). Process-wide (torch's threads
+# in the checks' worker see it too), so the app sets it while it runs and gives the old value back.
+# Python's public API, not Textual's; what it buys is in docs/performance.md.
+SWITCH_INTERVAL_S = 0.001
 
 
 class MiniGPTApp(App):
@@ -138,7 +143,7 @@ class MiniGPTApp(App):
         self.loop_log = disk_watch.LoopLogWatch()  # a watched loop's log, re-judged as it grows
         self.resolved_device: str | None = None  # from the environment check
         self.idle_gc = IdleCollector()  # full garbage collections while no key comes (idle_gc.py)
-        self._switch_interval = sys.getswitchinterval()  # restored at exit (textual_compat.py)
+        self._switch_interval = sys.getswitchinterval()  # restored at exit
 
     def _new_session(self) -> Session:
         def make_options():
@@ -164,7 +169,7 @@ class MiniGPTApp(App):
 
     # -- layout -----------------------------------------------------------------------------
     def get_default_screen(self) -> Screen:
-        return WorkScreen(id="_default")  # focus changes repaint what they change only (textual_compat.py)
+        return WorkScreen(id="_default")
 
     def compose(self) -> ComposeResult:
         yield BlankHeader()
@@ -180,7 +185,7 @@ class MiniGPTApp(App):
     def on_mount(self) -> None:
         self._update_title()
         self.idle_gc.start()
-        self._switch_interval = shorten_gil_switch()
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
         self.set_interval(1.0, self.idle_gc.tick)
         self.call_after_refresh(self._first_paint)
         self.set_interval(disk_watch.JUDGED_POLL_S, self._follow_judged_files)
@@ -464,6 +469,6 @@ class MiniGPTApp(App):
 
     def on_unmount(self) -> None:
         self.idle_gc.stop()
-        restore_gil_switch(self._switch_interval)
+        sys.setswitchinterval(self._switch_interval)
         self.stop_threads()
         self.training.interrupt()  # quit asked "stop or leave it?" first; here nobody could answer

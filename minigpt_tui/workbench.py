@@ -7,10 +7,11 @@ from importlib import import_module
 from typing import TYPE_CHECKING, TypeVar
 
 from textual.binding import Binding
+from textual.screen import Screen
 from textual.widget import MountError, Widget
-from textual.widgets import ContentSwitcher, Input, TabPane
+from textual.widgets import ContentSwitcher, Input, TabbedContent, TabPane
 
-from minigpt_tui.textual_compat import FocusFollowingTabs, QuietFocusScreen, draw_blank
+from minigpt_tui.textual_compat import draw_blank
 from minigpt_tui.widgets.blank import BLANK_CONTAINERS
 
 if TYPE_CHECKING:  # a pane's module is imported when the pane is built
@@ -105,8 +106,8 @@ class PaneTab(TabPane):
     BLANK = BLANK_CONTAINERS
 
 
-class WorkScreen(QuietFocusScreen):
-    """The app's main screen: a focus change repaints what it changes only (textual_compat.py)."""
+class WorkScreen(Screen):
+    """The app's main screen."""
 
 
 class AfterFirstFrame(Widget):
@@ -131,6 +132,21 @@ class AfterFirstFrame(Widget):
             await self.remove()
         except MountError:  # the app is closing under us: nothing to show
             return
+
+
+class FocusFollowingTabs(TabbedContent):
+    """TabbedContent that follows a focus change only while that focus still stands.
+
+    Textual switches to the tab of a programmatically focused widget when the TabPane.Focused
+    message arrives; under load that can be after a pane key moved elsewhere (and the focused
+    widget was hidden), which would undo the key press. A handler of the subclass runs before
+    TabbedContent's own, and `prevent_default` skips the base class's handler."""
+
+    def on_tab_pane_focused(self, event: TabPane.Focused) -> None:
+        focused = self.screen.focused
+        if focused is None or event.tab_pane not in focused.ancestors_with_self:
+            event.prevent_default()
+            event.stop()
 
 
 class Workbench(FocusFollowingTabs):

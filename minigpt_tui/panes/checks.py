@@ -17,7 +17,6 @@ from textual.widgets import DataTable, Label, ProgressBar, Static
 from minigpt.data.corpus import DEMO_EXPECTED
 from minigpt_tui.host import host
 from minigpt_tui.messages import CheckFinished, CheckProgressed, ChecksFinished, ChecksStarted, CheckStarted
-from minigpt_tui.textual_compat import column_widths_changed
 from minigpt_tui.widgets.blank import BLANK_CONTAINERS
 from minigpt_tui.widgets.humanize import values_grid
 from minigpt_tui.widgets.status import status_text
@@ -112,7 +111,12 @@ class ChecksPane(Vertical):
             return
         summary.auto_width = False
         summary.width = width
-        column_widths_changed(table)
+        # DataTable measures its widths again only after a cell update asks for it
+        row_key = next(iter(table.rows), None)
+        if row_key is not None:
+            table.update_cell(row_key, summary.key, table.get_cell(row_key, summary.key), update_width=True)
+        else:  # no row yet: the first row added measures them
+            table.refresh()
 
     @property
     def table(self) -> ChecksTable:

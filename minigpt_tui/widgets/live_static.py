@@ -13,19 +13,17 @@ from textual.dom import DOMNode
 from textual.visual import VisualType
 from textual.widgets import Static
 
-from minigpt_tui.textual_compat import content_height
-
 
 class LiveStatic(Static):
     """`update(content)` without a layout pass when the new content fills the same size."""
 
     def update(self, content: VisualType = "", *, layout: bool | None = None) -> None:
-        if layout is None:
-            layout = not self.fits_as_is(content)
-        super().update(content, layout=layout)
+        super().update(content, layout=bool(layout))
+        if layout is None and not self.fits_as_is():
+            self.refresh(layout=True)
 
-    def fits_as_is(self, content: VisualType) -> bool:
-        """True when `content` takes exactly the widget's current size, so a layout would change nothing."""
+    def fits_as_is(self) -> bool:
+        """True when the content shown takes exactly the widget's current size, so a layout would change nothing."""
         size = self.size  # (0, 0) while not on screen: the next layout sizes it anyway
         if not self.is_mounted or size.width <= 0 or size.height <= 0:
             return False
@@ -38,4 +36,5 @@ class LiveStatic(Static):
         styles = self.styles
         if styles.height is not None and not styles.height.is_auto:  # a fixed height: content cannot move it
             return True
-        return content_height(self, content, size.width) == size.height
+        # measured as Textual measures it before a layout (`get_height` is typed for a RulesMap)
+        return self.visual.get_height(styles, size.width) == size.height  # type: ignore[arg-type]
