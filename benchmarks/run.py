@@ -886,6 +886,64 @@ def ui_vs_bare(root: Path, reps: int, neighbour: bool = False, training: bool = 
     return out
 
 
+COMPAT_OFF = Path(__file__).with_name("compat_off.py")
+COMPAT_SHORTCUTS = ["line_keeping", "blank"]  # compat_off.OFF
+
+
+def compat_gains(root: Path, reps: int, shortcuts: list[str] = COMPAT_SHORTCUTS) -> dict:
+    """What each shortcut of `minigpt_tui/textual_compat.py` earns: the inspector as it is, the
+    inspector with one shortcut switched off (`benchmarks/compat_off.py`) for each of `shortcuts`,
+    and the bare app, all open side by side in 80x24 tmux windows (the inspectors once their checks
+    are done); 3 x `reps` cycles of the seven pane keys per app, the apps taking turns in a rotating
+    order. `compat_gain_<name>`: the p95 switch ratio to the bare app without the shortcut minus the
+    ratio with it; `compat_gain_share_<name>`: that gain over the ratio with it (issue 32 keeps a
+    shortcut that earns at least 10 %)."""
+    if shutil.which("tmux") is None:
+        return {"compat_gains": None}
+    workspace = f"--workspace {shlex.quote(str(root))} --skip-overfit"
+    commands = {"inspector": _inspector_command(root)}
+    for name in shortcuts:
+        off = f"env COMPAT_OFF={name} {shlex.quote(sys.executable)} {shlex.quote(str(COMPAT_OFF))}"
+        commands[f"without_{name}"] = f"{off} {workspace}"
+    commands["bare"] = f"{shlex.quote(sys.executable)} {shlex.quote(str(BARE_APP))}"
+    names = list(commands)
+    sessions = {name: f"bench-compat-{name}-{os.getpid()}" for name in names}
+    switches: dict[str, list[float]] = {name: [] for name in names}
+    lost = dict.fromkeys(names, 0)
+    try:
+        for name in names:
+            _tmux_start(sessions[name], commands[name])
+        t0 = time.perf_counter()
+        for name in names[:-1]:
+            while time.perf_counter() - t0 < 240 and "done in" not in _screen(sessions[name]):
+                time.sleep(0.1)
+        for i in range(3 * reps):
+            for name in names[i % len(names) :] + names[: i % len(names)]:
+                for key in "2345671":
+                    ms, _content_ms = _key_to_changed_screen_ms(sessions[name], key)
+                    if ms is None:
+                        lost[name] += 1
+                    else:
+                        switches[name].append(ms)
+    finally:
+        for session in sessions.values():
+            subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+    if not all(switches.values()):
+        return {"compat_gains": None, "compat_lost_presses": lost}
+    p95 = {name: _p95(values) for name, values in switches.items()}
+    ratio = {name: p95[name] / p95["bare"] for name in names}
+    out: dict = {f"compat_pane_switch_ms_p95_{name}": p95[name] for name in names}
+    out.update({f"compat_pane_switch_ratio_vs_bare_{name}": ratio[name] for name in names[:-1]})
+    for name in shortcuts:
+        gain = ratio[f"without_{name}"] - ratio["inspector"]
+        out[f"compat_gain_{name}"] = gain
+        out[f"compat_gain_share_{name}"] = gain / ratio["inspector"]
+    out["compat_presses_per_app"] = len(switches["bare"])
+    out["compat_lost_presses"] = lost
+    out["compat_load_average"] = os.getloadavg()[0]
+    return out
+
+
 def demo_build_seconds(tmp: Path) -> dict:
     """The demo workspace from nothing (prepare the embedded corpus + the UI's training run), by the
     function `minigpt-tui --demo` calls, in a fresh folder."""
@@ -905,6 +963,7 @@ ONLY = [
     "kv_cache_speedup",
     "grad_stats_overhead",
     "metrics_stream",
+    "compat_gains",
 ]
 
 
@@ -943,6 +1002,9 @@ def main() -> None:
             if args.only == "ui_vs_bare_training":
                 train_long_settings(ws)
                 out.update(ui_vs_bare(ws.root, reps, training=True))
+            elif args.only == "compat_gains":
+                train_briefly(ws)
+                out.update(compat_gains(ws.root, reps))
             elif args.only.startswith("ui_vs_bare"):
                 train_briefly(ws)
                 out.update(ui_vs_bare(ws.root, reps, neighbour=args.only.endswith("busy_neighbour")))
