@@ -20,11 +20,12 @@ from __future__ import annotations
 import math
 from array import array
 from bisect import bisect_left
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 
 from minigpt.logs.curve_sample import CurveSample
-from minigpt.logs.metrics import MetricPoint, downsample
+from minigpt.logs.metrics import MetricPoint
 
 _FIELDS = ("train_loss", "val_loss", "lr")
 EMA_CHOICES = (0.0, 0.6, 0.9, 0.98)  # `m` cycles through them; 0 = raw
@@ -233,3 +234,30 @@ class CurveColumns:
 
 def _ema_name(weight: float) -> str:
     return f"ema {weight:g}"
+
+
+def downsample(xs: Sequence, ys: Sequence[float], width: int) -> tuple[list, list[float]]:
+    """At most 2*width points for a plot `width` columns wide: per bucket of consecutive points,
+    its min and its max in their original order, so spikes and dips survive. Non-finite y values
+    are dropped (a plot cannot draw them; `diagnose` reports them). O(n), mostly in C."""
+    if width < 1:
+        raise ValueError(f"width must be >= 1; found {width}")
+    if len(xs) != len(ys):
+        raise ValueError(f"xs and ys differ in length: {len(xs)} != {len(ys)}")
+    xs, ys = list(xs), list(ys)
+    if not math.isfinite(sum(ys)):  # cheap test; only then the slow filter
+        keep = [i for i, y in enumerate(ys) if math.isfinite(y)]
+        xs, ys = [xs[i] for i in keep], [ys[i] for i in keep]
+    n = len(ys)
+    if n <= 2 * width:
+        return xs, ys
+    out_x, out_y = [], []
+    for b in range(width):
+        a, z = b * n // width, (b + 1) * n // width
+        seg = ys[a:z]
+        lo, hi = min(seg), max(seg)
+        i_lo, i_hi = a + seg.index(lo), a + seg.index(hi)
+        for i in sorted({i_lo, i_hi}):
+            out_x.append(xs[i])
+            out_y.append(ys[i])
+    return out_x, out_y

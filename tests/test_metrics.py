@@ -16,12 +16,12 @@ from minigpt.logs import metrics as metrics_log
 from minigpt.logs.metrics import (
     MetricPoint,
     MetricPoints,
-    downsample,
     merge_steps,
     parse_line,
     read_metrics,
     series,
 )
+from minigpt_tui.curve_store import downsample
 
 MESSY = (
     '{"step": 1, "train_loss": 3.0, "lr": 0.001}\n'

@@ -20,9 +20,8 @@ from textual.message import Message
 
 from minigpt.logs.curve import CurveDiagnosis
 from minigpt.logs.curve_sample import sample_metrics
-from minigpt.logs.metrics import downsample
 from minigpt.logs.sources import run_follower
-from minigpt_tui.curve_store import CurveColumns, CurveSnapshot, CurveStore, LossView
+from minigpt_tui.curve_store import CurveColumns, CurveSnapshot, CurveStore, LossView, downsample
 from minigpt_tui.training import OtherTrainer, other_trainer
 
 CHUNK_BYTES = 4 << 20  # per read while catching up: the UI gets a progress snapshot between chunks
