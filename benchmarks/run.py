@@ -896,8 +896,8 @@ def compat_gains(root: Path, reps: int, shortcuts: list[str] = COMPAT_SHORTCUTS)
     and the bare app, all open side by side in 80x24 tmux windows (the inspectors once their checks
     are done); 3 x `reps` cycles of the seven pane keys per app, the apps taking turns in a rotating
     order. `compat_gain_<name>`: the p95 switch ratio to the bare app without the shortcut minus the
-    ratio with it; `compat_gain_share_<name>`: that gain over the ratio with it (issue 32 keeps a
-    shortcut that earns at least 10 %)."""
+    ratio with it; `compat_gain_share_<name>`: that gain over the ratio with it (a shortcut is kept
+    in textual_compat.py when it earns at least 10 %)."""
     if shutil.which("tmux") is None:
         return {"compat_gains": None}
     workspace = f"--workspace {shlex.quote(str(root))} --skip-overfit"

@@ -7,14 +7,19 @@ from textual.widgets import DataTable, Tabs
 from .conftest import wait_for_report, wait_until
 
 
+async def _checks_table_with_the_tab_bar_focused(pilot, app) -> DataTable:
+    """The checks at 80x24 (more rows than fit), the focus on the tab bar: the table it pages."""
+    await wait_for_report(pilot, app)
+    app.query_one(Tabs).focus()
+    await wait_until(pilot, lambda: isinstance(app.focused, Tabs), 10, "the tab bar's focus")
+    return app.panes["checks"].query_one(DataTable)
+
+
 async def test_page_down_on_the_tab_bar_pages_the_checks_table(workspace, make_app):
     # GIVEN the checks at 80x24 (more rows than fit) and the focus on the tab bar
     app = make_app(workspace)
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for_report(pilot, app)
-        table = app.panes["checks"].query_one(DataTable)
-        app.query_one(Tabs).focus()
-        await wait_until(pilot, lambda: isinstance(app.focused, Tabs), 10, "the tab bar's focus")
+        table = await _checks_table_with_the_tab_bar_focused(pilot, app)
         # WHEN PageDown
         await pilot.press("pagedown")
         # THEN the table shows a later page, and holds the focus for the keys that follow
@@ -46,10 +51,7 @@ async def test_end_and_home_on_the_tab_bar_take_the_shown_pane_to_its_end_and_to
     # GIVEN the checks at 80x24 (more rows than fit) and the focus on the tab bar
     app = make_app(workspace)
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_for_report(pilot, app)
-        table = app.panes["checks"].query_one(DataTable)
-        app.query_one(Tabs).focus()
-        await wait_until(pilot, lambda: isinstance(app.focused, Tabs), 10, "the tab bar's focus")
+        table = await _checks_table_with_the_tab_bar_focused(pilot, app)
         # WHEN End THEN the table's last row is selected and in view
         await pilot.press("end")
         await wait_until(pilot, lambda: table.cursor_row == table.row_count - 1, 10, "the table's last row")
