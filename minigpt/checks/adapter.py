@@ -9,6 +9,7 @@ from minigpt.model.contract import (  # noqa: F401  (re-exported)
     ModelContractError,
     accepts_targets,
     call,
+    call_with_loss,
     config_lookup,
     config_value,
     forward_plan,

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import torch
 import torch.nn as nn
@@ -33,7 +33,7 @@ from minigpt.io.workspace import Workspace
 from minigpt.logs.curve_advice import RunSettings
 from minigpt.model.checkpoint import LoadedCheckpoint, load_checkpoint, read_checkpoint
 from minigpt.model.factory import MODEL_CLASS_KEY
-from minigpt.model.user import model_factory_for
+from minigpt.model.user import ModelSpec, model_factory_for
 from minigpt.train.config import MODEL_FIELDS
 from minigpt.train.presets import PRESETS
 
@@ -180,8 +180,14 @@ class CheckContext:
         return self._factory.get()[0]
 
     @property
-    def model_spec(self):
+    def model_spec(self) -> ModelSpec | None:
         return self._factory.get()[1]
+
+    def _hf_spec(self) -> ModelSpec:
+        """The `--model hf:PATH` spec, whenever `hf_weights` is set (it is set only for one)."""
+        spec = self.model_spec
+        assert spec is not None, "hf_weights is set only for --model hf:PATH"
+        return spec
 
     @property
     def splits(self) -> dict[str, torch.Tensor]:
@@ -215,7 +221,7 @@ class CheckContext:
     @property
     def checkpoint_raw(self) -> dict:
         if self.hf_weights is not None:
-            return {"config": self.model_spec.folder_config(), "imported_from": {"format": "Hugging Face"}}
+            return {"config": self._hf_spec().folder_config(), "imported_from": {"format": "Hugging Face"}}
         return self._ckpt_raw.get()
 
     @property
@@ -240,9 +246,10 @@ class CheckContext:
 
     def _load_hf_folder(self, folder: Path) -> LoadedCheckpoint:
         """A `save_pretrained` folder's weights, read with safetensors and never from the hub."""
-        spec = self.model_spec
+        spec = self._hf_spec()
         try:
-            model = spec.model_cls.from_pretrained(str(folder), local_files_only=True, use_safetensors=True)
+            hf_class: Any = spec.model_cls  # a transformers PreTrainedModel subclass (hf: specs only)
+            model = hf_class.from_pretrained(str(folder), local_files_only=True, use_safetensors=True)
         except (OSError, ValueError, RuntimeError) as exc:
             raise CheckpointError(
                 f"{folder}: the saved model does not load: {str(exc)[:300]}",
@@ -316,8 +323,7 @@ class CheckContext:
             if config is not None and spec is not None:
                 cls = spec.config_cls.__name__
                 why = f"the checkpoint's config has {', '.join(extra[:4])}, which {cls} does not take"
-        folder = spec.folder_config() if spec is not None else None
-        if folder is not None:
+        if spec is not None and (folder := spec.folder_config()) is not None:
             return folder, f"{spec.folder}/config.json", self.has_checkpoint
         return self._preset_for_config_class(), f"{PRESET_SOURCE} ({why})", self.has_checkpoint
 

@@ -29,7 +29,7 @@ def gradients(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     B, T, _ = check_shape(ctx)
     model = ctx.build_model().train()
     x, y = ctx.batch(B, T)
-    _, loss = adapter.call(model, x, y)
+    _, loss = adapter.call_with_loss(model, x, y)
     loss.backward()
     rows, global_norm = adapter.grad_table(model)
     problems = {
@@ -45,7 +45,7 @@ def gradients(ctx: CheckContext, run: CheckRun) -> CheckReturn:
         for _ in range(ZERO_GRAD_RETRIES):
             opt.step()
             opt.zero_grad(set_to_none=True)
-            adapter.call(model, x, y)[1].backward()
+            adapter.call_with_loss(model, x, y)[1].backward()
             again = {r["name"]: r for r in adapter.grad_table(model)[0]}
             now = [n for n in problems["zero"] if "zero" not in again[n]["flags"]]
             recovered += now
@@ -162,7 +162,7 @@ def optimizer_update(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     lr = ctx.learning_rate
     # decay on 2-D weights only, as `minigpt train` (and nanoGPT) group them: the update training makes
     opt = AdamW([p for _, p in params], lr=lr, weight_decay=0.1, decay_1d=False)
-    _, loss = adapter.call(model, x, y)
+    _, loss = adapter.call_with_loss(model, x, y)
     loss.backward()
     opt.step()
     with torch.no_grad():
@@ -180,7 +180,7 @@ def optimizer_update(ctx: CheckContext, run: CheckRun) -> CheckReturn:
         still = set(unchanged)
         for _ in range(ZERO_GRAD_RETRIES):
             opt.zero_grad(set_to_none=True)
-            adapter.call(model, x, y)[1].backward()
+            adapter.call_with_loss(model, x, y)[1].backward()
             opt.step()
             with torch.no_grad():
                 moved = torch.stack(

@@ -111,7 +111,7 @@ def _lr_at(step: int, steps: int, lr: float) -> float:
 @torch.no_grad()
 def _val_loss(model: torch.nn.Module, batches: list[Batch]) -> float:
     model.eval()
-    losses = [adapter.call(model, x, y)[1].float() for x, y in batches]
+    losses = [adapter.call_with_loss(model, x, y)[1].float() for x, y in batches]
     model.train()
     return torch.stack(losses).mean().item()
 
@@ -142,7 +142,7 @@ def _probe_one(
         for o in opts:
             o.lr = _lr_at(step, steps, lr * factor)
         x, y = batch(step)
-        _, loss = adapter.call(model, x, y)
+        _, loss = adapter.call_with_loss(model, x, y)
         for o in opts:
             o.zero_grad(set_to_none=True)
         loss.backward()

@@ -59,7 +59,7 @@ def single_batch_overfit(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     nonfinite_step = None
     for step in range(steps):
         run.raise_if_cancelled()
-        _, loss = adapter.call(model, x, y)
+        _, loss = adapter.call_with_loss(model, x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -192,7 +192,9 @@ def checkpoint_load(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     baseline = math.log(V)
     split = "val" if "val" in ctx.splits else "train"
     with torch.no_grad():
-        losses = [adapter.call(model, *ctx.batch(DEBUG_BATCH_SIZE, T, split=split, seed=s))[1] for s in range(4)]
+        losses = [
+            adapter.call_with_loss(model, *ctx.batch(DEBUG_BATCH_SIZE, T, split=split, seed=s))[1] for s in range(4)
+        ]
     loss = torch.stack(losses).mean().item()
     values = {
         "path": loaded.path,

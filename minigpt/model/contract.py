@@ -154,7 +154,9 @@ def unmatched_advice(cls: type) -> list[str]:
     ]
 
 
-def call(model: nn.Module, idx: torch.Tensor, targets: torch.Tensor | None = None, notes: list[str] | None = None):
+def call(
+    model: nn.Module, idx: torch.Tensor, targets: torch.Tensor | None = None, notes: list[str] | None = None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Run forward the way it wants and return (logits, loss). A model that returns no loss (or a
     Hugging Face model, whose `labels=` are shifted inside and so are not our targets) gets the
     standard cross-entropy of its logits against the targets, noted in `notes`. Logits a forward
@@ -183,6 +185,21 @@ def call(model: nn.Module, idx: torch.Tensor, targets: torch.Tensor | None = Non
         loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
         if notes is not None and why not in notes:
             notes.append(why)
+    return logits, loss
+
+
+def call_with_loss(
+    model: nn.Module, idx: torch.Tensor, targets: torch.Tensor, notes: list[str] | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`call` where a loss is needed (to step an optimizer, to average). A forward that returns no
+    loss and logits that cannot be read as (B, T, V) against the targets has no loss to compute:
+    that is refused with the contract's error, which the check shows as its finding."""
+    logits, loss = call(model, idx, targets, notes)
+    if loss is None:
+        raise ModelContractError(
+            f"forward returned no loss, and its logits {list(logits.shape)} do not match the targets "
+            f"{list(targets.shape)} as (B, T, V), so no cross-entropy can stand in for it"
+        )
     return logits, loss
 
 
