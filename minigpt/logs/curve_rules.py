@@ -58,7 +58,7 @@ import bisect
 import math
 from collections.abc import Iterable
 
-from minigpt.logs.curve import (  # noqa: F401  (the thresholds by the names the docstring gives them)
+from minigpt.logs.curve import (
     FAR_RATIO,
     FLAT_BASELINE_MARGIN,
     FLAT_REL_DROP,
@@ -95,7 +95,7 @@ from minigpt.logs.curve_series import (
     Rule,
     blocks,
     derive,
-    lr_at,
+    logged_lr_at,
     median,
     plateau_start,
     smooth3,
@@ -127,7 +127,7 @@ def _rule_nonfinite(c: Curve) -> CurveDiagnosis | None:
         if not bad and i == len(c.points) - 1 and p.grad_norm is not None and not math.isfinite(p.grad_norm):
             bad = ["grad_norm"]
         if bad:
-            lr = lr_at(c.points, p.step)
+            lr = logged_lr_at(c.points, p.step)
             c.values.update(first_nonfinite_step=p.step, nonfinite_what=bad[0], lr_at_instability=lr)
             value = getattr(p, bad[0])
             lr_text = f" (learning rate {lr:.3g})" if lr is not None else ""
@@ -224,7 +224,7 @@ def _rule_unstable(c: Curve) -> CurveDiagnosis | None:
     if found is None:
         return None
     reason, words, index = found
-    lr = lr_at(c.points, c.steps[index])
+    lr = logged_lr_at(c.points, c.steps[index])
     c.values.update(unstable_reason=reason, lr_at_instability=lr)
     d = diagnosis("unstable", f"unstable: train loss {words}; {first_words(c)}, {last_words(c)}", c)
     peak_lr = c.values["peak_lr"]
@@ -367,7 +367,7 @@ def _rule_spikes(c: Curve) -> CurveDiagnosis | None:
     for i in spike_idx[1:]:
         (clusters[-1].append(i) if i == clusters[-1][-1] + 1 else clusters.append([i]))
     spike_steps = [c.steps[max(cl, key=c.ys.__getitem__)] for cl in clusters]
-    lr = lr_at(c.points, spike_steps[0])
+    lr = logged_lr_at(c.points, spike_steps[0])
     c.values.update(spike_steps=spike_steps, lr_at_instability=lr)
     lr_text = f"; learning rate {lr:.3g} at the first" if lr is not None else ""
     top = max(spike_idx, key=c.ys.__getitem__)
@@ -394,7 +394,7 @@ def _rule_plateau(c: Curve) -> CurveDiagnosis | None:
         early_lr_too_high = since - c.steps[0] <= STALL_EARLY * (c.steps[-1] - c.steps[0])
     else:
         return None
-    lr = lr_at(c.points, since)
+    lr = logged_lr_at(c.points, since)
     c.values.update(plateau_start_step=since, lr_at_plateau_start=lr)
     d = diagnosis("plateau", f"plateau: train loss {words}; {last_words(c)}", c)
     if early_lr_too_high:

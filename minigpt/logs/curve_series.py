@@ -96,8 +96,9 @@ def median(seg: list[float]) -> float:
     return (s[(k - 1) // 2] + s[k // 2]) / 2
 
 
-def lr_at(points: list[MetricPoint], step: int) -> float | None:
-    """This step's lr, else the last one logged before it."""
+def logged_lr_at(points: list[MetricPoint], step: int) -> float | None:
+    """The lr the log holds for this step, else the last one logged before it (the schedule itself is
+    `minigpt.train.config.lr_at`)."""
     found = None
     for p in points:
         if p.step > step:
