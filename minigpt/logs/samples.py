@@ -2,9 +2,8 @@
 evaluation, one JSON line each in `logs/samples.jsonl`, so a person (and the `sample_structure`
 check) can see step 0's noise turn into words.
 
-Written by our trainer and by the watch (`minigpt.watch(..., tokenizer=PATH)`); read by the check
-and the Loss pane. Drawing a sample never touches the caller's random state (its own generator)
-and leaves the model in the mode it found it in.
+Written by our trainer and by the watch (`minigpt.watch(..., tokenizer=PATH)`), which draw the text
+with `minigpt.sample.generate.draw_sample`; read by the check and the Loss pane.
 
 Structure is measured against the data itself: the share of a sample's words that are words of
 the training text (`word_share`), beside the same measure on the validation text (what real text
@@ -17,20 +16,11 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from minigpt.sample.settings import SamplerSettings
+from minigpt.sample.settings import SAMPLE_PROMPT, SAMPLE_SETTINGS
 
-if TYPE_CHECKING:
-    from torch import nn
-
-    from minigpt.data.tokenizer import CharTokenizer
-
-SAMPLE_PROMPT = "The "
-SAMPLE_SETTINGS = SamplerSettings(temperature=0.8, max_new_tokens=160, seed=0)
 MAX_LINE = 1 << 16  # a longer line is no sample record: skipped, never read whole
 MAX_RECORDS = 10_000  # the newest are kept past this
 _WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")  # letters (any script), with an inner apostrophe
@@ -42,22 +32,6 @@ class SampleRecord:
     text: str
     prompt: str = SAMPLE_PROMPT
     val_loss: float | None = None
-
-
-def sample_prompt(stoi: Iterable[str]) -> str:
-    """The fixed prompt, restricted to characters the tokenizer has (its first character if none)."""
-    known = set(stoi)
-    prompt = "".join(c for c in SAMPLE_PROMPT if c in known)
-    return prompt or next(iter(sorted(known)), "")
-
-
-def draw_sample(model: nn.Module, tokenizer: CharTokenizer) -> tuple[str, str]:
-    """(prompt, text): `SAMPLE_SETTINGS.max_new_tokens` characters after the fixed prompt."""
-    from minigpt.sample.generate import generate
-
-    prompt = sample_prompt(tokenizer.stoi)
-    new = generate(model, tokenizer.encode(prompt), SAMPLE_SETTINGS)  # its own seeded generator
-    return prompt, tokenizer.decode(new)
 
 
 def record_line(record: SampleRecord) -> str:

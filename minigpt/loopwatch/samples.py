@@ -39,7 +39,8 @@ class WatchSamples:
             self.draw(model, step, val_loss)
 
     def draw(self, model: nn.Module, step: int, val_loss: float | None) -> None:
-        from minigpt.logs.samples import SampleRecord, draw_sample, record_line
+        from minigpt.logs.samples import SampleRecord, record_line
+        from minigpt.sample.generate import draw_sample
 
         if isinstance(model, nn.parallel.DistributedDataParallel):
             model = model.module

@@ -1,4 +1,5 @@
-"""Sampler settings, next-token filters and autoregressive generation.
+"""Sampler settings, next-token filters, autoregressive generation, and the fixed sample a training
+run draws at each evaluation (`draw_sample`).
 
 Filters are applied to the last position's logits in this order:
 
@@ -16,7 +17,7 @@ get -inf. `filter_stages` runs them on one position and reports the distribution
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -24,11 +25,18 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from minigpt.data.tokenizer import CharTokenizer
 from minigpt.data.tokenizer_api import Tokenizer
 from minigpt.errors import SamplerSettingsError
 from minigpt.model.contract import ModelContractError, config_value, unpack
 from minigpt.model.gpt import MiniGPT
-from minigpt.sample.settings import SamplerSettings, unusual_settings, validate  # noqa: F401  (re-exported)
+from minigpt.sample.settings import (  # noqa: F401  (re-exported)
+    SAMPLE_PROMPT,
+    SAMPLE_SETTINGS,
+    SamplerSettings,
+    unusual_settings,
+    validate,
+)
 from minigpt.sample.values import is_greedy
 
 # Mass already kept within float32 rounding of top_p counts as having reached it, so that
@@ -209,3 +217,19 @@ def generate(
     finally:
         model.train(was_training)
     return new
+
+
+def sample_prompt(stoi: Iterable[str]) -> str:
+    """The fixed prompt, restricted to characters the tokenizer has (its first character if none)."""
+    known = set(stoi)
+    prompt = "".join(c for c in SAMPLE_PROMPT if c in known)
+    return prompt or next(iter(sorted(known)), "")
+
+
+def draw_sample(model: nn.Module, tokenizer: CharTokenizer) -> tuple[str, str]:
+    """The training log's sample (`minigpt.logs.samples`): (prompt, text), with `text` the
+    `SAMPLE_SETTINGS.max_new_tokens` characters after the fixed prompt. Its own seeded generator:
+    the caller's random state is untouched, and the model is left in the mode it was found in."""
+    prompt = sample_prompt(tokenizer.stoi)
+    new = generate(model, tokenizer.encode(prompt), SAMPLE_SETTINGS)
+    return prompt, tokenizer.decode(new)

@@ -26,6 +26,13 @@ class SamplerSettings:
     seed: int | None = None  # seeds a torch.Generator for reproducible sampling
 
 
+# The sample a training run draws at each evaluation (`logs/samples.jsonl`, `minigpt.logs.samples`;
+# drawn by `minigpt.sample.generate.draw_sample`): one fixed prompt, temperature and seed, so the
+# samples of a run differ only by its weights.
+SAMPLE_PROMPT = "The "
+SAMPLE_SETTINGS = SamplerSettings(temperature=0.8, max_new_tokens=160, seed=0)
+
+
 def _is_number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 

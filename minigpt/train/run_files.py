@@ -23,8 +23,9 @@ from minigpt.io.atomic import atomic_open, atomic_write_text
 from minigpt.io.files import open_log
 from minigpt.io.workspace import Workspace, archive_run
 from minigpt.logs.record import json_line
-from minigpt.logs.samples import SampleRecord, draw_sample, record_line
+from minigpt.logs.samples import SampleRecord, record_line
 from minigpt.logs.trim import trim_log
+from minigpt.sample.generate import draw_sample
 
 
 @contextlib.contextmanager
