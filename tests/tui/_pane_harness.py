@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import textual
+import tomllib
 from textual import on
 from textual.app import App, ComposeResult
 from textual.widget import Widget
@@ -19,6 +22,24 @@ from textual.widget import Widget
 from minigpt.io.workspace import Workspace
 from minigpt_tui.messages import TrainingEnded, TrainingRequested, TrainingStarted, TrainingStopRequested
 from minigpt_tui.training_session import TrainingSession
+
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
+
+
+def snapshot_textual_pin() -> str:
+    """The Textual version the SVG snapshots are drawn with: the test extra's `textual==X` pin."""
+    extra = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]["optional-dependencies"]["test"]
+    pins = [m.group(1) for r in extra if (m := re.fullmatch(r"textual==([\w.]+)", r.replace(" ", "")))]
+    assert len(pins) == 1, f"pyproject.toml's test extra pins textual {len(pins)} times, expected once: {extra}"
+    return pins[0]
+
+
+def only_on_the_pinned_textual() -> pytest.MarkDecorator:
+    """Snapshots break on every Textual upgrade: on any version but the pinned one they skip."""
+    pin = snapshot_textual_pin()
+    return pytest.mark.skipif(
+        textual.__version__ != pin, reason=f"snapshots pinned to textual {pin} (found {textual.__version__})"
+    )
 
 
 class PaneHarness(App):

@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import textual
 from textual.app import App, ComposeResult
 from textual.widgets import Input, Static, TabbedContent
 
@@ -17,11 +16,9 @@ from minigpt_tui.messages import CheckFinished, ChecksFinished, ChecksStarted, G
 from minigpt_tui.screens.help import HelpScreen
 from minigpt_tui.workbench import PANES, Workbench
 
-from ._pane_harness import until
+from ._pane_harness import only_on_the_pinned_textual, until
 
-pytestmark = pytest.mark.skipif(
-    textual.__version__ != "8.2.8", reason=f"snapshots pinned to textual 8.2.8 (found {textual.__version__})"
-)
+pytestmark = only_on_the_pinned_textual()
 
 CSS = Path(__file__).resolve().parents[2] / "minigpt_tui" / "app.tcss"
 SIZES = [(80, 24), (120, 40)]

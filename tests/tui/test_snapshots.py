@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import textual
 from textual.app import App, ComposeResult
 from textual.widgets import Footer, Header
 
@@ -20,9 +19,9 @@ from minigpt_tui.panes.loss import LossPane
 from minigpt_tui.screens.faults import FaultMenuScreen
 from minigpt_tui.widgets.loss_plot import LossPlot
 
-pytestmark = pytest.mark.skipif(
-    textual.__version__ != "8.2.8", reason=f"snapshots pinned to textual 8.2.8 (found {textual.__version__})"
-)
+from ._pane_harness import only_on_the_pinned_textual
+
+pytestmark = only_on_the_pinned_textual()
 
 CSS = Path(__file__).resolve().parents[2] / "minigpt_tui" / "app.tcss"
 
