@@ -832,7 +832,7 @@ def ui_vs_bare(root: Path, reps: int, neighbour: bool = False, training: bool = 
             time.sleep(0.1)  # the checks finished: what a user switches panes in
         if training and not _start_training_from_the_ui(sessions["inspector"], root):
             return {"ui_vs_bare_training": None, "ui_vs_bare_training_error": "the UI's training run did not start"}
-        for i in range(SWITCH_CYCLES_PER_REP * reps):  # p95 ratios of 49 presses moved 10-30 %, of 147 16 %
+        for i in range(SWITCH_CYCLES_PER_REP * reps):  # enough presses that a p95 is not one slow frame
             for name in ("inspector", "bare") if i % 2 == 0 else ("bare", "inspector"):
                 for key in "2345671":
                     ms, content_ms = _key_to_changed_screen_ms(sessions[name], key)
