@@ -56,7 +56,7 @@ def test_the_code_map_names_every_module_of_both_packages():
 def test_the_readme_key_row_names_every_pane():
     from minigpt_tui.workbench import PANES
 
-    readme_keys = README[README.index("| `1`–`7` |") :].split("\n", 1)[0]
+    readme_keys = README[README.index(f"| `1`–`{len(PANES)}` |") :].split("\n", 1)[0]
     for _, title in PANES:
         assert title.split(" ")[0] in readme_keys, title
 

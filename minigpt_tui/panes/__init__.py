@@ -1,1 +1,1 @@
-"""One pane per tab, in the order of the number keys 1-7."""
+"""One pane per tab, in the order of their number keys (`minigpt_tui.workbench.PANES`)."""
