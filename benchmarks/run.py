@@ -745,6 +745,12 @@ def _key_to_changed_screen_ms(session: str, key: str) -> tuple[float | None, flo
     return first, None
 
 
+def _switch_cycle(session: str) -> list[tuple[str, float | None, float | None]]:
+    """One press of each pane key (2..7, then 1): (key, ms to the first changed screen, ms to the
+    changed pane content), as `_key_to_changed_screen_ms` times them."""
+    return [(key, *_key_to_changed_screen_ms(session, key)) for key in "2345671"]
+
+
 def _inspector_command(root: Path) -> str:
     exe = Path(sys.executable).with_name("minigpt-tui")
     return f"{shlex.quote(str(exe))} --workspace {shlex.quote(str(root))} --skip-overfit"
@@ -834,8 +840,7 @@ def ui_vs_bare(root: Path, reps: int, neighbour: bool = False, training: bool = 
             return {"ui_vs_bare_training": None, "ui_vs_bare_training_error": "the UI's training run did not start"}
         for i in range(SWITCH_CYCLES_PER_REP * reps):  # enough presses that a p95 is not one slow frame
             for name in ("inspector", "bare") if i % 2 == 0 else ("bare", "inspector"):
-                for key in "2345671":
-                    ms, content_ms = _key_to_changed_screen_ms(sessions[name], key)
+                for key, ms, content_ms in _switch_cycle(sessions[name]):
                     if ms is None:
                         lost[name] += 1
                     else:
@@ -919,8 +924,7 @@ def compat_gains(root: Path, reps: int, shortcuts: list[str] = COMPAT_SHORTCUTS)
                 time.sleep(0.1)
         for i in range(3 * reps):
             for name in names[i % len(names) :] + names[: i % len(names)]:
-                for key in "2345671":
-                    ms, _content_ms = _key_to_changed_screen_ms(sessions[name], key)
+                for _key, ms, _content_ms in _switch_cycle(sessions[name]):
                     if ms is None:
                         lost[name] += 1
                     else:
