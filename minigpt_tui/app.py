@@ -23,7 +23,6 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.events import Resize
 from textual.message import Message
-from textual.screen import Screen
 from textual.widgets import Header, TabbedContent
 from textual.worker import Worker, WorkerState
 
@@ -52,7 +51,7 @@ from minigpt_tui.setup_flow import DemoSetup, has_tokenizer, needs_setup
 from minigpt_tui.training_session import TrainingSession
 from minigpt_tui.widgets.blank import BlankContainer, BlankHeader
 from minigpt_tui.widgets.key_footer import KeyFooter
-from minigpt_tui.workbench import PANES, Panes, Workbench, WorkScreen, build_panes
+from minigpt_tui.workbench import PANES, Panes, Workbench, build_panes
 
 # Python's default is 5 ms: Textual's writer thread, which sends each frame, waited that long for the
 # GIL behind the UI thread's work after a pane switch (its restyles). Process-wide (torch's threads
@@ -168,9 +167,6 @@ class MiniGPTApp(App):
         return needs_setup(self.workspace, self.demo_mode, opts.get("tokenizer"), opts.get("model_spec"))
 
     # -- layout -----------------------------------------------------------------------------
-    def get_default_screen(self) -> Screen:
-        return WorkScreen(id="_default")
-
     def compose(self) -> ComposeResult:
         yield BlankHeader()
         if not self.needs_setup:

@@ -7,7 +7,6 @@ from importlib import import_module
 from typing import TYPE_CHECKING, TypeVar
 
 from textual.binding import Binding
-from textual.screen import Screen
 from textual.widget import MountError, Widget
 from textual.widgets import ContentSwitcher, Input, TabbedContent, TabPane
 
@@ -104,10 +103,6 @@ class PaneTab(TabPane):
     """A pane's tab page, drawn as its background (widgets/blank.py): it has padding, no border."""
 
     BLANK = BLANK_CONTAINERS
-
-
-class WorkScreen(Screen):
-    """The app's main screen."""
 
 
 class AfterFirstFrame(Widget):
