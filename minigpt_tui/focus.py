@@ -11,13 +11,18 @@ from collections.abc import Iterator
 from textual.widget import Widget
 from textual.widgets import Input, TabbedContent
 
+from minigpt_tui.widgets.settings_grid import SettingsGrid
+
+# the widgets that take typed text: a line of text, a grid of cells
+TEXT_FIELDS = (Input, SettingsGrid)
+
 # the app's actions bound to a digit, a letter or ?: a text field takes those keys as text
 ONE_KEY_ACTIONS = ("show_pane", "run_all", "fault_menu", "export", "toggle_training", "help", "quit")
 
 
 def typing_in_field(focused: Widget | None) -> bool:
     """A visible text field has the focus (a field of a pane not shown yet has no area)."""
-    return isinstance(focused, Input) and focused.region.area > 0
+    return isinstance(focused, TEXT_FIELDS) and focused.region.area > 0
 
 
 def _focusable_in(tabs: TabbedContent, pane: Widget | None) -> Iterator[Widget]:
@@ -30,7 +35,7 @@ def focus_pane(tabs: TabbedContent, pane: Widget | None) -> None:
     """The pane's first focusable widget, or the tab bar when that is a text field or there is
     none (`pane` None: a key pressed before the hidden panes were built)."""
     focusable = next(_focusable_in(tabs, pane), None)
-    if focusable is not None and not isinstance(focusable, Input):
+    if focusable is not None and not isinstance(focusable, TEXT_FIELDS):
         focusable.focus()
     else:
         tabs.query_one("Tabs").focus()
@@ -39,9 +44,9 @@ def focus_pane(tabs: TabbedContent, pane: Widget | None) -> None:
 def leave_input(focused: Widget | None, tabs: TabbedContent, pane: Widget | None) -> None:
     """escape: out of a text field to the tab bar (where digits and letters are keys again); on
     a pane with a text field and the focus elsewhere, into its first field."""
-    if isinstance(focused, Input):
+    if isinstance(focused, TEXT_FIELDS):
         tabs.query_one("Tabs").focus()
         return
-    field = next((w for w in _focusable_in(tabs, pane) if isinstance(w, Input)), None)
+    field = next((w for w in _focusable_in(tabs, pane) if isinstance(w, TEXT_FIELDS)), None)
     if field is not None:
         field.focus()

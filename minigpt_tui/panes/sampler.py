@@ -1,11 +1,12 @@
 """Pane 7: sample from the model with two sets of settings side by side.
 
-Numbers are parsed as they are typed and checked on the UI thread by
-`minigpt.sample.settings.validate` (torch-free), whose `SamplerSettings` also gives the defaults
-(sampler_form.py); the prompt is checked against the tokenizer (sampler_prompt.py). Generation
-streams into the pane from a thread worker (sampler_run.py) with the model the checks loaded
-(sampler_model.py); the next-token distribution after each filter stage comes from
-`filter_stages` (one table per column), and the output's repetition from `repetition_report`.
+The settings are one grid of cells (widgets/settings_grid.py). Numbers are parsed as they are
+typed and checked on the UI thread by `minigpt.sample.settings.validate` (torch-free), whose
+`SamplerSettings` also gives the defaults (sampler_form.py); the prompt is checked against the
+tokenizer (sampler_prompt.py). Generation streams into the pane from a thread worker
+(sampler_run.py) with the model the checks loaded (sampler_model.py); the next-token
+distribution after each filter stage comes from `filter_stages` (one table per column), and the
+output's repetition from `repetition_report`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import threading
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
-from textual.containers import Container, Grid, Horizontal, Vertical, VerticalScroll
+from textual.containers import Container, Horizontal, Vertical, VerticalScroll
 from textual.events import Key
 from textual.widgets import Button, Input, Static
 from textual.worker import Worker, WorkerState, get_current_worker
@@ -45,6 +46,7 @@ from minigpt_tui.panes.sampler_run import (
 from minigpt_tui.widgets.blank import BLANK_CONTAINERS
 from minigpt_tui.widgets.live_static import LiveStatic
 from minigpt_tui.widgets.prob_bars import StageBars
+from minigpt_tui.widgets.settings_grid import SettingsGrid
 from minigpt_tui.widgets.status import visible_output
 
 
@@ -72,7 +74,7 @@ class SamplerPane(VerticalScroll):
     SamplerPane #prompt-check, SamplerPane #sampler-status, SamplerPane #settings-notes, SamplerPane #field-errors {
         height: auto; padding: 0 1;
     }
-    SamplerPane #settings { grid-size: 3; grid-columns: 14 1fr 1fr; grid-rows: auto; height: auto; padding: 0 1; }
+    SamplerPane #settings { padding: 0 1; }
     SamplerPane #field-errors { display: none; }
     SamplerPane ResultBlock { height: auto; }
     SamplerPane #outputs { layout: horizontal; }
@@ -106,20 +108,14 @@ class SamplerPane(VerticalScroll):
             yield Button("Compare A/B", id="compare", compact=True)
             yield Button("Stop", id="stop", compact=True)
         yield LiveStatic("", id="prompt-check", markup=False)
-        with Grid(id="settings"):
-            yield Static("setting")
-            yield Static("A", classes="col-head")
-            yield Static("B", classes="col-head")
-            # the inputs sit in the grid itself and their errors on one line below it: a container and
-            # an error line per field made the pane the slowest to switch to (30 widgets more to lay out)
-            for field, label, _ in FIELDS:
-                yield Static(label)
-                for col in COLUMNS:
-                    if field == "seed" and col == "B":
-                        yield Static("same as A", markup=False)
-                        continue
-                    value = defaults[col][field]
-                    yield Input("" if value is None else str(value), id=f"{col}-{field}", compact=True)
+        yield SettingsGrid(
+            [(field, label) for field, label, _ in FIELDS],
+            COLUMNS,
+            {(col, field): _shown(value) for col in COLUMNS for field, value in defaults[col].items()},
+            fixed={("B", "seed"): "same as A"},
+            corner="setting",
+            id="settings",
+        )
         yield LiveStatic("", id="field-errors", markup=False)
         yield LiveStatic("", id="settings-notes", markup=False)
         yield LiveStatic("model: loaded on first generate", id="sampler-status", markup=False)
@@ -162,15 +158,14 @@ class SamplerPane(VerticalScroll):
         if message.error:
             self._status(message.error, problem=True)
         if message.defaults:  # only fields still at the built-in default: never overwrite typing
-            built_in = default_settings()
+            built_in, grid = default_settings(), self.query_one(SettingsGrid)
             for col in COLUMNS:
                 for field, _, _ in FIELDS:
                     if field == "seed" and col == "B":
                         continue
-                    box = self.query_one(f"#{col}-{field}", Input)
                     old, new = built_in[col][field], message.defaults[col][field]
-                    if box.value == ("" if old is None else str(old)) and new != old:
-                        box.value = "" if new is None else str(new)
+                    if grid.text(col, field) == _shown(old) and new != old:
+                        grid.set_text(col, field, _shown(new))
             prompt = self.query_one("#prompt", Input)
             if prompt.value == "The " and message.defaults["prompt"]:
                 prompt.value = message.defaults["prompt"]
@@ -188,17 +183,18 @@ class SamplerPane(VerticalScroll):
             self._status("prompt fixed: ready to generate")  # the refusal no longer applies
 
     # -- settings ---------------------------------------------------------------------------
-    @on(Input.Changed)
-    def _setting_changed(self, event: Input.Changed) -> None:
-        if event.input.id and event.input.id[:2] in ("A-", "B-"):
-            self._parse_column(event.input.id[0])
+    @on(SettingsGrid.Changed)
+    def _setting_changed(self, event: SettingsGrid.Changed) -> None:
+        for col in COLUMNS if event.row == "seed" else (event.column,):  # A's seed is B's too
+            self._parse_column(col)
 
     def _parse_column(self, col: str) -> None:
-        texts = {f: self.query_one(f"#{'A' if f == 'seed' else col}-{f}", Input).value for f, _, _ in FIELDS}
+        grid = self.query_one(SettingsGrid)
+        texts = {f: grid.text("A" if f == "seed" else col, f) for f, _, _ in FIELDS}
         column = self.columns[col]
         vocab = self.tokenizer.vocab_size if self.tokenizer is not None else 1 << 30
         column.values, column.errors, column.notes = read_settings(texts, vocab)
-        self._show_errors(col)
+        self._show_errors()
         self._show_notes()
 
     def _show_notes(self) -> None:
@@ -208,15 +204,13 @@ class SamplerPane(VerticalScroll):
         notes.update(Text("\n".join(f"! {line}" for line in lines), style="yellow") if lines else "")
         notes.display = bool(lines)  # no blank line when all is well
 
-    def _show_errors(self, col: str) -> None:
-        for field, _, _ in FIELDS:
-            if field == "seed" and col == "B":
-                continue
-            msg = self.columns[col].errors.get(field)
-            self.query_one(f"#{col}-{field}", Input).set_class(msg is not None, "-invalid")
+    def _show_errors(self) -> None:
+        self.query_one(SettingsGrid).mark_invalid(
+            ("A" if f == "seed" else c, f) for c in COLUMNS for f in self.columns[c].errors
+        )
         labels = {name: label for name, label, _ in FIELDS}
-        lines = [  # validate's messages name their field first; a parse error does not
-            f"x {c}: {msg}" if msg.split(" ", 1)[0].rstrip(":") in (f, labels[f]) else f"x {c} {labels[f]}: {msg}"
+        lines = [  # a message names its field first (by name or label), unless it says it here
+            f"x {c}: {msg}" if msg.startswith((f, labels[f])) else f"x {c} {labels[f]}: {msg}"
             for c in COLUMNS
             for f, msg in self.columns[c].errors.items()
         ]
@@ -227,6 +221,7 @@ class SamplerPane(VerticalScroll):
     # -- generation -------------------------------------------------------------------------
     @on(Button.Pressed, "#generate")
     @on(Input.Submitted)
+    @on(SettingsGrid.Submitted)
     def _generate_pressed(self) -> None:
         self.generate(("A",))
 
@@ -355,3 +350,8 @@ class SamplerPane(VerticalScroll):
         self.query_one("#sampler-status", Static).update(
             Text(("! " if problem else "") + text, style="bold red" if problem else "")
         )
+
+
+def _shown(value: object) -> str:
+    """A setting as its cell shows it: None (off) as an empty cell."""
+    return "" if value is None else str(value)

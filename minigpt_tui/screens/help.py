@@ -57,6 +57,8 @@ NOT_BINDINGS = {
     "sampler": [
         ("tab", "into the prompt; on through the buttons, the settings, the outputs, the next-token tables"),
         ("⏎", "in a field: generate with settings A (the buttons: Compare A/B, Stop)"),
+        ("← ↑ ↓ →", "in the settings: move between cells; a typed value replaces the cell's"),
+        ("⌫ del", "in the settings: edit / empty the cell"),
         ("a letter", "typed with a button focused: goes into the prompt"),
     ],
 }

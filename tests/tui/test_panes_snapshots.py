@@ -14,6 +14,7 @@ from minigpt.data.tokenizer import CharTokenizer
 from minigpt_tui.app import MiniGPTApp
 from minigpt_tui.messages import CheckFinished, ChecksFinished, ChecksStarted, GradientsMeasured
 from minigpt_tui.screens.help import HelpScreen
+from minigpt_tui.widgets.settings_grid import SettingsGrid
 from minigpt_tui.workbench import PANES, Workbench
 
 from ._pane_harness import only_on_the_pinned_textual, until
@@ -295,8 +296,10 @@ def test_sampler_pane(snap_compare, size, demo_ws):
         pane = pilot.app.pane
         await until(pilot, lambda: pane.chars is not None, 10)
         pane.query_one("#prompt", Input).value = "日本😀 The\u2603"
-        pane.query_one("#A-repetition_penalty", Input).value = "2.0"
-        pane.query_one("#B-top_p", Input).value = "2"
+        grid = pane.query_one(SettingsGrid)
+        grid.set_text("A", "repetition_penalty", "2.0")
+        grid.set_text("B", "top_p", "2")
+        grid.focus()  # the cursor on the first cell
         await pilot.pause()
 
     assert snap_compare(PaneHost("sampler", _sampler, demo_ws), terminal_size=size, run_before=fed)

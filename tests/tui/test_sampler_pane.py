@@ -9,6 +9,7 @@ from minigpt.checks import CheckOptions
 from minigpt_tui.panes.sampler import SamplerPane
 from minigpt_tui.session import Session
 from minigpt_tui.widgets.prob_bars import StageBars
+from minigpt_tui.widgets.settings_grid import SettingsGrid
 
 from ._pane_harness import PaneHarness
 from ._pane_harness import until as _until
@@ -20,7 +21,11 @@ def _app(ws) -> PaneHarness:
 
 
 async def _set(pilot, pane, selector: str, value: str) -> None:
-    pane.query_one(selector, Input).value = value
+    """`#prompt`, or a settings cell named `#<column>-<field>`."""
+    if selector == "#prompt":
+        pane.query_one(selector, Input).value = value
+    else:
+        pane.query_one(SettingsGrid).set_text(*selector[1:].split("-", 1), value)
     await pilot.pause()
 
 
@@ -34,7 +39,7 @@ async def test_invalid_temperature_shows_an_inline_message_and_does_not_generate
         pane = app.query_one(SamplerPane)
         await _set(pilot, pane, "#A-temperature", "abc")
         assert "x A: temperature: 'abc' is not a number" in _text(pane, "#field-errors")
-        assert pane.query_one("#A-temperature", Input).has_class("-invalid")
+        assert pane.query_one(SettingsGrid).is_invalid("A", "temperature")
         assert pane.generate(("A",)) is False
         assert "fix the marked settings" in _text(pane, "#sampler-status")
 
@@ -44,7 +49,7 @@ async def test_invalid_temperature_shows_an_inline_message_and_does_not_generate
 
         await _set(pilot, pane, "#A-temperature", "0.8")
         assert await _until(pilot, lambda: not pane.columns["A"].errors)
-        assert not pane.query_one("#A-temperature", Input).has_class("-invalid")
+        assert not pane.query_one(SettingsGrid).is_invalid("A", "temperature")
 
 
 async def test_prompt_characters_missing_from_the_vocabulary_are_flagged(demo_ws):
@@ -72,7 +77,9 @@ async def test_generates_text_and_shows_filter_stages_with_fewer_survivors_after
         await _set(pilot, pane, "#A-top_k", "5")
         await _set(pilot, pane, "#A-max_new_tokens", "40")
         assert await _until(pilot, lambda: not pane.columns["A"].errors)
-        pane.query_one("#A-max_new_tokens", Input).focus()
+        grid = pane.query_one(SettingsGrid)
+        grid.focus()
+        grid.move_to("A", "max_new_tokens")
         await pilot.press("enter")  # enter in any field generates A
         assert pane._run_id == 1
         assert await _until(pilot, lambda: pane.columns["A"].report is not None, 60)
@@ -137,9 +144,10 @@ async def test_defaults_come_from_sampler_settings(demo_ws, monkeypatch):
     async with app.run_test(size=(80, 24)) as pilot:
         pane = app.query_one(SamplerPane)
         await pilot.pause()
-        assert pane.query_one("#A-max_new_tokens", Input).value == "123"
-        assert pane.query_one("#A-top_p", Input).value == "0.9"
-        assert pane.query_one("#B-max_new_tokens", Input).value == "123"
+        grid = pane.query_one(SettingsGrid)
+        assert grid.text("A", "max_new_tokens") == "123"
+        assert grid.text("A", "top_p") == "0.9"
+        assert grid.text("B", "max_new_tokens") == "123"
 
 
 async def test_carets_stay_under_unknown_characters_after_wide_ones(demo_ws):
