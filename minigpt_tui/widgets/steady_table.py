@@ -34,9 +34,17 @@ class SteadyTable(LineKeepingTable):
 
     def restyled(self) -> None:
         # the styles may still be settling (its component styles follow its own), so they are
-        # compared when the next line is drawn
+        # compared when the next line is drawn, or once the screen has refreshed, whichever comes
+        # first: a table blurred as its pane is left draws nothing until the pane is shown again,
+        # and comparing then would add to that switch's first frame
         self._restyled = True
         self.refresh()
+        self.call_after_refresh(self._settle)
+
+    def _settle(self) -> None:
+        if self._restyled:
+            self._restyled = False
+            self._keep_or_drop_lines()
 
     def render_line(self, y: int) -> Strip:
         if self._restyled:

@@ -276,6 +276,26 @@ async def test_a_table_shown_again_keeps_its_lines_and_a_restyle_redraws_them():
         assert table.resizes_kept == kept and table.render_line(1).cell_length == 60
 
 
+async def test_a_table_restyled_while_its_tab_is_hidden_is_compared_before_it_is_shown_again():
+    app = TableTabs()
+    async with app.run_test(size=(40, 12)) as pilot:
+        await pilot.pause()
+        table = app.query_one(CountedTable)
+        await pilot.press("b")
+        await pilot.pause()
+        drops = table.drops
+        # WHEN the hidden table's cursor row changes look
+        table.add_class("alert")
+        # THEN its lines are dropped while it is hidden, not in the frame that shows it again
+        await wait_until(pilot, lambda: table.drops == drops + 1, 10, "the hidden table's lines dropped")
+        calls = _cells_rendered(table)
+        await pilot.press("a")
+        await wait_until(pilot, lambda: calls[0] > 0, 10, "the table drawn again")
+        cursor = next(iter(table.render_line(1))).style
+        assert cursor is not None and cursor.bgcolor is not None
+        assert tuple(cursor.bgcolor.get_truecolor()) == (255, 0, 0)
+
+
 @pytest.mark.slow
 async def test_a_frame_that_does_not_reach_the_footer_does_not_redraw_it(workspace, make_app):
     app = make_app(workspace)
