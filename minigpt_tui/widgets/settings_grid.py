@@ -7,7 +7,7 @@ time the pane is shown, and a form of a dozen Inputs with their labels is twenty
 Keys, with the grid focused: the arrows move between cells; a typed character replaces the cell's
 text when the cursor has just arrived there (the cell is highlighted whole, as in a spreadsheet)
 and is appended after that (a caret shows at the end); backspace deletes the last character,
-delete empties the cell, enter submits. A click selects a cell. A fixed cell (shown, not
+delete empties the cell, enter submits. Pasted text is typed. A click selects a cell. A fixed cell (shown, not
 editable) is stepped over."""
 
 from __future__ import annotations
@@ -155,28 +155,38 @@ class SettingsGrid(Widget, can_focus=True):
         self.post_message(self.Submitted(self, *self._cursor))
 
     def on_key(self, event: events.Key) -> None:
-        old, new = self._texts[self._cursor], None
+        old = self._texts[self._cursor]
         if event.key in self.MOVES:
             self.action_move(*self.MOVES[event.key])
         elif event.key == "enter":
             self.action_submit()
         elif event.key == "backspace":
-            new = old[:-1]
+            self._edit(old[:-1])
         elif event.key == "delete":
-            new = ""
+            self._edit("")
         elif event.is_printable and event.character:
-            new = event.character if self._fresh else old + event.character
+            self._type(event.character)
         else:
             return  # tab, escape, the page keys: the focus chain, the app's and the pane's bindings
         event.stop()
         event.prevent_default()  # the grid's key: no pane or app binding fires
-        if new is None:
-            return
+
+    def on_paste(self, event: events.Paste) -> None:
+        """Pasted text is typed into the cell (its first line: a cell holds one)."""
+        event.stop()
+        lines = event.text.splitlines()
+        if lines and lines[0]:
+            self._type(lines[0])
+
+    def _type(self, text: str) -> None:
+        self._edit(text if self._fresh else self._texts[self._cursor] + text)
+
+    def _edit(self, new: str) -> None:
         self._fresh = False
-        if new != old:
+        if new != self._texts[self._cursor]:
             self.set_text(*self._cursor, new)
         else:
-            self.refresh()
+            self.refresh()  # the caret replaces the highlight
 
     def on_click(self, event: events.Click) -> None:
         offset = event.get_content_offset(self)

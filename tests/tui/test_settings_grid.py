@@ -3,6 +3,7 @@ real app's sampler pane (where a typed digit or letter is the cell's, not a pane
 
 from __future__ import annotations
 
+from textual import events
 from textual.app import App, ComposeResult
 from textual.widgets import Input, TabbedContent
 
@@ -47,6 +48,10 @@ async def test_typing_replaces_a_cell_just_entered_then_appends():
         await pilot.press("right", "delete")
         assert grid.text("B", "t") == ""
         assert app.changes[-1] == ("B", "t", "")
+        await pilot.press("down")
+        app.post_message(events.Paste("0.25\nmore"))  # a paste goes where the focus is
+        await pilot.pause()
+        assert grid.text("B", "k") == "0.25"
 
 
 async def test_a_burst_of_keys_lands_in_order():
@@ -66,8 +71,6 @@ async def test_a_burst_of_keys_lands_in_order():
 
 
 def _key(key: str):
-    from textual import events
-
     return events.Key(key, key if len(key) == 1 else None)
 
 
