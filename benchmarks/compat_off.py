@@ -19,11 +19,7 @@ def _line_keeping() -> None:
     compat.LineKeepingTable = DataTable  # type: ignore[misc]  # SteadyTable then drops its lines as DataTable does
 
 
-def _blank() -> None:
-    compat.draw_blank = lambda widget, blank: None  # Textual's ContentSwitcher drawn through its styles
-
-
-OFF = {"line_keeping": _line_keeping, "blank": _blank}
+OFF = {"line_keeping": _line_keeping}
 
 
 def switch_off(names: str) -> None:

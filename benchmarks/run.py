@@ -892,7 +892,7 @@ def ui_vs_bare(root: Path, reps: int, neighbour: bool = False, training: bool = 
 
 
 COMPAT_OFF = Path(__file__).with_name("compat_off.py")
-COMPAT_SHORTCUTS = ["line_keeping", "blank"]  # compat_off.OFF
+COMPAT_SHORTCUTS = ["line_keeping"]  # compat_off.OFF
 
 
 def compat_gains(root: Path, reps: int, shortcuts: list[str] = COMPAT_SHORTCUTS) -> dict:

@@ -14,19 +14,7 @@ from __future__ import annotations
 
 from textual import events
 from textual.geometry import Size
-from textual.widget import Widget
 from textual.widgets import DataTable
-
-# -- the workbench ---------------------------------------------------------------------------------
-
-
-# buys: the tabs' switcher drawn as plain background on each switch frame, not line by line
-def draw_blank(widget: Widget, blank: bool) -> None:
-    """Draw a widget that Textual builds itself (TabbedContent's ContentSwitcher) as plain background,
-    as the app's own containers are (widgets/blank.py): `BLANK` is a ClassVar that Textual reads
-    as `self.BLANK`, so an instance attribute works, against its declared type."""
-    widget.BLANK = blank  # type: ignore[misc]
-
 
 # -- tables ----------------------------------------------------------------------------------------
 

@@ -8,9 +8,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 from textual.binding import Binding
 from textual.widget import MountError, Widget
-from textual.widgets import ContentSwitcher, Input, TabbedContent, TabPane
+from textual.widgets import Input, TabbedContent, TabPane
 
-from minigpt_tui.textual_compat import draw_blank
 from minigpt_tui.widgets.blank import BLANK_CONTAINERS
 
 if TYPE_CHECKING:  # a pane's module is imported when the pane is built
@@ -172,11 +171,6 @@ class Workbench(FocusFollowingTabs):
             # would delay the first paint
             children = [] if pane is None else [pane if pane_id == "checks" else AfterFirstFrame(pane)]
             self.compose_add_child(PaneTab(f"{n} {TAB_LABELS.get(pane_id, title)}", *children, id=pane_id))
-
-    def on_mount(self) -> None:
-        # the tabs' ContentSwitcher is Textual's own, made in TabbedContent.compose: drawn blank
-        # like the rest of the stack through an instance attribute (Textual reads `self.BLANK`)
-        draw_blank(self.get_child_by_type(ContentSwitcher), BLANK_CONTAINERS)
 
     def action_scroll_pane(self, *actions: str) -> None:
         """The shown pane's own scroll key: its first widget that scrolls and takes keys (a table,
