@@ -26,6 +26,19 @@ from textual.widget import Widget
 Cell = tuple[str, str]  # (column, row)
 
 
+@dataclass
+class CellMessage(Message):
+    """A message about one cell of a grid."""
+
+    grid: SettingsGrid
+    column: str
+    row: str
+
+    @property
+    def control(self) -> SettingsGrid:
+        return self.grid
+
+
 class SettingsGrid(Widget, can_focus=True):
     """Rows x columns of text cells, edited in place; posts `Changed` on every edit and `Submitted`
     on enter. Cells are named `(column, row)` by the keys given."""
@@ -50,29 +63,14 @@ class SettingsGrid(Widget, can_focus=True):
     """
 
     @dataclass
-    class Changed(Message):
+    class Changed(CellMessage):
         """A cell's text changed (typed, or set by `set_text`)."""
 
-        grid: SettingsGrid
-        column: str
-        row: str
         text: str
 
-        @property
-        def control(self) -> SettingsGrid:
-            return self.grid
-
     @dataclass
-    class Submitted(Message):
+    class Submitted(CellMessage):
         """Enter was pressed on a cell."""
-
-        grid: SettingsGrid
-        column: str
-        row: str
-
-        @property
-        def control(self) -> SettingsGrid:
-            return self.grid
 
     def __init__(
         self,
