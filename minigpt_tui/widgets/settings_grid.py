@@ -52,6 +52,7 @@ class SettingsGrid(Widget, can_focus=True):
         "settings-grid--cursor",
         "settings-grid--caret",
         "settings-grid--fixed",
+        "settings-grid--hint",
         "settings-grid--invalid",
     }
     DEFAULT_CSS = """
@@ -59,6 +60,7 @@ class SettingsGrid(Widget, can_focus=True):
     SettingsGrid > .settings-grid--cursor { background: $block-cursor-background; color: $block-cursor-foreground; }
     SettingsGrid > .settings-grid--caret { text-style: reverse; }
     SettingsGrid > .settings-grid--fixed { color: $text-muted; }
+    SettingsGrid > .settings-grid--hint { color: $text-muted; }
     SettingsGrid > .settings-grid--invalid { color: $text-error; text-style: bold; }
     """
 
@@ -80,6 +82,7 @@ class SettingsGrid(Widget, can_focus=True):
         fixed: Mapping[Cell, str] | None = None,
         *,
         corner: str = "",
+        hint: str = "←↑↓→ move · type to edit",
         label_width: int = 14,
         name: str | None = None,
         id: str | None = None,
@@ -87,12 +90,14 @@ class SettingsGrid(Widget, can_focus=True):
     ) -> None:
         """`rows`: (key, label) from top to bottom; `columns`: the column keys, also their headers;
         `texts`: every editable cell's starting text; `fixed`: cells shown with this text and
-        never edited; `corner`: the label column's header."""
+        never edited; `corner`: the label column's header; `hint`: shown after the headers while
+        the grid has the focus."""
         super().__init__(name=name, id=id, classes=classes)
         self.rows = list(rows)
         self.columns = list(columns)
         self.fixed = dict(fixed or {})
         self.corner = corner
+        self.hint = hint
         self.label_width = label_width
         self._texts = {(c, r): "" for c in self.columns for r, _ in self.rows if (c, r) not in self.fixed}
         self._texts.update({cell: text for cell, text in texts.items() if cell in self._texts})
@@ -216,6 +221,10 @@ class SettingsGrid(Widget, can_focus=True):
         lines = [_fit(self.corner, self.label_width, style("settings-grid--header"))]
         for column in self.columns:
             lines[0].append_text(_fit(column, width, style("settings-grid--header")))
+        if self.has_focus and self.hint:  # the keys, where the eye is: the footer holds the app's
+            lines[0].rstrip()
+            lines[0].append(f"  {self.hint}", style("settings-grid--hint"))
+            lines[0].truncate(self.label_width + width * len(self.columns), overflow="ellipsis", pad=True)
         for row, label in self.rows:
             line = _fit(label, self.label_width, Style())
             for column in self.columns:

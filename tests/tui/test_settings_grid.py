@@ -112,6 +112,11 @@ async def test_it_draws_the_labels_values_and_marks():
         assert lines[1].split() == ["temperature", "1.0", "0.7"]
         assert lines[3].split() == ["seed", "0", "same", "as", "A"]
         assert grid.is_invalid("A", "t") and not grid.is_invalid("B", "t")
+        # the keys show after the headers while the grid has the focus, and only then
+        assert "move" not in lines[0]
+        grid.focus()
+        await pilot.pause()
+        assert grid.render().plain.splitlines()[0].split()[:4] == ["setting", "A", "B", "←↑↓→"]
 
 
 async def test_in_the_sampler_typed_digits_and_letters_are_the_cells_not_pane_keys(workspace, make_app):
