@@ -230,7 +230,9 @@ class SettingsGrid(Widget, can_focus=True):
             for column in self.columns:
                 line.append_text(self._draw_cell((column, row), width))
             lines.append(line)
-        return Text("\n").join(lines)
+        grid = Text("\n").join(lines)
+        grid.no_wrap, grid.overflow = True, "crop"  # a terminal narrower than the grid cuts its right side
+        return grid
 
     def _draw_cell(self, cell: Cell, width: int) -> Text:
         style = self.get_component_rich_style
@@ -243,8 +245,9 @@ class SettingsGrid(Widget, can_focus=True):
         cursor = style("settings-grid--cursor") + look
         if self._fresh:  # highlighted whole: typing replaces it
             return _fit(text, width - 1, cursor) + Text(" ")
-        # editing: the text's end stays in view, a caret after it
-        shown = text if cell_len(text) < width - 1 else "…" + text[-(width - 3) :]
+        # editing: the text's end stays in view, then a caret, then the space before the next column
+        room = max(1, width - 2)
+        shown = text if cell_len(text) <= room else "…" + text[len(text) - room + 1 :]
         caret = Text(" ", style=look + style("settings-grid--caret"))
         return Text(shown, style=look) + caret + Text(" " * max(0, width - cell_len(shown) - 1))
 

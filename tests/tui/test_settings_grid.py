@@ -3,6 +3,7 @@ real app's sampler pane (where a typed digit or letter is the cell's, not a pane
 
 from __future__ import annotations
 
+import pytest
 from textual import events
 from textual.app import App, ComposeResult
 from textual.widgets import Input, TabbedContent
@@ -149,3 +150,16 @@ async def test_in_the_sampler_typed_digits_and_letters_are_the_cells_not_pane_ke
         await pilot.pause()
         assert app.query_one(TabbedContent).active == "checks"
         assert isinstance(pane, SamplerPane)
+
+
+@pytest.mark.parametrize("width", [20, 30])  # columns of 3 and 8 cells
+async def test_a_long_value_stays_in_its_column_with_its_end_in_view(width):
+    app = GridApp()
+    async with app.run_test(size=(width, 10)) as pilot:
+        grid = app.query_one(SettingsGrid)
+        grid.focus()
+        await pilot.press(*"12345678901234567890")
+        lines = grid.render().plain.splitlines()
+        assert {len(line) for line in lines} == {grid.content_size.width}
+        assert lines[1].split()[1] == ("…" if width == 20 else "…67890")  # the end, where the typing is
+        assert lines[1].split()[-1] == ("0…" if width == 20 else "0.7")  # B's value where it was
