@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -150,6 +151,21 @@ def _event_files(run: Path) -> list[tuple[Path, str | None]]:
     return files
 
 
+def _events(loader: Iterator, file: Path) -> Iterator:
+    """The file's events one at a time, as TensorBoard's reader yields them: a file that also holds
+    images or histograms is never in memory whole, only its scalars are kept."""
+    while True:
+        try:
+            event = next(loader)
+        except StopIteration:
+            return
+        except Exception as exc:  # a truncated or foreign file: TensorBoard's reader raises various types
+            raise DataError(
+                f"Unreadable TensorBoard event file {file}: {type(exc).__name__}: {exc}", path=file
+            ) from None
+        yield event
+
+
 def read_tensorboard(path: str | os.PathLike) -> TensorBoardLog:
     """The scalars of a TensorBoard run as a metrics log: a `TensorBoardLog`, with the tags read and
     which run of a parent folder (see the module docstring for the tags)."""
@@ -163,13 +179,7 @@ def read_tensorboard(path: str | os.PathLike) -> TensorBoardLog:
     run, notes = _choose_run(path)
     series: dict[str, dict[int, float]] = {}  # tag as written -> step -> value; later files win
     for file, prefix in _event_files(run):
-        try:
-            events = list(EventFileLoader(str(file)).Load())
-        except Exception as exc:  # a truncated or foreign file: TensorBoard's reader raises various types
-            raise DataError(
-                f"Unreadable TensorBoard event file {file}: {type(exc).__name__}: {exc}", path=file
-            ) from None
-        for event in events:
+        for event in _events(EventFileLoader(str(file)).Load(), file):
             for value in event.summary.value:
                 number = _scalar(value)
                 if number is not None:
