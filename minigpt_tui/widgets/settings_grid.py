@@ -7,8 +7,8 @@ time the pane is shown, and a form of a dozen Inputs with their labels is twenty
 Keys, with the grid focused: the arrows move between cells; a typed character replaces the cell's
 text when the cursor has just arrived there (the cell is highlighted whole, as in a spreadsheet)
 and is appended after that (a caret shows at the end); backspace deletes the last character,
-delete empties the cell, enter submits. Pasted text is typed. A click selects a cell. A fixed cell (shown, not
-editable) is stepped over."""
+delete empties the cell, enter submits. Pasted text is typed. A click selects a cell. A fixed
+cell (shown, not editable) is stepped over."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ class SettingsGrid(Widget, can_focus=True):
 
     ALLOW_SELECT = False  # a click picks a cell; it does not start a text selection
     # handled as the key arrives, not as bindings: a binding runs once the key has bubbled up to the
-    # app, after the keys typed behind it, so in a fast burst "down 3" put the 3 in the cell above
+    # app, after the keys queued behind it, so in a fast burst "down 3" the 3 would land in the cell above
     MOVES = {"up": (-1, 0), "down": (1, 0), "left": (0, -1), "right": (0, 1)}
     COMPONENT_CLASSES = {
         "settings-grid--header",
