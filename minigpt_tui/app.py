@@ -81,7 +81,10 @@ class MiniGPTApp(App):
         Binding("question_mark", "help", "Help"),
         Binding("q", "quit", "Quit"),
         Binding("ctrl+c", "quit", "Quit", show=False),
-        Binding("escape", "leave_input", "Leave field", show=False),
+        # escape: out of a text field (shown in the footer while typing, when every key above is
+        # held back), or from elsewhere into the shown pane's field; check_action enables one
+        Binding("escape", "leave_field", "Leave field"),
+        Binding("escape", "enter_field", "Into field", show=False),
     ]
 
     def __init__(
@@ -327,7 +330,12 @@ class MiniGPTApp(App):
 
     # -- actions ----------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple) -> bool | None:
-        return not (action in focus.ONE_KEY_ACTIONS and focus.typing_in_field(self.focused))
+        typing = focus.typing_in_field(self.focused)
+        if action == "leave_field":
+            return typing
+        if action == "enter_field":
+            return not typing
+        return not (action in focus.ONE_KEY_ACTIONS and typing)
 
     def action_show_pane(self, pane_id: str) -> None:
         if not self.panes:
@@ -342,10 +350,13 @@ class MiniGPTApp(App):
         if tabs.active == pane_id:
             focus.focus_pane(tabs, self.panes.get(pane_id))
 
-    def action_leave_input(self) -> None:
+    def action_leave_field(self) -> None:
+        focus.leave_field(self.query_one(TabbedContent))
+
+    def action_enter_field(self) -> None:
         if self.panes:
             tabs = self.query_one(TabbedContent)
-            focus.leave_input(self.focused, tabs, self.panes.get(tabs.active))
+            focus.enter_field(tabs, self.panes.get(tabs.active))
 
     def action_run_all(self) -> None:
         self.run_checks()

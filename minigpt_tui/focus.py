@@ -41,12 +41,13 @@ def focus_pane(tabs: TabbedContent, pane: Widget | None) -> None:
         tabs.query_one("Tabs").focus()
 
 
-def leave_input(focused: Widget | None, tabs: TabbedContent, pane: Widget | None) -> None:
-    """escape: out of a text field to the tab bar (where digits and letters are keys again); on
-    a pane with a text field and the focus elsewhere, into its first field."""
-    if isinstance(focused, TEXT_FIELDS):
-        tabs.query_one("Tabs").focus()
-        return
+def leave_field(tabs: TabbedContent) -> None:
+    """escape in a text field: to the tab bar, where digits and letters are keys again."""
+    tabs.query_one("Tabs").focus()
+
+
+def enter_field(tabs: TabbedContent, pane: Widget | None) -> None:
+    """escape with the focus outside a text field: into the pane's first field, if it has one."""
     field = next((w for w in _focusable_in(tabs, pane) if isinstance(w, TEXT_FIELDS)), None)
     if field is not None:
         field.focus()

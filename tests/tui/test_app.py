@@ -11,6 +11,7 @@ from textual.widgets import Input, TabbedContent
 
 from minigpt_tui.screens.confirm import ConfirmScreen
 from minigpt_tui.screens.help import HelpScreen
+from minigpt_tui.widgets.key_footer import KeyFooter
 from minigpt_tui.workbench import PANES
 
 from .conftest import SIZE, wait_for_report, wait_until
@@ -115,8 +116,13 @@ async def test_in_the_sampler_the_first_tab_or_escape_lands_in_the_prompt(worksp
         assert app.focused is app.panes["sampler"]  # the scroll keys work at once, digits still switch panes
         await pilot.press("tab")
         assert app.focused is prompt
+        # in the field, the one key the footer shows is the way out (every other key is the field's)
+        await pilot.pause()
+        assert [(k.key, k.description) for k in app.query_one(KeyFooter).keys] == [("escape", "Leave field")]
         await pilot.press("escape")  # out of the field: back to the tab bar
         assert app.focused is tabs
+        await pilot.pause()
+        assert "escape" not in [k.key for k in app.query_one(KeyFooter).keys] and app.query_one(KeyFooter).keys
         await pilot.press("escape")  # and back in
         assert app.focused is prompt
 

@@ -115,6 +115,7 @@ class FixedLoss(App):
     CSS_PATH = CSS
     TITLE = "minigpt-tui"
     BINDINGS = MiniGPTApp.BINDINGS
+    check_action = MiniGPTApp.check_action  # which of its keys the footer shows
     workspace = session = metrics_path = None  # the pane follows nothing by itself (minigpt_tui.host.Host)
 
     def compose(self) -> ComposeResult:
