@@ -47,9 +47,7 @@ class SteadyTable(LineKeepingTable):
             self._keep_or_drop_lines()
 
     def render_line(self, y: int) -> Strip:
-        if self._restyled:
-            self._restyled = False
-            self._keep_or_drop_lines()
+        self._settle()
         return super().render_line(y)
 
     def _keep_or_drop_lines(self) -> None:
