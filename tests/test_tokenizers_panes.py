@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from minigpt.io.atomic import atomic_torch_save  # noqa: E402
 from minigpt.io.workspace import Workspace  # noqa: E402
 from minigpt_tui.panes import sampler_run  # noqa: E402
 from minigpt_tui.panes.batches import BatchesPane  # noqa: E402
+from tests.waiting import wait_until
 
 pytest.importorskip("tokenizers", reason="the tokenizers extra is not installed")
 
@@ -96,13 +96,6 @@ def make_workspace(root: Path, tok) -> Workspace:
     return ws
 
 
-async def until(pilot, condition, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        await pilot.pause(0.05)
-
-
 @pytest.mark.slow
 async def test_the_three_panes_work_on_a_bpe_workspace_at_80x24(bpe, tmp_path):
     from textual.widgets import Input
@@ -117,7 +110,7 @@ async def test_the_three_panes_work_on_a_bpe_workspace_at_80x24(bpe, tmp_path):
         assert not app.needs_setup  # a workspace whose tokenizer is tokenizer.json is a workspace
         await pilot.press("3")
         pane = app.query_one(TokenizerPane)
-        await until(pilot, lambda: pane.tokenizer is not None)
+        await wait_until(pilot, lambda: pane.tokenizer is not None)
         app.query_one("#tok-input", Input).value = "Hello wörld 😀"
         await pilot.pause()
         assert pane.last_ids == bpe.encode("Hello wörld 😀")
@@ -126,15 +119,15 @@ async def test_the_three_panes_work_on_a_bpe_workspace_at_80x24(bpe, tmp_path):
 
         await pilot.press("4")
         batches = app.query_one(BatchesPane)
-        await until(pilot, lambda: batches.drawn is not None)
+        await wait_until(pilot, lambda: batches.drawn is not None)
         assert any(len(piece) > 1 for piece in batches.drawn.input_chars[0])
 
         await pilot.press("7")
         sampler = app.query_one(SamplerPane)
-        await until(pilot, lambda: sampler.tokenizer is not None)
+        await wait_until(pilot, lambda: sampler.tokenizer is not None)
         assert "tokens (hf)" in plain(sampler.query_one("#prompt-check").content)
         assert sampler.generate(("A",))
-        await until(pilot, lambda: sampler.columns["A"].report is not None, 120)
+        await wait_until(pilot, lambda: sampler.columns["A"].report is not None)
         assert sampler.columns["A"].report["tokens"] >= 1
 
 

@@ -25,6 +25,7 @@ from minigpt.model.gpt import MiniGPT, MiniGPTConfig
 from minigpt.model.memory import minigpt_numel
 from minigpt.train.config import TrainConfig
 from minigpt.train.trainer import Trainer
+from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -42,14 +43,6 @@ def train_cli(ws, *args: str) -> subprocess.Popen:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     cmd = [sys.executable, "-m", "minigpt", "train", "--workspace", str(ws.root), "--quiet", *args]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-
-
-def wait_for(predicate, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached")
-        time.sleep(0.1)
 
 
 def metric_steps(ws) -> list[int]:

@@ -4,11 +4,9 @@ panes (started and stopped when asked, its events handed to the pane)."""
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import re
 import shutil
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -93,14 +91,3 @@ def demo_ws(tmp_path, demo_template) -> Workspace:
     """A fresh copy of the demo workspace per test."""
     shutil.copytree(demo_template, tmp_path / "ws")
     return Workspace(tmp_path / "ws")
-
-
-async def until(pilot, condition, timeout: float = 20.0) -> bool:
-    """Pause the app until `condition()` holds or `timeout` passes; returns the final condition."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        await pilot.pause()
-        if condition():
-            return True
-        await asyncio.sleep(0.05)
-    return condition()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from minigpt.io.workspace import Workspace
 from minigpt.train.config import TrainConfig
 from minigpt.train.trainer import Trainer
 from minigpt_tui.app import MiniGPTApp
+from tests.waiting import DEADLINE, wait_until
 
 from ._pane_harness import demo_template, demo_ws  # noqa: F401  (fixtures for the pane tests)
 
@@ -48,15 +48,7 @@ def make_app():
     return factory
 
 
-async def wait_until(pilot, condition, timeout: float = 60.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        await pilot.pause(0.05)
-
-
-async def wait_for_report(pilot, app: MiniGPTApp, previous=None, timeout: float = 90.0):
+async def wait_for_report(pilot, app: MiniGPTApp, previous=None, timeout: float = DEADLINE):
     """Wait until a check run newer than `previous` has finished and reached the panes."""
     await wait_until(
         pilot,

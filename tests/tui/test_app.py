@@ -13,8 +13,9 @@ from minigpt_tui.screens.confirm import ConfirmScreen
 from minigpt_tui.screens.help import HelpScreen
 from minigpt_tui.widgets.key_footer import KeyFooter
 from minigpt_tui.workbench import PANES
+from tests.waiting import wait_until
 
-from .conftest import SIZE, wait_for_report, wait_until
+from .conftest import SIZE, wait_for_report
 
 
 @pytest.mark.slow  # a few seconds: the full run (CI) only
@@ -71,7 +72,7 @@ async def test_export_writes_the_report_json_into_the_workspace(workspace, make_
     async with app.run_test(size=SIZE) as pilot:
         await wait_for_report(pilot, app)
         await pilot.press("ctrl+e")
-        await wait_until(pilot, lambda: list((workspace / "reports").glob("check-*.json")), 10, "the report file")
+        await wait_until(pilot, lambda: list((workspace / "reports").glob("check-*.json")), what="the report file")
         data = json.loads(next((workspace / "reports").glob("check-*.json")).read_text())
         assert data["exit_code"] == 0
         assert [c["id"] for c in data["checks"]][:2] == ["environment", "files"]
@@ -172,7 +173,7 @@ async def test_a_failing_worker_is_notified_and_the_app_keeps_running(workspace,
     async with app.run_test(size=SIZE) as pilot:
         report = await wait_for_report(pilot, app)
         await wait_until(
-            pilot, lambda: any(n.severity == "error" for n in app._notifications), 20, "an error notification"
+            pilot, lambda: any(n.severity == "error" for n in app._notifications), what="an error notification"
         )
         # THEN the error is visible, the checks name the broken file, and the app still answers keys
         assert app.is_running
@@ -194,8 +195,7 @@ async def test_a_check_run_that_raises_is_notified_and_the_app_keeps_running(wor
         await wait_until(
             pilot,
             lambda: any("engine exploded" in str(n.message) for n in app._notifications),
-            30,
-            "the error notification",
+            what="the error notification",
         )
         assert app.is_running
         await pilot.press("4")
@@ -239,7 +239,7 @@ async def test_demo_flag_builds_trains_and_opens_the_demo_workspace(tmp_path, ma
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     app = make_app(".", demo_mode=True, demo_steps=20)
     async with app.run_test(size=SIZE) as pilot:
-        report = await wait_for_report(pilot, app, timeout=120)
+        report = await wait_for_report(pilot, app)
         assert app.workspace.root == tmp_path / "cache" / "minigpt-tui" / "demo"
         assert demo.is_ready(app.workspace.root)
         assert report.by_id()["checkpoint_load"].values["step"] == 20
@@ -262,19 +262,19 @@ async def test_q_cancels_the_demo_build_and_an_incomplete_demo_is_rebuilt(tmp_pa
                 app.screen.query_one("#setup-stage", Label).render()
             )
 
-        await wait_until(pilot, training, 120, "the demo to train")
+        await wait_until(pilot, training, what="the demo to train")
         await pilot.press("q")
-        await wait_until(pilot, lambda: not app.is_running, 30, "the app to quit")
+        await wait_until(pilot, lambda: not app.is_running, what="the app to quit")
     root = tmp_path / "cache" / "minigpt-tui" / "demo"
     assert not demo.is_ready(root) and demo.is_incomplete(root)
 
     # WHEN the demo opens again, THEN it is rebuilt (with a notice), not opened half-trained
     again = make_app(".", demo_mode=True, demo_steps=20)
     async with again.run_test(size=SIZE) as pilot:
-        await wait_until(pilot, lambda: isinstance(again.screen, DemoSetupScreen), 30, "the demo build to start")
+        await wait_until(pilot, lambda: isinstance(again.screen, DemoSetupScreen), what="the demo build to start")
         reason = str(again.screen.query_one("#setup-reason").render())
         assert "rebuilding" in reason and "incomplete" in reason
-        report = await wait_for_report(pilot, again, timeout=120)
+        report = await wait_for_report(pilot, again)
         assert report.by_id()["checkpoint_load"].values["step"] == 20
         assert demo.is_ready(root)
 
@@ -315,7 +315,7 @@ async def test_a_checkpoint_moved_away_by_a_cli_run_makes_the_header_and_status_
         moved.mkdir(parents=True)
         os.replace(judged.path, moved / Path(judged.path).name)
         # THEN the header and the checks' status stop describing it as current
-        await wait_until(pilot, lambda: "moved away" in app.sub_title, 10, "the header to notice")
+        await wait_until(pilot, lambda: "moved away" in app.sub_title, what="the header to notice")
         assert "r re-checks" in app.sub_title
         status = str(app.panes["checks"].query_one("#checks-status").render())
         assert status.startswith("STALE (the checkpoint these results judged was moved away since")
@@ -347,7 +347,7 @@ async def test_a_demo_that_cannot_be_built_says_where_and_why_and_stays(tmp_path
     app = make_app(blocker / "demo", demo_mode=True)
     async with app.run_test(size=SIZE) as pilot:
         # THEN a dialog names the folder and the cause, and stays until answered
-        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), 60, "the failure dialog")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the failure dialog")
         text = str(app.screen.question)
         assert str(blocker / "demo") in text and "Not a directory" in text and "XDG_CACHE_HOME" in text
         await pilot.pause(0.5)

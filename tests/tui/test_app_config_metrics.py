@@ -10,8 +10,9 @@ import pytest
 
 from minigpt_tui.__main__ import build_parser
 from minigpt_tui.panes.loss import LossPane
+from tests.waiting import wait_until
 
-from .conftest import SIZE, wait_until
+from .conftest import SIZE
 
 
 def test_the_flags_are_parsed():
@@ -28,9 +29,9 @@ async def test_config_and_metrics_reach_the_check_options_and_the_loss_pane(work
     async with app.run_test(size=SIZE) as pilot:
         options = app.session.options
         assert Path(options.metrics) == log and Path(options.config_path) == config
-        await wait_until(pilot, lambda: bool(app.query(LossPane)), 30, "the Loss pane to mount")
+        await wait_until(pilot, lambda: bool(app.query(LossPane)), what="the Loss pane to mount")
         pane = app.query_one(LossPane)
-        await wait_until(pilot, lambda: pane.points_count == 40, 30, "the Loss pane to read --metrics")
+        await wait_until(pilot, lambda: pane.points_count == 40, what="the Loss pane to read --metrics")
         assert pane.metrics_path == log
 
 
@@ -47,10 +48,10 @@ async def test_the_loss_pane_follows_a_tensorboard_run_given_as_metrics(workspac
     writer.close()
     app = make_app(workspace, metrics=str(run))
     async with app.run_test(size=SIZE) as pilot:
-        await wait_until(pilot, lambda: bool(app.query(LossPane)), 30, "the Loss pane to mount")
+        await wait_until(pilot, lambda: bool(app.query(LossPane)), what="the Loss pane to mount")
         pane = app.query_one(LossPane)
         # THEN the pane follows the events: every step, the last val loss, the run's folder
-        await wait_until(pilot, lambda: pane.points_count == 20, 30, "the Loss pane to read the TensorBoard run")
+        await wait_until(pilot, lambda: pane.points_count == 20, what="the Loss pane to read the TensorBoard run")
         assert pane.metrics_path == run
         assert pane.snapshot.last["val_loss"] == 3.5 and pane.snapshot.last_step == 38
 
@@ -71,9 +72,9 @@ async def test_the_loss_pane_says_which_tensorboard_tag_it_read_as_validation(wo
     writer.close()
     app = make_app(workspace, metrics=str(run))
     async with app.run_test(size=SIZE) as pilot:
-        await wait_until(pilot, lambda: bool(app.query(LossPane)), 30, "the Loss pane to mount")
+        await wait_until(pilot, lambda: bool(app.query(LossPane)), what="the Loss pane to mount")
         pane = app.query_one(LossPane)
-        await wait_until(pilot, lambda: pane.points_count == 20, 30, "the Loss pane to read the TensorBoard run")
+        await wait_until(pilot, lambda: pane.points_count == 20, what="the Loss pane to read the TensorBoard run")
         # THEN the test split is plotted as validation, and the pane says what it read and left out
         assert pane.snapshot.last["val_loss"] is not None
         await pilot.press("6")  # the Loss pane: its text is drawn when it is shown
@@ -81,7 +82,7 @@ async def test_the_loss_pane_says_which_tensorboard_tag_it_read_as_validation(wo
         def text() -> str:
             return " ".join(rendered(pane.query_one("#loss-diagnosis")).split())
 
-        await wait_until(pilot, lambda: "Loss/test" in text(), 30, "the pane to say what it read")
+        await wait_until(pilot, lambda: "Loss/test" in text(), what="the pane to say what it read")
         assert "read Loss/test as the validation loss" in text() and "aux_loss" in text()
 
 
@@ -94,9 +95,9 @@ async def test_the_loss_panes_advice_uses_the_clipping_and_warmup_the_watch_meas
     loops.nanogpt_loop(run, max_iters=100, learning_rate=1.0, interval=10)
     app = make_app(run)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_until(pilot, lambda: bool(app.query(LossPane)), 30, "the Loss pane to mount")
+        await wait_until(pilot, lambda: bool(app.query(LossPane)), what="the Loss pane to mount")
         pane = app.query_one(LossPane)
-        await wait_until(pilot, lambda: pane.diagnosis is not None, 60, "the Loss pane's verdict")
+        await wait_until(pilot, lambda: pane.diagnosis is not None, what="the Loss pane's verdict")
         # THEN the pane's advice is the check's: no "clip gradients", the warmup named as measured
         d = pane.diagnosis
         assert d.shape == "unstable" and not any("clip gradients" in f for f in d.fixes), d.fixes

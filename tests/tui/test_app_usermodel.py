@@ -17,7 +17,7 @@ HOSTILE = Path(__file__).resolve().parents[1] / "fixtures" / "hostile_models.py"
 async def test_a_model_that_calls_os_exit_is_an_error_row_and_the_app_keeps_running(workspace, make_app):
     app = make_app(workspace, model_spec=f"{HOSTILE}:ExitsGPT")
     async with app.run_test(size=SIZE) as pilot:
-        report = await wait_for_report(pilot, app, timeout=240)
+        report = await wait_for_report(pilot, app)
         by_id = report.by_id()
         assert by_id["forward_shapes"].status is Status.ERROR
         assert "exited with code 0" in by_id["forward_shapes"].summary

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from minigpt_tui.panes.batches import BAD_MARK, BatchesPane, mismatches
+from tests.waiting import wait_until
 
-from .conftest import SIZE, rendered, wait_for_report, wait_until
+from .conftest import SIZE, rendered, wait_for_report
 
 
 def test_mismatches_compare_each_target_with_the_next_input():
@@ -18,7 +19,7 @@ async def test_a_correct_batch_has_no_mismatch_markers(workspace, make_app):
         await wait_for_report(pilot, app)
         await pilot.press("4")
         pane = app.query_one(BatchesPane)
-        await wait_until(pilot, lambda: pane.drawn is not None and pane.shift_check is not None, 30, "a batch")
+        await wait_until(pilot, lambda: pane.drawn is not None and pane.shift_check is not None, what="a batch")
         text = rendered(pane.query_one("#batch-view"))
         assert pane.mismatch_count == 0
         assert BAD_MARK not in text
@@ -32,7 +33,7 @@ async def test_no_shift_fault_shows_mismatch_markers(workspace, make_app):
         await wait_for_report(pilot, app)
         await pilot.press("4")
         pane = app.query_one(BatchesPane)
-        await wait_until(pilot, lambda: pane.drawn is not None and pane.shift_check is not None, 30, "a batch")
+        await wait_until(pilot, lambda: pane.drawn is not None and pane.shift_check is not None, what="a batch")
         text = rendered(pane.query_one("#batch-view"))
         assert pane.drawn.fault == "no_shift"
         assert pane.mismatch_count > 0
@@ -45,7 +46,7 @@ async def test_rows_and_new_batches_are_navigable(workspace, make_app):
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("4")
         pane = app.query_one(BatchesPane)
-        await wait_until(pilot, lambda: pane.drawn is not None, 30, "a batch")
+        await wait_until(pilot, lambda: pane.drawn is not None, what="a batch")
         assert app.focused is pane
         await pilot.press("j", "down")
         assert pane.row == 2
@@ -53,7 +54,7 @@ async def test_rows_and_new_batches_are_navigable(workspace, make_app):
         assert pane.row == 1
         first = pane.drawn
         await pilot.press("n")
-        await wait_until(pilot, lambda: pane.drawn is not first, 30, "a new batch")
+        await wait_until(pilot, lambda: pane.drawn is not first, what="a new batch")
         assert pane.drawn.seed == 1 and pane.drawn.inputs != first.inputs
 
 
@@ -63,7 +64,7 @@ async def test_an_unreadable_tokenizer_is_shown_in_the_pane_not_an_endless_wait(
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("4")
         view = app.query_one("#batch-view")
-        await wait_until(pilot, lambda: "cannot draw a batch" in rendered(view), 30, "the batch error")
+        await wait_until(pilot, lambda: "cannot draw a batch" in rendered(view), what="the batch error")
         text = " ".join(rendered(view).split())
         assert "char_tokenizer.json" in text and "tokenizer" in text.split("char_tokenizer.json", 1)[1]
         assert app.is_running

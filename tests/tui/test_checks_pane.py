@@ -7,8 +7,9 @@ import pytest
 from minigpt.io.workspace import Workspace
 from minigpt_tui.panes.checks import ChecksPane
 from minigpt_tui.screens.faults import FaultMenuScreen
+from tests.waiting import wait_until
 
-from .conftest import SIZE, rendered, wait_for_report, wait_until
+from .conftest import SIZE, rendered, wait_for_report
 
 
 async def test_every_check_gets_a_row_with_a_status(workspace, make_app):
@@ -81,7 +82,7 @@ async def test_fault_menu_injects_no_shift_and_batch_shift_turns_red(workspace, 
         first = await wait_for_report(pilot, app)
         assert first.by_id()["batch_shift"].status.value == "pass"
         await pilot.press("f")
-        await wait_until(pilot, lambda: isinstance(app.screen, FaultMenuScreen), 20, "the fault menu")
+        await wait_until(pilot, lambda: isinstance(app.screen, FaultMenuScreen), what="the fault menu")
         menu = app.screen.query_one("#fault-list")
         menu.highlighted = menu.get_option_index("no_shift")
         await pilot.press("enter")
@@ -92,7 +93,7 @@ async def test_fault_menu_injects_no_shift_and_batch_shift_turns_red(workspace, 
         assert str(app.query_one(ChecksPane).table.get_cell("batch_shift", "status")) == "✗ fail"
         # clearing it brings the pass back
         await pilot.press("f")
-        await wait_until(pilot, lambda: isinstance(app.screen, FaultMenuScreen), 20, "the fault menu")
+        await wait_until(pilot, lambda: isinstance(app.screen, FaultMenuScreen), what="the fault menu")
         menu = app.screen.query_one("#fault-list")
         menu.highlighted = menu.get_option_index("__clear__")
         await pilot.press("enter")
@@ -233,7 +234,7 @@ async def test_the_demo_workspace_says_its_split_overlap_warning_is_expected(tmp
 async def test_the_lr_probe_runs_with_lr_probe_and_its_details_plot_the_losses(workspace, make_app):
     app = make_app(workspace, lr_probe=True, run_learning_rate=0.2)
     async with app.run_test(size=SIZE) as pilot:
-        report = await wait_for_report(pilot, app, timeout=180)
+        report = await wait_for_report(pilot, app)
         probe = report.by_id()["lr_probe"]
         assert probe.status.value == "fail" and "lr 0.2 (--lr) is too high" in probe.summary
         pane = app.query_one(ChecksPane)

@@ -8,7 +8,7 @@ import pytest
 
 from minigpt_tui.panes.device_files import DeviceFilesPane
 
-from .conftest import SIZE, rendered, wait_for_report, wait_until
+from .conftest import SIZE, rendered, wait_for_report
 
 
 async def test_device_pane_shows_versions_device_and_every_file(workspace, make_app):
@@ -44,8 +44,9 @@ async def test_device_pane_flags_a_missing_file(workspace, make_app):
 
 # -- the live view, with a fake sampler (no GPU here) and a fake /proc --------------------------
 from minigpt_tui.widgets.device_stats import DeviceSample, DeviceSampler  # noqa: E402
+from tests.waiting import wait_until  # noqa: E402
 
-from ._pane_harness import PaneHarness, until  # noqa: E402
+from ._pane_harness import PaneHarness  # noqa: E402
 
 GPU_SAMPLE = DeviceSample(
     sources=["NVML", "torch.cuda", "/proc"],
@@ -86,7 +87,7 @@ class FakeDevicePane(DeviceFilesPane):
 async def test_live_view_shows_gpu_memory_load_and_the_training_process(demo_ws):
     async with PaneHarness(FakeDevicePane, demo_ws).run_test(size=(80, 24)) as pilot:
         pane = pilot.app.query_one(DeviceFilesPane)
-        assert await until(pilot, lambda: pane.samples >= 1, 5)
+        await wait_until(pilot, lambda: pane.samples >= 1)
         text = " ".join(rendered(pane.query_one("#device-live")).split())
     assert "from NVML, torch.cuda, /proc" in text  # where the numbers come from
     assert "GPU memory used 40.0 GiB of 140 GiB (29%)" in text
@@ -100,7 +101,7 @@ async def test_live_sampling_is_at_most_once_a_second_and_stops_when_hidden(demo
     FakeSampler.calls = 0
     async with PaneHarness(FakeDevicePane, demo_ws).run_test(size=(80, 24)) as pilot:
         pane = pilot.app.query_one(DeviceFilesPane)
-        assert await until(pilot, lambda: pane.samples >= 1, 5)
+        await wait_until(pilot, lambda: pane.samples >= 1)
         await pilot.pause(0.5)
         assert FakeSampler.calls == 1  # not again within the second
         pane.display = False

@@ -9,8 +9,9 @@ from textual.widgets import Input, TabbedContent
 
 from minigpt_tui.screens.help import HelpScreen
 from minigpt_tui.workbench import PANES
+from tests.waiting import wait_until
 
-from .conftest import rendered, wait_until
+from .conftest import rendered
 
 EVERYWHERE = "everywhere"
 
@@ -43,15 +44,15 @@ def declared(app, widgets) -> set[str]:
 async def test_help_lists_every_key_the_app_and_each_pane_bind(workspace, make_app):
     app = make_app(workspace)
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_until(pilot, lambda: len(app.panes) == len(PANES), 10, "the panes")
-        await wait_until(pilot, lambda: all(p.is_mounted for p in app.panes.values()), 10, "the panes mounted")
+        await wait_until(pilot, lambda: len(app.panes) == len(PANES), what="the panes")
+        await wait_until(pilot, lambda: all(p.is_mounted for p in app.panes.values()), what="the panes mounted")
         # every key the footer shows, pane by pane, with the focus on each place Tab reaches
         in_footer: dict[str, set[str]] = {}
         for n, (pane_id, title) in enumerate(PANES, start=1):
             if isinstance(app.focused, Input):
                 await pilot.press("escape")  # a digit typed into a field stays there
             await pilot.press(str(n))
-            await wait_until(pilot, lambda pane_id=pane_id: app.query_one(TabbedContent).active == pane_id, 5)
+            await wait_until(pilot, lambda pane_id=pane_id: app.query_one(TabbedContent).active == pane_id)
             pane = app.panes[pane_id]
             for widget in [pane, *pane.query("*")]:
                 if widget.focusable:
@@ -64,7 +65,7 @@ async def test_help_lists_every_key_the_app_and_each_pane_bind(workspace, make_a
         if isinstance(app.focused, Input):
             await pilot.press("escape")
         await pilot.press("question_mark")
-        await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen), 5, "the help")
+        await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen), what="the help")
         listed = help_keys(app.screen)
         assert declared(app, [app]) <= listed[EVERYWHERE]
         for n, (pane_id, title) in enumerate(PANES, start=1):

@@ -8,7 +8,7 @@ import random
 from textual import events
 from textual.widgets import TabbedContent
 
-from .conftest import wait_until
+from tests.waiting import wait_until
 
 # what a held or pasted burst may hold: the palette opened and closed, pages, help, panes, letters
 BURST_KEYS = ["ctrl+p", "escape", "escape", "pagedown", "pageup", "down", "question_mark", "1", "5", "7", "a"]
@@ -25,7 +25,7 @@ async def test_a_burst_of_keys_through_the_command_palette_leaves_the_ui_running
     # GIVEN the app on a workspace, its panes up
     app = make_app(workspace)
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_until(pilot, lambda: bool(app.panes), 30, "the panes")
+        await wait_until(pilot, lambda: bool(app.panes), what="the panes")
         # WHEN 500 keys arrive at once: the palette opened, paged before its list is drawn, closed twice
         rng = random.Random(0)
         keys = [key for _ in range(50) for key in ("ctrl+p", "pagedown", "escape", "escape")]
@@ -34,6 +34,6 @@ async def test_a_burst_of_keys_through_the_command_palette_leaves_the_ui_running
         # THEN the app is still running and answers the keys after the burst (queued behind it)
         await pilot.press("escape", "escape", "escape", "2")
         tabs = app.query_one(TabbedContent)
-        await wait_until(pilot, lambda: tabs.active == "device" or not app.is_running, 30, "pane 2 to show")
+        await wait_until(pilot, lambda: tabs.active == "device" or not app.is_running, what="pane 2 to show")
         assert app.is_running and app.return_code is None
         assert tabs.active == "device"

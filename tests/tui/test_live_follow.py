@@ -20,8 +20,9 @@ from minigpt_tui.curve_store import CurveStore
 from minigpt_tui.panes.loss import LossPane
 from minigpt_tui.screens.confirm import ConfirmScreen
 from minigpt_tui.widgets.loss_plot import LossPlot
+from tests.waiting import wait_until
 
-from ._pane_harness import PaneHarness, until
+from ._pane_harness import PaneHarness
 from .conftest import rendered
 from .test_loss_pane import _lines, _workspace_with_metrics
 
@@ -60,19 +61,13 @@ async def test_follows_fresh_fresh_and_resumed_runs_started_outside_the_ui(demo_
                     statuses.append(_status(pane))
                     return proc.poll() is not None
 
-                assert await until(pilot, finished, 180)
+                await wait_until(pilot, finished)
             finally:
                 if proc.poll() is None:
                     proc.kill()
             assert proc.returncode == 0, proc.stdout.read()
             # THEN the plot reaches the run's last step (the fresh 30-step run is not drawn over the 40-step one)
-            assert await until(
-                pilot, lambda final=final: _last_x(plot) == final and pane.snapshot.last_step == final, 20
-            ), (
-                final,
-                _last_x(plot),
-                _status(pane),
-            )
+            await wait_until(pilot, lambda final=final: _last_x(plot) == final and pane.snapshot.last_step == final)
             assert not plot.stale and "NOT" not in _status(pane)
         assert min(plot.plotted("train_loss")[0]) <= 20  # the resumed run kept the steps before it
         assert any(f"training in progress (PID {proc.pid})" in s for s in statuses), statuses[-5:]
@@ -86,10 +81,10 @@ async def test_a_fresh_run_started_from_the_pane_is_followed_through_resizes(wor
         await pilot.press("6")
         pane = app.panes["loss"]
         plot = pane.query_one(LossPlot)
-        assert await until(pilot, lambda: _last_x(plot) == 60, 30)  # the fixture's run
+        await wait_until(pilot, lambda: _last_x(plot) == 60)  # the fixture's run
         pane.controls.train_args = ["--preset", "debug", "--steps", "80", "--eval-interval", "40", "--device", "cpu"]
         await pilot.press("s")
-        assert await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), 10)
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         await pilot.press("y")
         # WHEN the terminal is resized again and again while the new run writes its log
         sizes = [(80, 24), (120, 40), (100, 30), (81, 25)]
@@ -100,7 +95,7 @@ async def test_a_fresh_run_started_from_the_pane_is_followed_through_resizes(wor
             n += 1
         assert pane.controls.last_exit is not None and pane.controls.last_exit.returncode == 0, pane.controls.last_exit
         # THEN the plot reaches the new run's last step, and no follower died on the way
-        assert await until(pilot, lambda: _last_x(plot) == 80, 20), (_last_x(plot), _status(pane))
+        await wait_until(pilot, lambda: _last_x(plot) == 80)
         assert pane.follower_restarts == 0 and pane.follower_error is None
         assert not any(n.severity == "error" for n in app._notifications)
         assert n > 3  # it did resize while following
@@ -123,11 +118,11 @@ async def test_a_follower_that_raises_is_shown_and_restarted(tmp_path, monkeypat
         pane = app.query_one(LossPane)
         plot = pane.query_one(LossPlot)
         # THEN the pane says the follower failed, with the error, and marks the plot as not updating
-        assert await until(pilot, lambda: pane.follower_error is not None, 10)
+        await wait_until(pilot, lambda: pane.follower_error is not None)
         assert "NOT FOLLOWING" in _status(pane) and "reader exploded" in _status(pane)
         assert plot.stale
         # AND a new follower reads the log
-        assert await until(pilot, lambda: pane.points_count == 100 and _last_x(plot) == 100, 15)
+        await wait_until(pilot, lambda: pane.points_count == 100 and _last_x(plot) == 100)
         assert not plot.stale and "NOT" not in _status(pane)
 
 
@@ -165,8 +160,8 @@ async def test_a_follower_that_hangs_is_marked_stale_and_replaced(tmp_path, monk
                 return show_text(widget_id, text)
 
             pane._show_text = recording
-            assert await until(pilot, lambda: any("NOT UPDATING" in t for t in shown), 10)
-            assert await until(pilot, lambda: pane.points_count == 100 and not plot.stale, 15)
+            await wait_until(pilot, lambda: any("NOT UPDATING" in t for t in shown))
+            await wait_until(pilot, lambda: pane.points_count == 100 and not plot.stale)
             assert len(made) >= 2 and "NOT" not in _status(pane)
     finally:
         release.set()
@@ -178,12 +173,12 @@ async def test_a_run_holding_the_workspace_lock_is_named_and_s_does_not_start_an
     app = PaneHarness(LossPane, ws)
     async with app.run_test(size=(80, 24)) as pilot:
         pane = app.query_one(LossPane)
-        assert await until(pilot, lambda: pane.points_count == 20)
+        await wait_until(pilot, lambda: pane.points_count == 20)
         with acquire(ws.root, "train"):  # as a `minigpt train` in another terminal holds it
-            assert await until(pilot, lambda: f"training in progress (PID {os.getpid()})" in _status(pane), 10)
+            await wait_until(pilot, lambda: f"training in progress (PID {os.getpid()})" in _status(pane))
             pane.focus()
             await pilot.press("s")
             await pilot.pause()
             assert app.training.run is None
             assert any("training in progress" in str(n.message) for n in app._notifications)
-        assert await until(pilot, lambda: "training in progress" not in _status(pane), 10)
+        await wait_until(pilot, lambda: "training in progress" not in _status(pane))

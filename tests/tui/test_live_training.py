@@ -13,8 +13,8 @@ from textual.widgets import Static
 
 from minigpt_tui.screens.quit import QuitTrainingScreen
 from minigpt_tui.training import TrainingRun, train_command
+from tests.waiting import wait_until
 
-from ._pane_harness import until
 from .conftest import rendered
 
 LONG_RUN = ["--preset", "debug", "--steps", "100000", "--eval-interval", "50", "--device", "cpu"]
@@ -39,7 +39,7 @@ async def _start_training(pilot, app):
     pane = app.panes["loss"]
     pane.controls.train_args = LONG_RUN
     assert pane.controls.start_training()
-    assert await until(pilot, lambda: pane.controls.own_pid is not None and pane.points_count > 0, 90)
+    await wait_until(pilot, lambda: pane.controls.own_pid is not None and pane.points_count > 0)
     return pane
 
 
@@ -49,16 +49,16 @@ async def test_quit_asks_and_cancel_keeps_the_app_and_the_run(demo_ws, make_app)
     async with app.run_test(size=(80, 24)) as pilot:
         await _start_training(pilot, app)
         await pilot.press("q")
-        assert await until(pilot, lambda: isinstance(app.screen, QuitTrainingScreen), 10)
+        await wait_until(pilot, lambda: isinstance(app.screen, QuitTrainingScreen))
         await pilot.press("c")
         await pilot.pause()
         assert app.is_running and app.training.run.running
         # THEN stop: the run exits (SIGINT, as Ctrl+C would) and the app quits
         pid = app.training.run.pid
         await pilot.press("q")
-        assert await until(pilot, lambda: isinstance(app.screen, QuitTrainingScreen), 10)
+        await wait_until(pilot, lambda: isinstance(app.screen, QuitTrainingScreen))
         await pilot.press("s")
-        assert await until(pilot, lambda: not app.is_running, 30)
+        await wait_until(pilot, lambda: not app.is_running)
     assert not _alive(pid)
 
 
@@ -71,9 +71,9 @@ async def test_leave_it_running_keeps_the_run_and_the_next_ui_names_it(demo_ws, 
             pane = await _start_training(pilot, app)
             pid = app.training.run.pid
             await pilot.press("q")
-            assert await until(pilot, lambda: isinstance(app.screen, QuitTrainingScreen), 10)
+            await wait_until(pilot, lambda: isinstance(app.screen, QuitTrainingScreen))
             await pilot.press("l")
-            assert await until(pilot, lambda: not app.is_running, 10)
+            await wait_until(pilot, lambda: not app.is_running)
         time.sleep(1.0)
         assert _alive(pid), "the run left in the background died with the UI"
         # WHEN the UI opens the workspace again, THEN the loss pane names the run and follows it
@@ -82,11 +82,11 @@ async def test_leave_it_running_keeps_the_run_and_the_next_ui_names_it(demo_ws, 
             await pilot.press("6")
             pane = again.panes["loss"]
             status = pane.query_one("#loss-status", Static)
-            assert await until(pilot, lambda: f"training in progress (PID {pid})" in rendered(status), 20)
+            await wait_until(pilot, lambda: f"training in progress (PID {pid})" in rendered(status))
             grown = pane.points_count
-            assert await until(pilot, lambda: pane.points_count > grown, 30)
+            await wait_until(pilot, lambda: pane.points_count > grown)
             await pilot.press("q")  # not our run: no question
-            assert await until(pilot, lambda: not again.is_running, 10)
+            await wait_until(pilot, lambda: not again.is_running)
     finally:
         if pid is not None and _alive(pid):
             os.kill(pid, signal.SIGKILL)

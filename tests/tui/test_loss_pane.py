@@ -13,9 +13,9 @@ from minigpt.io.workspace import Workspace
 from minigpt_tui.panes.loss import LossPane
 from minigpt_tui.panes.loss_text import diagnosis_more, diagnosis_text
 from minigpt_tui.widgets.loss_plot import LossPlot
+from tests.waiting import wait_until
 
 from ._pane_harness import PaneHarness
-from ._pane_harness import until as _until
 
 
 def _lines(start: int, stop: int, *, val_every: int = 50) -> str:
@@ -43,7 +43,7 @@ async def test_follows_a_growing_metrics_file_and_resets_when_truncated(tmp_path
     async with app.run_test(size=(80, 24)) as pilot:
         pane = app.query_one(LossPane)
         plot = pane.query_one(LossPlot)
-        assert await _until(pilot, lambda: pane.points_count == 100 and plot.replots > 0)
+        await wait_until(pilot, lambda: pane.points_count == 100 and plot.replots > 0)
         assert pane.baseline == pytest.approx(math.log(65))
         first_x = list(plot.plotted("train_loss")[0])
         assert first_x[-1] == 100
@@ -52,20 +52,20 @@ async def test_follows_a_growing_metrics_file_and_resets_when_truncated(tmp_path
         with open(ws.metrics, "a") as f:
             f.write(_lines(101, 301))
             f.write('{"step": 301, "train_lo')
-        assert await _until(pilot, lambda: pane.points_count == 300)
+        await wait_until(pilot, lambda: pane.points_count == 300)
         replots = plot.replots
-        assert await _until(pilot, lambda: plot.plotted("train_loss")[0][-1] == 300)
-        assert await _until(pilot, lambda: plot.replots > replots)
+        await wait_until(pilot, lambda: plot.plotted("train_loss")[0][-1] == 300)
+        await wait_until(pilot, lambda: plot.replots > replots)
         status = str(pane.query_one("#loss-status", Static).render())
         assert "ppl" in status and "train last" in status and "step 300" in status
         assert "300 pts" in plot.title_text  # counted where the points are drawn, never ahead of them
-        assert await _until(pilot, lambda: pane.diagnosis is not None)
+        await wait_until(pilot, lambda: pane.diagnosis is not None)
         assert "curve" in str(pane.query_one("#loss-diagnosis", Static).render())
 
         # WHEN the file is truncated (a fresh run), THEN the plot starts again
         ws.metrics.write_text(_lines(1, 11))
-        assert await _until(pilot, lambda: pane.resets >= 1 and pane.points_count == 10)
-        assert await _until(pilot, lambda: len(plot.plotted("train_loss")[0]) == 10)
+        await wait_until(pilot, lambda: pane.resets >= 1 and pane.points_count == 10)
+        await wait_until(pilot, lambda: len(plot.plotted("train_loss")[0]) == 10)
 
 
 async def test_metrics_file_that_appears_later_is_picked_up(tmp_path):
@@ -77,8 +77,8 @@ async def test_metrics_file_that_appears_later_is_picked_up(tmp_path):
         await pilot.pause()
         assert pane.points_count == 0
         ws.metrics.write_text(_lines(1, 41))
-        assert await _until(pilot, lambda: pane.points_count == 40)
-        assert await _until(pilot, lambda: pane.diagnosis is not None)
+        await wait_until(pilot, lambda: pane.points_count == 40)
+        await wait_until(pilot, lambda: pane.diagnosis is not None)
         assert pane.diagnosis.shape in {"healthy", "plateau", "flat", "too_short"}
 
 
@@ -98,8 +98,8 @@ async def test_a_million_line_log_loads_and_is_downsampled_to_the_plot_width(tmp
     async with app.run_test(size=(80, 24)) as pilot:
         pane = app.query_one(LossPane)
         plot = pane.query_one(LossPlot)
-        assert await _until(pilot, lambda: pane.points_count == 1_000_000 and pane.initial_load_s is not None, 60)
-        assert await _until(pilot, lambda: plot.plotted("train_loss")[0][-1] > 990_000, 10)
+        await wait_until(pilot, lambda: pane.points_count == 1_000_000 and pane.initial_load_s is not None)
+        await wait_until(pilot, lambda: plot.plotted("train_loss")[0][-1] > 990_000)
         xs, ys = plot.plotted("train_loss")
         assert 0 < len(xs) <= 2 * plot.size.width
         print(f"1e6-line load: {pane.initial_load_s:.2f} s")
@@ -116,18 +116,18 @@ async def test_starts_and_stops_a_training_subprocess(demo_ws):
         pane.focus()
         await pilot.press("s")
         # the workspace holds a run: the pane asks before moving it to previous/
-        assert await _until(pilot, lambda: not pane.controls.training and app.screen is not app.screen_stack[0], 10)
+        await wait_until(pilot, lambda: not pane.controls.training and app.screen is not app.screen_stack[0])
         await pilot.press("y")
-        assert await _until(pilot, lambda: pane.controls.training, 10)
-        assert await _until(pilot, lambda: any((demo_ws.root / "previous").glob("*/checkpoints/mini_gpt_best.pt")), 60)
+        await wait_until(pilot, lambda: pane.controls.training)
+        await wait_until(pilot, lambda: any((demo_ws.root / "previous").glob("*/checkpoints/mini_gpt_best.pt")))
         pid = app.training.run.pid
         assert "RUNNING" in str(pane.query_one("#train-status", Static).render())
         # the trainer logs every 10 steps; the pane follows the file it (re)creates
-        assert await _until(pilot, lambda: pane.points_count >= 2, 60)
+        await wait_until(pilot, lambda: pane.points_count >= 2)
         grown = pane.points_count
-        assert await _until(pilot, lambda: pane.points_count > grown, 30)
+        await wait_until(pilot, lambda: pane.points_count > grown)
         await pilot.press("x")
-        assert await _until(pilot, lambda: not pane.controls.training and pane.controls.last_exit is not None, 15)
+        await wait_until(pilot, lambda: not pane.controls.training and pane.controls.last_exit is not None)
         assert app.training.run.process.returncode is not None
         with pytest.raises(ProcessLookupError):
             import os
@@ -142,7 +142,7 @@ async def test_a_crashing_training_run_shows_its_exit_code_and_log_tail(tmp_path
     async with app.run_test(size=(80, 24)) as pilot:
         pane = app.query_one(LossPane)
         assert pane.controls.start_training()
-        assert await _until(pilot, lambda: pane.controls.last_exit is not None, 30)
+        await wait_until(pilot, lambda: pane.controls.last_exit is not None)
         assert pane.controls.last_exit.returncode != 0
         status = str(pane.query_one("#train-status", Static).render())
         assert "FAILED (exit code" in status and pane.controls.last_exit.log_tail
@@ -173,22 +173,22 @@ async def test_view_keys_zoom_smooth_log_scale_and_overlay_earlier_runs(tmp_path
     async with app.run_test(size=(80, 24)) as pilot:
         pane = app.query_one(LossPane)
         plot = pane.query_one(LossPlot)
-        assert await _until(pilot, lambda: pane.points_count == 300)
+        await wait_until(pilot, lambda: pane.points_count == 300)
         pane.focus()
         await pilot.press("z", "z", "z")  # all -> last 2000 -> last 500 -> last 100
-        assert await _until(pilot, lambda: plot.plotted("train_loss")[0][:1] == [200])
+        await wait_until(pilot, lambda: plot.plotted("train_loss")[0][:1] == [200])
         await pilot.press("m")
-        assert await _until(pilot, lambda: len(plot.snapshot.smooth[0]) > 0)
+        await wait_until(pilot, lambda: len(plot.snapshot.smooth[0]) > 0)
         await pilot.press("l")
-        assert await _until(pilot, lambda: plot.snapshot.view.log_y)
+        await wait_until(pilot, lambda: plot.snapshot.view.log_y)
         await pilot.press("p")
-        assert await _until(pilot, lambda: [name for name, _, _ in plot.snapshot.previous] == ["20260101-120000"])
+        await wait_until(pilot, lambda: [name for name, _, _ in plot.snapshot.previous] == ["20260101-120000"])
         assert plot.snapshot.previous[0][1][-1] == 500
         status = str(pane.query_one("#loss-status", Static).render())
         assert "log · EMA 0.6 · last 100 · +prev" in status
         assert plot.render_error is None, plot.render_error
         await pilot.press("p", "l", "z")  # back: no overlay, linear, all steps
-        assert await _until(pilot, lambda: plot.plotted("train_loss")[0][:1] == [1] and not plot.snapshot.previous)
+        await wait_until(pilot, lambda: plot.plotted("train_loss")[0][:1] == [1] and not plot.snapshot.previous)
 
 
 async def test_a_plot_that_plotext_cannot_draw_is_named_and_the_app_keeps_running(tmp_path, monkeypatch):
@@ -203,7 +203,7 @@ async def test_a_plot_that_plotext_cannot_draw_is_named_and_the_app_keeps_runnin
     async with app.run_test(size=(80, 24)) as pilot:
         pane = app.query_one(LossPane)
         plot = pane.query_one(LossPlot)
-        assert await _until(pilot, lambda: plot.render_error is not None and pane.points_count == 100)
+        await wait_until(pilot, lambda: plot.render_error is not None and pane.points_count == 100)
         assert "math domain error" in plot.render_error
         assert app.is_running
 
@@ -280,12 +280,12 @@ async def test_v_shows_the_samples_by_step_beside_the_plot_and_follows_new_ones(
         assert not samples.display  # hidden until asked for: the plot keeps the width
         pane.focus()
         await pilot.press("v")
-        assert await _until(pilot, lambda: "step 50  val 2.500" in str(body.render()))
+        await wait_until(pilot, lambda: "step 50  val 2.500" in str(body.render()))
         text = str(body.render())
         assert samples.display and "step 0\nThe Zq8#k⏎xW" in text and "The the cat" in text
         with ws.samples.open("a") as fh:  # the run writes its next sample
             fh.write(json.dumps({"step": 100, "prompt": "The ", "text": "the cat sat"}) + "\n")
-        assert await _until(pilot, lambda: "step 100" in str(body.render()), timeout=10)
+        await wait_until(pilot, lambda: "step 100" in str(body.render()))
         await pilot.press("v")
         assert not samples.display
 
@@ -301,10 +301,10 @@ async def test_the_samples_view_keeps_the_newest_sample_in_sight_after_a_resize(
         samples = pane.query_one("#loss-samples")
         pane.focus()
         await pilot.press("v")
-        assert await _until(pilot, lambda: samples.max_scroll_y > 0 and samples.scroll_y == samples.max_scroll_y)
+        await wait_until(pilot, lambda: samples.max_scroll_y > 0 and samples.scroll_y == samples.max_scroll_y)
         # WHEN the terminal grows and shrinks again (the text re-wraps each time)
         for size in ((120, 40), (80, 24)):
             await pilot.resize_terminal(*size)
             await pilot.pause(0.3)
             # THEN the newest sample is still the one in sight
-            assert await _until(pilot, lambda: samples.scroll_y == samples.max_scroll_y > 0), size
+            await wait_until(pilot, lambda: samples.scroll_y == samples.max_scroll_y > 0)

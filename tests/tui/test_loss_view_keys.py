@@ -20,8 +20,9 @@ from minigpt_tui.curve_store import CurveStore, LossView
 from minigpt_tui.panes.loss import LossPane
 from minigpt_tui.panes.loss_text import diagnosis_text
 from minigpt_tui.widgets.loss_plot import LossPlot, step_labels, step_ticks
+from tests.waiting import wait_until
 
-from ._pane_harness import PaneHarness, until
+from ._pane_harness import PaneHarness
 from .conftest import rendered
 from .test_loss_pane import _lines, _workspace_with_metrics
 
@@ -125,7 +126,7 @@ async def test_every_order_of_the_view_keys_draws_or_says_why(tmp_path, monkeypa
     async with app.run_test(size=(80, 24)) as pilot:
         pane = app.query_one(LossPane)
         plot = pane.query_one(LossPlot)
-        assert await until(pilot, lambda: pane.initial_load_s is not None and pane.points_count == expected)
+        await wait_until(pilot, lambda: pane.initial_load_s is not None and pane.points_count == expected)
         pane.focus()
         step = 51
         for n, key in enumerate(EVERY_PAIR):
@@ -144,7 +145,7 @@ async def test_every_order_of_the_view_keys_draws_or_says_why(tmp_path, monkeypa
                 )
 
             # THEN each view is drawn at the plot's size, or the plot says why it draws nothing
-            assert await until(pilot, drawn_as_asked, 10), (EVERY_PAIR[: n + 1], pane.view, plot.drawn)
+            await wait_until(pilot, drawn_as_asked)
             state = (EVERY_PAIR[: n + 1], pane.view.describe())
             assert plot.render_error is None, (*state, plot.render_error)
             if plot.reason is None:
@@ -161,7 +162,7 @@ async def test_the_status_line_and_the_verdict_give_one_value_per_fact(tmp_path)
     app = PaneHarness(LossPane, ws)
     async with app.run_test(size=(80, 24)) as pilot:
         pane = app.query_one(LossPane)
-        assert await until(pilot, lambda: pane.points_count == 610 and pane.diagnosis is not None)
+        await wait_until(pilot, lambda: pane.points_count == 610 and pane.diagnosis is not None)
         status = rendered(pane.query_one("#loss-status", Static))
         verdict = " ".join(rendered(pane.query_one("#loss-diagnosis", Static)).split())
         values = pane.diagnosis.values
@@ -194,15 +195,15 @@ async def test_a_log_read_whole_or_left_by_its_run_is_not_called_growing(tmp_pat
             return rendered(pane.query_one("#loss-status", Static))
 
         # GIVEN a log read whole at start: nobody writes it
-        assert await until(pilot, lambda: pane.points_count == 100 and "step 100" in status())
+        await wait_until(pilot, lambda: pane.points_count == 100 and "step 100" in status())
         assert "idle, following" in status() and "growing" not in status(), status()
         # WHEN a run holding the workspace lock writes more, then stops and lets the lock go
         with acquire(ws.root, "train"):
             with ws.metrics.open("a") as fh:
                 fh.write(_lines(101, 121))
-            assert await until(pilot, lambda: "training in progress" in status() and pane.points_count == 120)
+            await wait_until(pilot, lambda: "training in progress" in status() and pane.points_count == 120)
         # THEN the pane says the run ended, not that the log is growing
-        assert await until(pilot, lambda: "training in progress" not in status())
+        await wait_until(pilot, lambda: "training in progress" not in status())
         assert "run ended, following" in status() and "growing" not in status(), status()
         # AND lines that come later, with no lock, are growth again (written on until the pane says so)
         steps = iter(range(121, 10_000))
@@ -213,4 +214,4 @@ async def test_a_log_read_whole_or_left_by_its_run_is_not_called_growing(tmp_pat
                 fh.write(_lines(step, step + 1))
             return "log growing" in status()
 
-        assert await until(pilot, grows, 10), status()
+        await wait_until(pilot, grows)

@@ -16,8 +16,9 @@ from minigpt_tui.messages import CheckFinished, ChecksFinished, ChecksStarted, G
 from minigpt_tui.screens.help import HelpScreen
 from minigpt_tui.widgets.settings_grid import SettingsGrid
 from minigpt_tui.workbench import PANES, Workbench
+from tests.waiting import wait_until
 
-from ._pane_harness import only_on_the_pinned_textual, until
+from ._pane_harness import only_on_the_pinned_textual
 
 pytestmark = only_on_the_pinned_textual()
 
@@ -238,7 +239,7 @@ def test_device_pane(snap_compare, size):
     async def fed(pilot):
         pane = pilot.app.pane
         _feed(pane)
-        await until(pilot, lambda: pane.samples >= 1, 5)
+        await wait_until(pilot, lambda: pane.samples >= 1)
 
     assert snap_compare(PaneHost("device", _device), terminal_size=size, run_before=fed)
 
@@ -272,7 +273,7 @@ def test_tokenizer_pane(snap_compare, size):
     async def fed(pilot):
         pane = pilot.app.pane
         _feed(pane)
-        await until(pilot, lambda: pane.tokenizer is not None, 10)
+        await wait_until(pilot, lambda: pane.tokenizer is not None)
         pane.query_one("#tok-input", Input).value = "The 日☃ fox"
         await pilot.pause()
 
@@ -283,7 +284,7 @@ def test_tokenizer_pane(snap_compare, size):
 def test_batches_pane(snap_compare, size):
     async def fed(pilot):
         pane = pilot.app.pane
-        await until(pilot, lambda: pane.drawn is not None, 30)
+        await wait_until(pilot, lambda: pane.drawn is not None)
         _feed(pane)
         await pilot.pause()
 
@@ -294,7 +295,7 @@ def test_batches_pane(snap_compare, size):
 def test_sampler_pane(snap_compare, size, demo_ws):
     async def fed(pilot):
         pane = pilot.app.pane
-        await until(pilot, lambda: pane.chars is not None, 10)
+        await wait_until(pilot, lambda: pane.chars is not None)
         pane.query_one("#prompt", Input).value = "日本😀 The\u2603"
         grid = pane.query_one(SettingsGrid)
         grid.set_text("A", "repetition_penalty", "2.0")
@@ -336,8 +337,8 @@ class HelpHost(App):
 def test_help_screen_lists_the_app_and_pane_keys(snap_compare, size):
     async def opened(pilot):
         app = pilot.app
-        await until(pilot, lambda: all(pane.is_mounted for pane in app.panes.values()), 10)
+        await wait_until(pilot, lambda: all(pane.is_mounted for pane in app.panes.values()))
         app.push_screen(HelpScreen(PANES))
-        await until(pilot, lambda: isinstance(app.screen, HelpScreen), 5)
+        await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen))
 
     assert snap_compare(HelpHost(), terminal_size=size, run_before=opened)

@@ -10,10 +10,9 @@ from minigpt_tui.panes.sampler import SamplerPane
 from minigpt_tui.session import Session
 from minigpt_tui.widgets.prob_bars import StageBars
 from minigpt_tui.widgets.settings_grid import SettingsGrid
+from tests.waiting import wait_until
 
 from ._pane_harness import PaneHarness
-from ._pane_harness import until as _until
-from .conftest import wait_until
 
 
 def _app(ws) -> PaneHarness:
@@ -44,11 +43,11 @@ async def test_invalid_temperature_shows_an_inline_message_and_does_not_generate
         assert "fix the marked settings" in _text(pane, "#sampler-status")
 
         await _set(pilot, pane, "#A-temperature", "-1")  # parses, but validate() rejects it (in a worker)
-        assert await _until(pilot, lambda: "x A: temperature must be" in _text(pane, "#field-errors"))
+        await wait_until(pilot, lambda: "x A: temperature must be" in _text(pane, "#field-errors"))
         assert pane.generate(("A",)) is False
 
         await _set(pilot, pane, "#A-temperature", "0.8")
-        assert await _until(pilot, lambda: not pane.columns["A"].errors)
+        await wait_until(pilot, lambda: not pane.columns["A"].errors)
         assert not pane.query_one(SettingsGrid).is_invalid("A", "temperature")
 
 
@@ -56,7 +55,7 @@ async def test_prompt_characters_missing_from_the_vocabulary_are_flagged(demo_ws
     app = _app(demo_ws)
     async with app.run_test(size=(80, 24)) as pilot:
         pane = app.query_one(SamplerPane)
-        assert await _until(pilot, lambda: pane.chars is not None)
+        await wait_until(pilot, lambda: pane.chars is not None)
         missing = next(ch for ch in "\u2603\u00e9\u4e2d~" if ch not in pane.chars)
         await _set(pilot, pane, "#prompt", f"The {missing}x")
         assert missing in pane.unknown and pane.unknown[missing] == [4]
@@ -73,16 +72,16 @@ async def test_generates_text_and_shows_filter_stages_with_fewer_survivors_after
     app = _app(demo_ws)
     async with app.run_test(size=(80, 24)) as pilot:
         pane = app.query_one(SamplerPane)
-        assert await _until(pilot, lambda: pane.chars is not None)
+        await wait_until(pilot, lambda: pane.chars is not None)
         await _set(pilot, pane, "#A-top_k", "5")
         await _set(pilot, pane, "#A-max_new_tokens", "40")
-        assert await _until(pilot, lambda: not pane.columns["A"].errors)
+        await wait_until(pilot, lambda: not pane.columns["A"].errors)
         grid = pane.query_one(SettingsGrid)
         grid.focus()
         grid.move_to("A", "max_new_tokens")
         await pilot.press("enter")  # enter in any field generates A
         assert pane._run_id == 1
-        assert await _until(pilot, lambda: pane.columns["A"].report is not None, 60)
+        await wait_until(pilot, lambda: pane.columns["A"].report is not None)
         assert len(pane.columns["A"].output) == 40
         assert pane.columns["A"].output in _text(pane, "#A-output")
         assert "repetition" in _text(pane, "#A-report") and "distinct-1" in _text(pane, "#A-report")
@@ -99,18 +98,16 @@ async def test_compare_generates_a_and_b_on_the_same_seed(demo_ws):
         for col, temp in (("A", "1.0"), ("B", "0")):
             await _set(pilot, pane, f"#{col}-temperature", temp)
             await _set(pilot, pane, f"#{col}-max_new_tokens", "30")
-        assert await _until(
+        await wait_until(
             pilot, lambda: not pane.columns["A"].errors and not pane.columns["B"].errors and pane.chars is not None
         )
         await pilot.click("#compare")
-        assert await _until(pilot, lambda: all(pane.columns[c].report is not None for c in "AB"), 60)
+        await wait_until(pilot, lambda: all(pane.columns[c].report is not None for c in "AB"))
         assert len(pane.columns["A"].output) == len(pane.columns["B"].output) == 30
         assert pane.columns["B"].values["seed"] == pane.columns["A"].values["seed"]
         first_a = pane.columns["A"].output
         assert pane.compare()  # same seed again: the same text
-        assert await _until(
-            pilot, lambda: pane.columns["A"].report is not None and pane.columns["B"].report is not None, 60
-        )
+        await wait_until(pilot, lambda: pane.columns["A"].report is not None and pane.columns["B"].report is not None)
         assert pane.columns["A"].output == first_a
 
 
@@ -156,7 +153,7 @@ async def test_carets_stay_under_unknown_characters_after_wide_ones(demo_ws):
     app = _app(demo_ws)
     async with app.run_test(size=(80, 24)) as pilot:
         pane = app.query_one(SamplerPane)
-        assert await _until(pilot, lambda: pane.chars is not None)
+        await wait_until(pilot, lambda: pane.chars is not None)
         prompt = "日本😀 T\u2603"
         assert "\u2603" not in pane.chars and "T" in pane.chars
         await _set(pilot, pane, "#prompt", prompt)
@@ -183,9 +180,9 @@ async def test_stop_says_stopped_and_a_new_run_clears_the_old_metrics_and_b_bars
         pane = app.query_one(SamplerPane)
         for col in "AB":
             await _set(pilot, pane, f"#{col}-max_new_tokens", "20")
-        assert await _until(pilot, lambda: pane.chars is not None and not pane.columns["A"].errors)
+        await wait_until(pilot, lambda: pane.chars is not None and not pane.columns["A"].errors)
         assert pane.compare()
-        assert await _until(pilot, lambda: all(pane.columns[c].report is not None for c in "AB"), 60)
+        await wait_until(pilot, lambda: all(pane.columns[c].report is not None for c in "AB"))
         # A/B: each column's filter stages, B's with its own top-k
         assert all(pane.columns[c].stages for c in "AB")
         assert "settings B" in pane.query_one("#stages-B", StageBars).plain()
@@ -195,9 +192,9 @@ async def test_stop_says_stopped_and_a_new_run_clears_the_old_metrics_and_b_bars
         assert pane.generate(("A",))
         assert _text(pane, "#A-report") == ""  # not the last text's metrics under the new one
         assert pane.query_one("#stages-B", StageBars).plain() == ""
-        assert await _until(pilot, lambda: len(pane.columns["A"].output) > 0, 60)
+        await wait_until(pilot, lambda: len(pane.columns["A"].output) > 0)
         await pilot.click("#stop")
-        assert await _until(pilot, lambda: pane.columns["A"].report is not None, 30)
+        await wait_until(pilot, lambda: pane.columns["A"].report is not None)
         status = _text(pane, "#sampler-status")
         assert "stopped after" in status and "done" not in status
 
@@ -220,11 +217,11 @@ async def test_generation_applies_the_thread_policy_in_its_worker_thread(demo_ws
     app = _app(demo_ws)
     async with app.run_test(size=(80, 24)) as pilot:
         pane = app.query_one(SamplerPane)
-        assert await _until(pilot, lambda: pane.chars is not None)
+        await wait_until(pilot, lambda: pane.chars is not None)
         await _set(pilot, pane, "#A-max_new_tokens", "5")
-        assert await _until(pilot, lambda: not pane.columns["A"].errors)
+        await wait_until(pilot, lambda: not pane.columns["A"].errors)
         assert pane.generate(("A",))
-        assert await _until(pilot, lambda: pane.columns["A"].report is not None, 60)
+        await wait_until(pilot, lambda: pane.columns["A"].report is not None)
     # OpenMP keeps the count per thread: set in the worker that generates, not on the UI thread
     assert ("sample", False) in calls
 
@@ -237,10 +234,10 @@ async def test_the_outputs_and_next_token_table_are_reached_by_keys_alone_at_80x
         await wait_until(pilot, lambda: "sampler" in app.panes and app.panes["sampler"].is_mounted, what="the panes")
         pane = app.panes["sampler"]
         await pilot.press("7")
-        await wait_until(pilot, lambda: app.focused is pane, 10, "the sampler to take the focus")
+        await wait_until(pilot, lambda: app.focused is pane, what="the sampler to take the focus")
         await pilot.press("tab", "enter")  # into the prompt; enter generates A
-        await wait_until(pilot, lambda: pane.columns["A"].report is not None, 60, "A's text")
-        await wait_until(pilot, lambda: bool(pane.columns["A"].stages), 10, "A's next-token table")
+        await wait_until(pilot, lambda: pane.columns["A"].report is not None, what="A's text")
+        await wait_until(pilot, lambda: bool(pane.columns["A"].stages), what="A's next-token table")
         table = pane.query_one("#stages-A", StageBars)
         assert not pane.can_view_entire(table)
         # WHEN Tab goes on past the settings THEN the outputs, then the table, come into view
@@ -250,20 +247,20 @@ async def test_the_outputs_and_next_token_table_are_reached_by_keys_alone_at_80x
                     break
                 await pilot.press("tab")
             assert app.focused is block
-            await wait_until(pilot, lambda block=block: pane.can_view_partial(block), 5, f"#{block.id} in view")
-        await wait_until(pilot, lambda: pane.can_view_entire(table), 5, "the whole table in view")
+            await wait_until(pilot, lambda block=block: pane.can_view_partial(block), what=f"#{block.id} in view")
+        await wait_until(pilot, lambda: pane.can_view_entire(table), what="the whole table in view")
         assert pane.scroll_y > 0
         # AND the scroll keys move the pane from there
         await pilot.press("home")
-        await wait_until(pilot, lambda: pane.scroll_y == 0, 5, "home")
+        await wait_until(pilot, lambda: pane.scroll_y == 0, what="home")
         await pilot.press("end")
-        await wait_until(pilot, lambda: pane.scroll_y == pane.max_scroll_y > 0, 5, "end")
+        await wait_until(pilot, lambda: pane.scroll_y == pane.max_scroll_y > 0, what="end")
         await pilot.press("pageup")
-        await wait_until(pilot, lambda: pane.scroll_y < pane.max_scroll_y, 5, "page up")
+        await wait_until(pilot, lambda: pane.scroll_y < pane.max_scroll_y, what="page up")
         # AND from the pane itself, as a pane key leaves it: digits still switch panes, page down scrolls
         await pilot.press("home", "1")
-        await wait_until(pilot, lambda: app.query_one(TabbedContent).active == "checks", 5, "pane 1")
+        await wait_until(pilot, lambda: app.query_one(TabbedContent).active == "checks", what="pane 1")
         await pilot.press("7")
-        await wait_until(pilot, lambda: app.focused is pane, 10, "the sampler to take the focus again")
+        await wait_until(pilot, lambda: app.focused is pane, what="the sampler to take the focus again")
         await pilot.press("pagedown")
-        await wait_until(pilot, lambda: pane.scroll_y > 0, 5, "page down")
+        await wait_until(pilot, lambda: pane.scroll_y > 0, what="page down")

@@ -8,8 +8,9 @@ import shutil
 from minigpt_tui import demo
 from minigpt_tui.screens.confirm import ConfirmScreen
 from minigpt_tui.screens.setup import DemoSetupScreen
+from tests.waiting import wait_until
 
-from .conftest import SIZE, wait_until
+from .conftest import SIZE
 
 
 async def test_an_empty_folder_offers_to_open_the_demo_that_is_already_built(
@@ -24,7 +25,7 @@ async def test_an_empty_folder_offers_to_open_the_demo_that_is_already_built(
     empty.mkdir()
     app = make_app(empty)
     async with app.run_test(size=(80, 24)) as pilot:
-        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), 30, "the offer")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the offer")
         # THEN it offers to open the demo as it is, never to build and train it again
         text = str(app.screen.question)
         assert "already built" in text and str(built) in text
@@ -40,7 +41,7 @@ async def test_the_header_says_the_demo_is_being_built_while_it_is(tmp_path, mak
     app = make_app(where, demo_mode=True)
     async with app.run_test(size=SIZE) as pilot:
         # WHEN the build runs on its screen THEN the header says so, not "checking…"
-        await wait_until(pilot, lambda: isinstance(app.screen, DemoSetupScreen), 30, "the build screen")
+        await wait_until(pilot, lambda: isinstance(app.screen, DemoSetupScreen), what="the build screen")
         assert "building the demo" in app.sub_title and "checking" not in app.sub_title
         await pilot.press("q")  # cancel the build and quit
-        await wait_until(pilot, lambda: not app.is_running, 30, "the app to quit")
+        await wait_until(pilot, lambda: not app.is_running, what="the app to quit")

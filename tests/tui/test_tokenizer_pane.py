@@ -6,8 +6,9 @@ import pytest
 from textual.widgets import Input
 
 from minigpt_tui.panes.tokenizer import TokenizerPane
+from tests.waiting import wait_until
 
-from .conftest import SIZE, rendered, wait_for_report, wait_until
+from .conftest import SIZE, rendered, wait_for_report
 
 
 @pytest.mark.slow
@@ -17,7 +18,7 @@ async def test_typed_text_shows_ids_and_flags_unknown_characters(workspace, make
         report = await wait_for_report(pilot, app)
         await pilot.press("3")
         pane = app.query_one(TokenizerPane)
-        await wait_until(pilot, lambda: pane.tokenizer is not None, 30, "the tokenizer")
+        await wait_until(pilot, lambda: pane.tokenizer is not None, what="the tokenizer")
         app.query_one("#tok-input", Input).focus()
         await pilot.press("H", "i", "☃")
         await pilot.pause()
@@ -40,7 +41,7 @@ async def test_known_text_round_trips(workspace, make_app):
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("3")
         pane = app.query_one(TokenizerPane)
-        await wait_until(pilot, lambda: pane.tokenizer is not None, 30, "the tokenizer")
+        await wait_until(pilot, lambda: pane.tokenizer is not None, what="the tokenizer")
         app.query_one("#tok-input", Input).focus()
         await pilot.press("T", "h", "e", "space")
         await pilot.pause()

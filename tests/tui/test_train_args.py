@@ -11,8 +11,9 @@ from minigpt.train.presets import PRESETS
 from minigpt_tui.panes.loss import LossPane
 from minigpt_tui.screens.confirm import ConfirmScreen
 from minigpt_tui.train_args import archived_files, plan_training, train_args
+from tests.waiting import wait_until
 
-from ._pane_harness import PaneHarness, until
+from ._pane_harness import PaneHarness
 
 DEFAULTS = {name: asdict(TrainConfig.from_preset(name)) for name in PRESETS}
 
@@ -61,7 +62,7 @@ async def test_s_asks_naming_the_command_and_the_files_it_moves(trained_workspac
         pane = app.query_one(LossPane)
         pane.focus()
         await pilot.press("s")
-        assert await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), 20)
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         question = app.screen.question
         assert "minigpt train --preset debug" in question
         assert "checkpoints/mini_gpt_best.pt" in question and "previous/<time>/" in question

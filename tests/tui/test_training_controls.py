@@ -8,8 +8,9 @@ from minigpt.checks import CheckOptions
 from minigpt_tui.panes.loss import LossPane
 from minigpt_tui.screens.confirm import ConfirmScreen
 from minigpt_tui.session import Session
+from tests.waiting import wait_until
 
-from ._pane_harness import PaneHarness, until
+from ._pane_harness import PaneHarness
 
 
 @pytest.mark.parametrize("fault", [None, "no_shift"])
@@ -25,7 +26,7 @@ async def test_the_question_names_an_injected_fault_only_when_one_is_set(demo_ws
         pane.focus()
         # WHEN s asks to train
         await pilot.press("s")
-        assert await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), 10)
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
         question = app.screen.question
         await pilot.press("n")
     # THEN the question speaks of a fault only when there is one, and names it

@@ -22,8 +22,9 @@ from minigpt_tui.widgets.key_footer import KeyFooter
 from minigpt_tui.widgets.live_static import LiveStatic
 from minigpt_tui.widgets.steady_table import SteadyTable
 from minigpt_tui.workbench import PANES, PaneTab, Workbench
+from tests.waiting import wait_until
 
-from .conftest import SIZE, wait_for_report, wait_until
+from .conftest import SIZE, wait_for_report
 
 
 @pytest.mark.slow
@@ -110,7 +111,7 @@ async def test_the_footer_is_redrawn_only_when_focus_brings_other_keys():
     app = TwoPanes(CountedFooter)
     async with app.run_test() as pilot:
         app.query_one("#a").focus()
-        await wait_until(pilot, lambda: _descriptions(app) == ["Quit", "palette"], 10, "pane a's keys")
+        await wait_until(pilot, lambda: _descriptions(app) == ["Quit", "palette"], what="pane a's keys")
         footer = app.query_one(CountedFooter)
         replaced = footer.replaced
         # WHEN the focus moves to a pane with the same keys, and the footer has had time to settle
@@ -120,17 +121,17 @@ async def test_the_footer_is_redrawn_only_when_focus_brings_other_keys():
         assert footer.replaced == replaced and not footer.children
         # WHEN it moves to a pane with a key of its own THEN the footer shows it, as Textual's does
         app.query_one("#c").focus()
-        await wait_until(pilot, lambda: _descriptions(app) == ["New", "Quit", "palette"], 10, "pane c's keys")
+        await wait_until(pilot, lambda: _descriptions(app) == ["New", "Quit", "palette"], what="pane c's keys")
         assert footer.replaced == replaced + 1
         app.query_one("#a").focus()
-        await wait_until(pilot, lambda: _descriptions(app) == ["Quit", "palette"], 10, "pane a's keys again")
+        await wait_until(pilot, lambda: _descriptions(app) == ["Quit", "palette"], what="pane a's keys again")
 
 
 async def test_the_footer_draws_its_keys_on_one_line_and_a_click_presses_one():
     app = TwoPanes(KeyFooter)
     async with app.run_test(size=(60, 6)) as pilot:
         app.query_one("#c").focus()
-        await wait_until(pilot, lambda: _descriptions(app) == ["New", "Quit", "palette"], 10, "pane c's keys")
+        await wait_until(pilot, lambda: _descriptions(app) == ["New", "Quit", "palette"], what="pane c's keys")
         footer = app.query_one(KeyFooter)
         # THEN the keys read as Textual's compact footer writes them: key, description, a space between
         assert footer.render().plain.startswith("n New q Quit ^p palette")
@@ -265,14 +266,14 @@ async def test_a_table_shown_again_keeps_its_lines_and_a_restyle_redraws_them():
         # WHEN a restyle changes how the cursor row looks and nothing else (the lines' cache keys stay the same)
         table.add_class("alert")
         # THEN the cells are rendered again, the cursor row in its new colour
-        await wait_until(pilot, lambda: calls[0] > 0, 10, "the table drawn again")
+        await wait_until(pilot, lambda: calls[0] > 0, what="the table drawn again")
         cursor_now = next(iter(table.render_line(1))).style
         assert cursor_now is not None and cursor_now != cursor_before
         assert cursor_now.bgcolor is not None and tuple(cursor_now.bgcolor.get_truecolor()) == (255, 0, 0)
         # WHEN the terminal gets wider THEN the Resize is not kept from the table: it draws at the new width
         kept = table.resizes_kept
         await pilot.resize_terminal(60, 12)
-        await wait_until(pilot, lambda: table.size.width == 60, 10, "the table at the new size")
+        await wait_until(pilot, lambda: table.size.width == 60, what="the table at the new size")
         assert table.resizes_kept == kept and table.render_line(1).cell_length == 60
 
 
@@ -287,10 +288,10 @@ async def test_a_table_restyled_while_its_tab_is_hidden_is_compared_before_it_is
         # WHEN the hidden table's cursor row changes look
         table.add_class("alert")
         # THEN its lines are dropped while it is hidden, not in the frame that shows it again
-        await wait_until(pilot, lambda: table.drops == drops + 1, 10, "the hidden table's lines dropped")
+        await wait_until(pilot, lambda: table.drops == drops + 1, what="the hidden table's lines dropped")
         calls = _cells_rendered(table)
         await pilot.press("a")
-        await wait_until(pilot, lambda: calls[0] > 0, 10, "the table drawn again")
+        await wait_until(pilot, lambda: calls[0] > 0, what="the table drawn again")
         cursor = next(iter(table.render_line(1))).style
         assert cursor is not None and cursor.bgcolor is not None
         assert tuple(cursor.bgcolor.get_truecolor()) == (255, 0, 0)

@@ -12,8 +12,9 @@ import torch
 from minigpt.checks import Status
 from minigpt_tui import disk_watch
 from tests.fixtures import loops
+from tests.waiting import wait_until
 
-from .conftest import SIZE, wait_for_report, wait_until
+from .conftest import SIZE, wait_for_report
 
 
 @pytest.mark.slow
@@ -41,7 +42,7 @@ async def test_a_watched_loops_folder_opens_with_its_loop_checks_and_is_rejudged
         again = app.session.last_report.by_id()
         assert again["loop_train_mode"].values["steps"] == result.values["steps"] + 1
         assert again["loop_train_mode"].status is Status.FAIL
-        await wait_until(pilot, lambda: app.is_running, 5, "the app to keep running")
+        await wait_until(pilot, lambda: app.is_running, what="the app to keep running")
 
 
 @pytest.mark.slow
@@ -73,9 +74,9 @@ async def test_a_folder_opened_before_its_loop_starts_is_judged_again_when_the_l
             last = app.session.last_report
             return not app.checks.running and last.by_id()["files"].status is Status.SKIP
 
-        await wait_until(pilot, judged_as_a_loop, 90, "the checks to judge the loop's folder")
+        await wait_until(pilot, judged_as_a_loop, what="the checks to judge the loop's folder")
         assert app.session.last_report.by_id()["loop_train_mode"].status is Status.PASS
-        await wait_until(pilot, lambda: f"watched loop PID {os.getpid()}" in app.sub_title, 10, "the loop's PID")
+        await wait_until(pilot, lambda: f"watched loop PID {os.getpid()}" in app.sub_title, what="the loop's PID")
         watch.close()
-        await wait_until(pilot, lambda: "PID" not in app.sub_title, 10, "the PID to go")
+        await wait_until(pilot, lambda: "PID" not in app.sub_title, what="the PID to go")
         assert "watched loop" in app.sub_title
