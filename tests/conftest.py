@@ -38,10 +38,30 @@ def pytest_collection_modifyitems(config, items):
     config.stash[SLOW_LEFT_OUT] = len(slow)
 
 
+def _order_line(config) -> str | None:
+    """How to repeat this run's test order (pytest-randomly's seed), or None when the order is fixed."""
+    seed = config.getoption("randomly_seed", None)
+    if not isinstance(seed, int) or not config.pluginmanager.hasplugin("randomly"):
+        return None
+    return f"test order: --randomly-seed={seed} (add it to the command to repeat this order)"
+
+
+def pytest_sessionstart(session):
+    # pytest-randomly names its seed in the report header, which `-q` hides: say it here too, first,
+    # so a run that hangs or is killed still tells how to repeat its order
+    line = _order_line(session.config)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if line and reporter is not None and session.config.get_verbosity() < 0:
+        reporter.write_line(line)
+
+
 def pytest_terminal_summary(terminalreporter, config):
     left_out = config.stash.get(SLOW_LEFT_OUT, 0)
     if left_out:
         terminalreporter.write_line(f"{left_out} slow tests left out of this tier: `python -m pytest --full` runs them")
+    line = _order_line(config)
+    if line:
+        terminalreporter.write_line(line)
 
 
 @pytest.hookimpl(tryfirst=True)
