@@ -11,18 +11,22 @@ from collections.abc import Iterator
 from textual.widget import Widget
 from textual.widgets import Input, TabbedContent
 
+from minigpt_tui.widgets.form_button import FormButton
 from minigpt_tui.widgets.settings_grid import SettingsGrid
 
 # the widgets that take typed text: a line of text, a grid of cells
 TEXT_FIELDS = (Input, SettingsGrid)
+# and those whose typed characters go to a text field: the footer must not promise one-key actions there
+TYPING_INTO_FIELD = (*TEXT_FIELDS, FormButton)
 
 # the app's actions bound to a digit, a letter or ?: a text field takes those keys as text
 ONE_KEY_ACTIONS = ("show_pane", "run_all", "fault_menu", "export", "toggle_training", "help", "quit")
 
 
 def typing_in_field(focused: Widget | None) -> bool:
-    """A visible text field has the focus (a field of a pane not shown yet has no area)."""
-    return isinstance(focused, TEXT_FIELDS) and focused.region.area > 0
+    """A visible text field, or a form button that types into one, has the focus (a widget of a
+    pane not shown yet has no area)."""
+    return isinstance(focused, TYPING_INTO_FIELD) and focused.region.area > 0
 
 
 def _focusable_in(tabs: TabbedContent, pane: Widget | None) -> Iterator[Widget]:

@@ -44,6 +44,7 @@ from minigpt_tui.panes.sampler_run import (
     token_labeller,
 )
 from minigpt_tui.widgets.blank import BLANK_CONTAINERS
+from minigpt_tui.widgets.form_button import FormButton
 from minigpt_tui.widgets.live_static import LiveStatic
 from minigpt_tui.widgets.prob_bars import StageBars
 from minigpt_tui.widgets.settings_grid import SettingsGrid
@@ -104,9 +105,9 @@ class SamplerPane(VerticalScroll):
             yield Input(
                 prompt, placeholder="prompt (enter generates A)", id="prompt", compact=True, select_on_focus=False
             )
-            yield Button("Generate A", id="generate", compact=True)
-            yield Button("Compare A/B", id="compare", compact=True)
-            yield Button("Stop", id="stop", compact=True)
+            yield FormButton("Generate A", id="generate", compact=True)
+            yield FormButton("Compare A/B", id="compare", compact=True)
+            yield FormButton("Stop", id="stop", compact=True)
         yield LiveStatic("", id="prompt-check", markup=False)
         yield SettingsGrid(
             [(field, label) for field, label, _ in FIELDS],
@@ -138,7 +139,7 @@ class SamplerPane(VerticalScroll):
 
     def on_key(self, event: Key) -> None:
         typed = event.is_printable and event.character and event.character != " "  # space presses a button
-        if typed and isinstance(self.app.focused, Button):
+        if typed and isinstance(self.app.focused, FormButton):
             event.stop()
             event.prevent_default()
             prompt = self.query_one("#prompt", Input)
