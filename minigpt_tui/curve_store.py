@@ -58,6 +58,7 @@ class CurveSnapshot:
     series: dict[str, tuple[list, list]] = field(default_factory=dict)  # field -> (steps, values)
     n_points: int = 0  # metrics records read so far
     last_step: int | None = None
+    first_step: int | None = None  # the run's first logged step (a zoom shorter than the run shows part of it)
     last: dict[str, float | None] = field(default_factory=dict)  # field -> latest value
     bad_lines: int = 0
     view: LossView = field(default_factory=LossView)
@@ -150,6 +151,7 @@ class CurveStore:
         self.plots = {name: PlotColumn() for name in names}
         self.sample = CurveSample()
         self.n_points = 0
+        self.first_step: int | None = None
         self.last_step: int | None = None
         self.last: dict[str, float | None] = {name: None for name in _FIELDS}
         self.last_at: dict[str, int | None] = {name: None for name in _FIELDS}
@@ -170,6 +172,8 @@ class CurveStore:
             if name == "train_loss":
                 self._extend_ema(xs, ys)
         self.n_points += len(points)
+        if self.first_step is None:
+            self.first_step = points[0].step
         self.last_step = points[-1].step
         self.last_grad_norm = points[-1].grad_norm
 
@@ -208,7 +212,15 @@ class CurveStore:
         if view.ema and _ema_name(view.ema) in self.plots:
             smooth = self.series(_ema_name(view.ema), width, from_step)
         return CurveSnapshot(
-            series, self.n_points, self.last_step, dict(self.last), bad_lines, view, smooth, last_at=dict(self.last_at)
+            series,
+            self.n_points,
+            self.last_step,
+            self.first_step,
+            dict(self.last),
+            bad_lines,
+            view,
+            smooth,
+            last_at=dict(self.last_at),
         )
 
     def columns(self) -> CurveColumns:

@@ -98,6 +98,11 @@ def vocab_baseline(tokenizer_path: Path) -> float | None:
     return math.log(vocab) if vocab else None
 
 
+def has_previous_runs(root: Path) -> bool:
+    """Whether the workspace keeps an earlier run's metrics log for `p` to overlay."""
+    return next((root / "previous").glob("*/logs/metrics.jsonl"), None) is not None
+
+
 def previous_runs(root: Path, width: int, limit: int = PREVIOUS_RUNS) -> list[tuple[str, list, list]]:
     """(folder name, steps, train loss) of the newest earlier runs in previous/<time>/logs/."""
     from minigpt.errors import MiniGPTError

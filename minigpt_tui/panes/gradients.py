@@ -106,6 +106,8 @@ class GradientsPane(Vertical, RenderWhenShown):
         self.sources: dict[str, GradSource | None] = {"training": None, "check": None}
         self.view = "training"  # which source the table shows
         self._chosen = False  # the user picked the source with `s`: do not switch for them
+        # why the last key did nothing, in the header (a toast would stay over the next pane shown)
+        self.key_note: str | None = None
         self.sort_key = "name"
         self.sort_reverse = False
         self.filter = ""
@@ -221,14 +223,16 @@ class GradientsPane(Vertical, RenderWhenShown):
 
     def action_switch_source(self) -> None:
         other = "check" if self.view == "training" else "training"
-        self.view, self._chosen = other, True
+        self.view, self._chosen, self.key_note = other, True, None
         self._refresh()
 
     # -- sorting and filtering ----------------------------------------------------------------
     def action_sort(self, key: str) -> None:
         if key == "ratio" and not self.ratios:
-            self.notify(f"no upd/weight ratios in {self.source}: the gradients check's source has them (s)")
+            self.key_note = f"o: no upd/weight ratios in {self.source}: the gradients check's source has them (s)"
+            self._render_header()
             return
+        self.key_note = None
         if key == self.sort_key:
             self.sort_reverse = not self.sort_reverse
         else:  # norms and ratios: largest first; names: A to Z
@@ -417,6 +421,8 @@ class GradientsPane(Vertical, RenderWhenShown):
         if hidden:
             tail += f" · narrow: {', '.join(hidden)} hidden"
         lines.append(Text(tail, style="dim", no_wrap=True, overflow="ellipsis"))
+        if self.key_note:
+            lines.append(Text(self.key_note, style="yellow"))
         ties = [f"{r['name']} = {', '.join(r['tied_with'])}" for r in self.rows if r.get("tied_with")]
         if ties and self.columns and not self._ties_in_name():  # the name column is too narrow for them
             lines.append(Text(f"tied: {'; '.join(ties)}", style="dim"))

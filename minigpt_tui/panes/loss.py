@@ -33,8 +33,14 @@ from minigpt.logs.tensorboard import is_tensorboard_path
 from minigpt_tui.curve_store import EMA_CHOICES, ZOOM_CHOICES, CurveSnapshot, LossView
 from minigpt_tui.host import NoWorkspace, host, workspace_of
 from minigpt_tui.messages import TrainingEnded, TrainingStarted
-from minigpt_tui.panes.curve_follow import CurveDiagnosed, CurveUpdated, DiagnosisDue, follow_curve
-from minigpt_tui.panes.loss_text import diagnosis_more, diagnosis_text, fmt, fmt_loss_or_dash
+from minigpt_tui.panes.curve_follow import (
+    CurveDiagnosed,
+    CurveUpdated,
+    DiagnosisDue,
+    follow_curve,
+    has_previous_runs,
+)
+from minigpt_tui.panes.loss_text import diagnosis_more, diagnosis_text, fmt, fmt_loss_or_dash, pack_fields
 from minigpt_tui.panes.training_controls import TrainingControls
 from minigpt_tui.training import OtherTrainer
 from minigpt_tui.widgets.blank import BLANK_CONTAINERS
@@ -91,6 +97,7 @@ class LossPane(Vertical, RenderWhenShown):
         self.follower_restarts = 0
         # read by the follower thread; the UI thread only ever swaps whole immutable values in
         self.view = LossView()
+        self.view_note: str | None = None  # what the last view key did when the plot shows no change
         self.diagnosis_cost_s = 0.0  # the last diagnosis took this long: the follower asks less often
         self._generation = (0, 0)
         self._followers = 0
@@ -267,7 +274,9 @@ class LossPane(Vertical, RenderWhenShown):
             fields.append(f"{snap.bad_lines} bad lines")
         if view:
             fields.append(view)
-        line2 = " · ".join(fields)
+        if self.view_note:
+            fields.append(self.view_note)
+        line2 = "\n".join(pack_fields(fields, width))
         stale = bool(self.follower_error) or head.startswith("NOT")
         self._show_text("loss-status", Text(f"{line1}\n{line2}", style="bold red" if stale else ""))
 
@@ -349,9 +358,13 @@ class LossPane(Vertical, RenderWhenShown):
         self._start_follower()
 
     # -- view keys ----------------------------------------------------------------------------
-    def _set_view(self, **changes) -> None:
-        # no toast: it covered the plot's axis; the status line's last field names the view
+    def _set_view(self, note: str | None = None, **changes) -> None:
+        # no toast: it covered the plot's axis; the status line names the view, and `note` says why
+        # a key changed nothing on the plot
         self.view = dataclasses.replace(self.view, **changes)
+        self.view_note = note
+        if self._last_message is not None:
+            self._render_status(self._last_message)
 
     def action_toggle_log(self) -> None:
         self._set_view(log_y=not self.view.log_y)
@@ -361,10 +374,25 @@ class LossPane(Vertical, RenderWhenShown):
         self._set_view(ema=EMA_CHOICES[(i + 1) % len(EMA_CHOICES)])
 
     def action_cycle_zoom(self) -> None:
-        i = ZOOM_CHOICES.index(self.view.last_steps) if self.view.last_steps in ZOOM_CHOICES else 0
-        self._set_view(last_steps=ZOOM_CHOICES[(i + 1) % len(ZOOM_CHOICES)])
+        """`z`: the whole run, then the last 2000, 500 and 100 steps; a window as long as the run
+        would show the same plot, so it is skipped, and a run too short for any says so."""
+        snap = self.snapshot
+        span = None if snap.first_step is None or snap.last_step is None else snap.last_step - snap.first_step
+        choices = [z for z in ZOOM_CHOICES if z is None or span is None or z < span]
+        i = choices.index(self.view.last_steps) if self.view.last_steps in choices else 0
+        if len(choices) == 1:
+            steps = "no steps yet" if span is None else f"{span:,} steps"
+            self._set_view(note=f"z: the run spans {steps}, all of it shown", last_steps=None)
+            return
+        self._set_view(last_steps=choices[(i + 1) % len(choices)])
 
     def action_toggle_previous(self) -> None:
+        ws = host(self).workspace
+        root = None if ws is None else Path(ws.root)
+        if not self.view.previous and (root is None or not has_previous_runs(root)):
+            where = "no workspace" if root is None else f"nothing in {root / 'previous'}"
+            self._set_view(note=f"p: no earlier runs to overlay ({where})")
+            return
         self._set_view(previous=not self.view.previous)
 
     # -- samples by step --------------------------------------------------------------------

@@ -38,6 +38,18 @@ def wrap_within(text: str, width: int, lines: int) -> list[str]:
         limit -= max(1, sum(len(line) + 1 for line in wrapped[lines:]))
 
 
+def pack_fields(fields: list[str], width: int, sep: str = " · ") -> list[str]:
+    """The fields joined by `sep` into lines of at most `width` cells, a field never split across
+    two lines (a field longer than the width alone on its line)."""
+    lines: list[str] = []
+    for f in fields:
+        if lines and len(lines[-1]) + len(sep) + len(f) <= width:
+            lines[-1] += sep + f
+        else:
+            lines.append(f)
+    return lines
+
+
 def _head_word(d: CurveDiagnosis, snap: CurveSnapshot | None) -> str:
     """ "curve", or "curve at step N" when the verdict read fewer steps than the status line shows:
     its "last" values are then from another reading, and must not pass for the status line's."""

@@ -54,6 +54,21 @@ class Trace:
     right: bool = False  # on the right-hand y axis (the learning rate)
 
 
+def _outside_zoom(level: float, traces: list[Trace]) -> str | None:
+    """ "above" or "below" when `level` lies outside the losses drawn on the left axis (with a
+    tenth of their span as margin), else None."""
+    ys = [y for t in traces if not t.right for y in t.ys]
+    if not ys:
+        return None
+    lo, hi = min(ys), max(ys)
+    margin = (hi - lo) / 10 or abs(hi) / 10
+    if level > hi + margin:
+        return "above"
+    if level < lo - margin:
+        return "below"
+    return None
+
+
 class LossPlot(PlotextPlot):
     """Train loss (raw, and its EMA when smoothing), validation losses as points, the log(V)
     baseline, the learning rate on the right axis, earlier runs in grey. Keeps its (downsampled)
@@ -142,8 +157,12 @@ class LossPlot(PlotextPlot):
         title = f"loss · {snap.n_points:,} pts"
         self.hline = None
         if self.baseline is not None and math.isfinite(self.baseline) and (tx or vx):
-            self.hline = self.baseline
-            title = f"{title} · red: log V {self.baseline:.2f}"
+            where = _outside_zoom(self.baseline, traces) if snap.view.last_steps else None
+            if where is None:
+                self.hline = self.baseline
+                title = f"{title} · red: log V {self.baseline:.2f}"
+            else:  # drawn, the line would stretch the y axis and squash the zoomed detail
+                title = f"{title} · log V {self.baseline:.2f} {where} the view"
         if self.stale:
             title = f"NOT UPDATING · {title}"
         self.title_text = title
