@@ -73,7 +73,11 @@ def run_checks(
             result = CheckResult(cid, spec.stage, Status.SKIP, "skipped (--skip)")
         elif blocked:
             result = CheckResult(
-                cid, spec.stage, Status.SKIP, f"skipped: {', '.join(f'{d} {statuses[d].value}' for d in blocked)}"
+                cid,
+                spec.stage,
+                Status.SKIP,
+                f"skipped: {', '.join(f'{d} {statuses[d].value}' for d in blocked)}",
+                values={"blocked_by": blocked},  # the checks it waited on, for views that group a cascade
             )
         else:
             try:

@@ -108,7 +108,7 @@ def _run(args: argparse.Namespace) -> int:
         )
     else:
         report = run_checks(ctx, only=_split(args.only), skip=_split(args.skip), listener=listener)
-    lines.flush()
+    lines.finish()
     counts = {k: f"{n} {k}" for k, n in report.counts().items() if n}
     if lines.expected_warnings:
         shown = "" if lines.expected_warnings == report.counts()["warn"] else f"{lines.expected_warnings} "

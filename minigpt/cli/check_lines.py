@@ -30,8 +30,20 @@ class ResultLines:
         self.skipped: list[CheckResult] = []  # a run of skips with one summary, not printed yet
         self.expected_warnings = 0  # warnings the demo always gets (counted for the closing line)
         self._expected: dict[str, str] | None = None
+        # checks skipped only because a check they need did not pass, under the first check of the
+        # chain that did not: one line each at the end, not a line per link of the chain
+        self.blocked: dict[str, list[CheckResult]] = {}
+        self._root: dict[str, str] = {}
+        self._status: dict[str, Status] = {}
 
     def add(self, r: CheckResult) -> None:
+        self._status[r.id] = r.status
+        waited_on = r.values.get("blocked_by") if r.status is Status.SKIP else None
+        if waited_on:
+            root = self._root.get(waited_on[0], waited_on[0])
+            self._root[r.id] = root
+            self.blocked.setdefault(root, []).append(r)
+            return
         if r.status is Status.SKIP and (not self.skipped or self.skipped[0].summary == r.summary):
             self.skipped.append(r)
             return
@@ -49,6 +61,18 @@ class ResultLines:
         if expected:
             self.expected_warnings += 1
             self._note("", expected, style="")
+
+    def finish(self) -> None:
+        """Print what is held back: the last run of skips, then, per check that did not pass, the
+        checks that were not run because of it."""
+        self.flush()
+        for root, group in self.blocked.items():
+            status = self._status.get(root)
+            why = f"{root} {status.value}" if status is not None else root
+            names = ", ".join(r.id for r in group)
+            listed = names if len(group) <= 3 or self.verbose else f"{', '.join(r.id for r in group[:3])}, …"
+            self._line(Status.SKIP, f"{len(group)} checks", f"not run: they need {why} ({listed})", 0.0)
+        self.blocked = {}
 
     def flush(self) -> None:
         """Print the run of skips held back (one line for several)."""

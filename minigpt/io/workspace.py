@@ -63,6 +63,11 @@ class Workspace:
         """What `minigpt.watch` saw of a training loop (see `minigpt.loopwatch`)."""
         return self.root / "logs" / "loop.jsonl"
 
+    def watched_loop_lacks(self, path: Path | str) -> bool:
+        """This is a watched loop's folder (the watch's record is here) and `path` is not: the
+        watch writes logs only, never the loop's tokenizer or token IDs."""
+        return self.loop_log.is_file() and not Path(path).exists()
+
     @property
     def ranks(self) -> Path:
         """One file per DDP rank above 0 of a watched run: the batches each rank saw."""

@@ -17,7 +17,7 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widgets import Static
 
-from minigpt.data.tokenizer_api import visible
+from minigpt.data.tokenizer_api import piece_label, visible
 from minigpt_tui.host import session_of
 from minigpt_tui.messages import CheckFinished, ChecksFinished, FaultChanged
 from minigpt_tui.widgets.blank import BLANK_CONTAINERS
@@ -37,6 +37,12 @@ LABEL_WIDTH = 9
 def mismatches(inputs: list[int], targets: list[int]) -> list[int]:
     """Positions t where target[t] != input[t+1] (the last target has no input to compare with)."""
     return [t for t in range(len(targets) - 1) if targets[t] != inputs[t + 1]]
+
+
+WATCHED_LOOP_NO_IDS = (
+    "a watched loop's folder: the watch stores no token IDs, so there is no batch to draw here; "
+    "the loop checks (key 1) judge the batches your loop fed (loop_targets_shifted, loop_batches_change)"
+)
 
 
 class BatchesPane(VerticalScroll, RenderWhenShown, can_focus=True):
@@ -83,6 +89,7 @@ class BatchesPane(VerticalScroll, RenderWhenShown, can_focus=True):
     @dataclass
     class BatchFailed(Message):
         error: str
+        problem: bool = True  # False: nothing is wrong, there is simply no batch to draw here
 
     def _draw(self, seed: int) -> None:
         """Worker thread: ctx.batch applies the injected fault, exactly as the batch_shift check sees it."""
@@ -97,7 +104,10 @@ class BatchesPane(VerticalScroll, RenderWhenShown, can_focus=True):
             x, y = ctx.batch(DEBUG_BATCH_SIZE, block_size(ctx), seed=seed)  # the batch_shift check's shape
             tok = ctx.tokenizer
         except MiniGPTError as exc:  # bad files: say so here, the files/tokenizer checks explain
-            self.post_message(self.BatchFailed(f"cannot draw a batch: {exc.message}"))
+            if ctx.ws.watched_loop_lacks(ctx.inputs.train_data):  # not a fault: the watch keeps logs only
+                self.post_message(self.BatchFailed(WATCHED_LOOP_NO_IDS, problem=False))
+            else:
+                self.post_message(self.BatchFailed(f"cannot draw a batch: {exc.message}"))
             return
         inputs, targets = x.tolist(), y.tolist()
         labels: dict[int, str] = {}  # each distinct ID once: a row of a large vocabulary repeats many
@@ -123,9 +133,8 @@ class BatchesPane(VerticalScroll, RenderWhenShown, can_focus=True):
     @on(BatchFailed)
     def show_failure(self, message: BatchFailed) -> None:
         self.drawn = None
-        self.query_one("#batch-view", Static).update(
-            Text(message.error + "\n(see the files and tokenizer checks, key 1)")
-        )
+        see = "\n(see the files and tokenizer checks, key 1)" if message.problem else ""
+        self.query_one("#batch-view", Static).update(Text(message.error + see, style="" if message.problem else "dim"))
 
     @on(FaultChanged)
     def redraw_for_fault(self, message: FaultChanged) -> None:
@@ -262,9 +271,9 @@ class BatchesPane(VerticalScroll, RenderWhenShown, can_focus=True):
 
 def _token_text(tok, i: int) -> str:
     """One ID's text as the row shows it: a character as it is, a subword token's bytes decoded
-    (a partial character as its hex bytes)."""
+    (a partial character's bytes as every view writes them: ␣<0xE2>)."""
     data = tok.token_bytes(i)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
-        return "".join(f"<{b:02X}>" for b in data)
+        return piece_label(data)

@@ -238,9 +238,9 @@ class ChecksPane(Vertical):
             for cid in list(self.states):
                 self.states.pop(cid)
                 self._show_row(cid)
-        counts: dict[str, int] = {}
-        for r in self.results.values():
-            counts[r.status.value] = counts.get(r.status.value, 0) + 1
+        from minigpt.checks.result import Report  # loaded by the checks by now; not before the first frame
+
+        counts = Report(results=list(self.results.values())).counts()  # the CLI's order: pass, warn, fail, …
         text = ", ".join(f"{n} {k}" for k, n in counts.items() if n)
         state = "cancelled" if report.cancelled else f"done in {report.seconds:.1f}s"
         fault = f"fault {report.fault} · " if report.fault else ""  # first: the most important state

@@ -42,6 +42,7 @@ from minigpt_tui.panes.sampler_run import (
     next_token_stages,
     stream_samples,
     token_labeller,
+    widest_label,
 )
 from minigpt_tui.widgets.blank import BLANK_CONTAINERS
 from minigpt_tui.widgets.form_button import FormButton
@@ -157,7 +158,7 @@ class SamplerPane(VerticalScroll):
         self.chars = message.chars
         self.tokenizer = message.tokenizer
         if message.error:
-            self._status(message.error, problem=True)
+            self._status(message.error, problem=message.problem)
         if message.defaults:  # only fields still at the built-in default: never overwrite typing
             built_in, grid = default_settings(), self.query_one(SettingsGrid)
             for col in COLUMNS:
@@ -286,7 +287,7 @@ class SamplerPane(VerticalScroll):
             for col, _ in columns:  # A/B: the filter stages of each column's settings
                 stages = next_token_stages(model, ids, settings, token_labeller(tokenizer), col)
                 title = f"next token after the prompt, settings {col} ({note})"
-                self.post_message(StagesComputed(run_id, stages, title, col, note))
+                self.post_message(StagesComputed(run_id, stages, title, col, note, widest_label(tokenizer)))
             stream_samples(
                 self.post_message,
                 run_id,
@@ -306,7 +307,7 @@ class SamplerPane(VerticalScroll):
         if message.run_id == self._run_id:
             self.columns[message.column].stages = message.stages
             self.model_note = message.model_note
-            self.query_one(f"#stages-{message.column}", StageBars).show(message.stages, message.title)
+            self.query_one(f"#stages-{message.column}", StageBars).show(message.stages, message.title, message.widest)
 
     @on(TextGenerated)
     def _text_generated(self, message: TextGenerated) -> None:

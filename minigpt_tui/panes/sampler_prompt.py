@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from minigpt_tui.session import Session
 
 PROMPT_REFUSED = "the prompt has characters the model has never seen (marked ^): remove them"
+# GPT-2 style BPE keeps a space with the word after it (␣the): a lone space token at the end of a
+# text is rare in training, and what the model predicts after one is poor
+LONE_SPACE_NOTE = "ends in a lone ␣ token, rare in BPE training"
 
 
 @dataclass
@@ -29,6 +32,13 @@ class VocabLoaded(Message):
     error: str | None
     defaults: dict | None  # the session's sampler settings and prompt (options may import torch)
     tokenizer: Tokenizer | None = None  # the tokenizer itself, whatever its kind
+    problem: bool = True  # False: `error` says why there is no tokenizer here, and nothing is wrong
+
+
+WATCHED_LOOP_NO_TOKENIZER = (
+    "a watched loop's folder: the watch stores no tokenizer, so prompts cannot be encoded here; "
+    "start minigpt-tui with --tokenizer FILE (the one your loop encodes with)"
+)
 
 
 def read_vocab(session: Session | None, workspace: Workspace | None) -> VocabLoaded:
@@ -55,6 +65,8 @@ def read_vocab(session: Session | None, workspace: Workspace | None) -> VocabLoa
     try:
         tok = load_tokenizer(path)
     except MiniGPTError as exc:
+        if workspace is not None and workspace.watched_loop_lacks(path):
+            return VocabLoaded(None, WATCHED_LOOP_NO_TOKENIZER, defaults, problem=False)
         return VocabLoaded(None, f"cannot read the tokenizer {path}: {exc.message}", defaults)
     chars = list(tok.chars) if isinstance(tok, CharTokenizer) else None
     return VocabLoaded(chars, None, defaults, tok)
@@ -78,8 +90,13 @@ def prompt_check(
     """The line under the prompt: its token count (a subword tokenizer encodes any text), or its
     unknown characters marked ^ under them and listed."""
     if chars is None and tokenizer is not None:
-        count = len(tokenizer.encode(prompt)) if prompt else 0
-        return Text(f"prompt: {count} tokens ({tokenizer.kind})" if prompt else "prompt: empty")
+        if not prompt:
+            return Text("prompt: empty")
+        ids = tokenizer.encode(prompt)
+        line = Text(f"prompt: {len(ids)} tokens ({tokenizer.kind})")
+        if ids and set(tokenizer.token_bytes(ids[-1])) == {ord(" ")}:
+            line.append(f"; {LONE_SPACE_NOTE}", style="yellow")  # one line: typing never moves the pane
+        return line
     if chars is None:
         return Text("prompt: not checked yet (the tokenizer is not loaded)")
     if not unknown:
