@@ -317,7 +317,11 @@ class MiniGPTApp(App):
             self._update_title()
         checks = self.panes.checks
         if change is not None and checks is not None:
-            checks.mark_stale(f"the checkpoint these results judged was {change} since")
+            checks.mark_stale(
+                "a checkpoint was written since (these results judged none)"
+                if change == "written"
+                else f"the checkpoint these results judged was {change} since"
+            )
 
     def _recheck_watched_loop(self) -> None:
         """A loop that `minigpt.watch` records is re-judged as it goes: the loop checks and the curve,

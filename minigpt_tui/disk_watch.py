@@ -72,6 +72,10 @@ class JudgedCheckpoint:
         Returns how the checkpoint changed, once per change; None when nothing new did."""
         if self.label.startswith("watched loop"):
             self.label = watched_label(workspace) or self.label
+        if self.label == "no checkpoint" and workspace.best_checkpoint.is_file():
+            # a run in another terminal wrote the workspace's first checkpoint since the checks ran
+            self.label = "ckpt written since · r re-checks"
+            return "written"
         judged = report.judged_file("checkpoint")
         change = judged_change(judged)
         if change == self._change:

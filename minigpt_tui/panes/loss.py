@@ -193,7 +193,9 @@ class LossPane(Vertical, RenderWhenShown):
         if message.generation != self._generation:  # another log (a fresh run): its verdict is to come
             self._generation, self.diagnosis = message.generation, None
         self.initial_load_s = message.initial_load_s
-        self.writer = message.writer
+        if message.writer != self.writer:
+            self.writer = message.writer
+            self.controls.show_writer(message.writer)  # its line offers `s` only while no other process trains here
         self.read_notes = message.notes
         if message.changed or self._plot.stale:
             self._plot.show(snap, message.baseline, stale=False)

@@ -51,6 +51,7 @@ class TrainingControls(LiveStatic):
         self.asked = False  # a start was asked for and the app has not said how it went
         self.started: TrainingStarted | None = None  # the app's run, while it goes
         self.last_exit: TrainingEnded | None = None
+        self.writer: OtherTrainer | None = None  # another process training the workspace
         self._shown: tuple | None = None
 
     def on_mount(self) -> None:
@@ -86,6 +87,11 @@ class TrainingControls(LiveStatic):
         self.post_message(TrainingStopRequested())
         self._render_training("stopping…")
         return True
+
+    def show_writer(self, writer: OtherTrainer | None) -> None:
+        """Another process (`minigpt train` in another terminal) holds the workspace, or no longer."""
+        self.writer = writer
+        self._render_training()
 
     def show_started(self, message: TrainingStarted) -> None:
         self.asked, self.started = False, message
@@ -157,7 +163,7 @@ class TrainingControls(LiveStatic):
             self._render_training(f"could not read the training settings: {error}")
 
     def _render_training(self, note: str | None = None) -> None:
-        text = training_text(self.training, self.started, self.last_exit, self.train_args, note)
+        text = training_text(self.training, self.started, self.last_exit, self.train_args, note, self.writer)
         key = (str(text), str(text.style))
         if key != self._shown:  # an update re-lays the screen out: only when the words changed
             self._shown = key
@@ -170,9 +176,13 @@ def training_text(
     last_exit: TrainingEnded | None,
     train_args: list[str] | None,
     note: str | None,
+    writer: OtherTrainer | None = None,
 ) -> Text:
     """The training line: the app's run (`training`: starting or running, `started` once it has a
-    PID), how the last one ended, or how `s` would start one."""
+    PID), another process's run (`writer`, which `s` would be refused beside), how the last one
+    ended, or how `s` would start one."""
+    if writer is not None and not training:
+        return Text(f"training: in another process, PID {writer.pid} ({writer.describe}) · s once it ends")
     if training:
         pid = started.pid if started is not None else "…"
         log = Path(started.log_path).name if started is not None else LOG_NAME
