@@ -13,7 +13,7 @@ from minigpt_tui.screens.confirm import ConfirmScreen
 from minigpt_tui.screens.help import HelpScreen
 from minigpt_tui.widgets.key_footer import KeyFooter
 from minigpt_tui.workbench import PANES
-from tests.waiting import wait_until
+from tests.waiting import eventually, stays, wait_until
 
 from .conftest import SIZE, wait_for_report
 
@@ -25,8 +25,11 @@ async def test_number_keys_show_the_seven_panes_in_order(workspace, make_app):
         tabs = app.query_one(TabbedContent)
         for n, (pane_id, _) in enumerate(PANES, start=1):
             await pilot.press(str(n))
-            await pilot.pause()
-            assert tabs.active == pane_id, (app.focused, app.screen, n)
+
+            def shown(pane_id=pane_id, n=n):
+                assert tabs.active == pane_id, (app.focused, app.screen, n)
+
+            await eventually(pilot, shown)
         assert [p for p, _ in PANES] == ["checks", "device", "tokenizer", "batches", "gradients", "loss", "sampler"]
         assert app.is_running
 
@@ -39,32 +42,28 @@ async def test_digits_typed_into_an_input_stay_in_the_input(workspace, make_app)
         field = app.query_one("#tok-input", Input)
         field.focus()
         await pilot.press("1", "2", "q", "f")
-        await pilot.pause()
+        await wait_until(pilot, lambda: field.value == "12qf", what="the typed keys in the field")
         assert field.value == "12qf"
         assert app.query_one(TabbedContent).active == "tokenizer"
         assert app.is_running
         await pilot.press("escape", "1")  # leaving the field gives the keys back
-        await pilot.pause()
-        assert app.query_one(TabbedContent).active == "checks"
+        await wait_until(pilot, lambda: app.query_one(TabbedContent).active == "checks", what="the checks pane")
 
 
 async def test_help_screen_opens_and_closes(workspace, make_app):
     app = make_app(workspace)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("question_mark")
-        await pilot.pause()
-        assert isinstance(app.screen, HelpScreen)
+        await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen), what="the help screen")
         await pilot.press("escape")
-        await pilot.pause()
-        assert not isinstance(app.screen, HelpScreen)
+        await wait_until(pilot, lambda: not isinstance(app.screen, HelpScreen), what="the help screen to close")
 
 
 async def test_q_quits(workspace, make_app):
     app = make_app(workspace)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.press("q")
-        await pilot.pause()
-        assert not app.is_running
+        await wait_until(pilot, lambda: not app.is_running, what="the app to quit")
 
 
 async def test_export_writes_the_report_json_into_the_workspace(workspace, make_app):
@@ -91,11 +90,17 @@ async def test_letters_never_export_or_quit_from_the_sampler_form(workspace, mak
         await pilot.pause()
         # WHEN a person types words
         await pilot.press("e", "q", "u", "i", "t")
-        await pilot.pause(0.3)
         # THEN they land in the prompt: no report written, the app still running
+        await wait_until(
+            pilot, lambda: prompt.value.endswith("equit") and app.focused is prompt, what="the letters in the prompt"
+        )
         assert app.is_running
-        assert prompt.value.endswith("equit") and app.focused is prompt
-        assert not list((workspace / "reports").glob("check-*.json"))
+        await stays(
+            pilot,
+            lambda: app.is_running and not list((workspace / "reports").glob("check-*.json")),
+            0.3,
+            what="no export and the app running",
+        )
 
 
 async def test_e_alone_exports_nothing_anywhere(workspace, make_app):
@@ -103,27 +108,37 @@ async def test_e_alone_exports_nothing_anywhere(workspace, make_app):
     async with app.run_test(size=SIZE) as pilot:
         await wait_for_report(pilot, app)
         await pilot.press("e")
-        await pilot.pause(0.5)
-        assert not (workspace / "reports").exists() or not list((workspace / "reports").glob("check-*.json"))
+        await stays(
+            pilot,
+            lambda: not (workspace / "reports").exists() or not list((workspace / "reports").glob("check-*.json")),
+            0.5,
+            what="no report file",
+        )
 
 
 async def test_in_the_sampler_the_first_tab_or_escape_lands_in_the_prompt(workspace, make_app):
     app = make_app(workspace)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("7")
-        await pilot.pause()
         tabs = app.query_one(TabbedContent).query_one("Tabs")
         prompt = app.query_one("#prompt", Input)
-        assert app.focused is app.panes["sampler"]  # the scroll keys work at once, digits still switch panes
+        # the scroll keys work at once, digits still switch panes
+        await wait_until(pilot, lambda: app.focused is app.panes["sampler"], what="the focus on the sampler pane")
         await pilot.press("tab")
         assert app.focused is prompt
+
         # in the field, the one key the footer shows is the way out (every other key is the field's)
-        await pilot.pause()
-        assert [(k.key, k.description) for k in app.query_one(KeyFooter).keys] == [("escape", "Leave field")]
+        def field_keys():
+            assert [(k.key, k.description) for k in app.query_one(KeyFooter).keys] == [("escape", "Leave field")]
+
+        await eventually(pilot, field_keys)
         await pilot.press("escape")  # out of the field: back to the tab bar
         assert app.focused is tabs
-        await pilot.pause()
-        assert "escape" not in [k.key for k in app.query_one(KeyFooter).keys] and app.query_one(KeyFooter).keys
+
+        def bar_keys():
+            assert "escape" not in [k.key for k in app.query_one(KeyFooter).keys] and app.query_one(KeyFooter).keys
+
+        await eventually(pilot, bar_keys)
         await pilot.press("escape")  # and back in
         assert app.focused is prompt
 
@@ -132,15 +147,14 @@ async def test_help_scrolls_with_the_arrow_keys_at_once(workspace, make_app):
     app = make_app(workspace)
     async with app.run_test(size=(80, 24)) as pilot:
         await pilot.press("question_mark")
-        await pilot.pause()
+        await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen), what="the help screen")
         box = app.screen.query_one("#help-box")
-        assert box.max_scroll_y > 0  # 80x24 does not hold the whole table
+        # 80x24 does not hold the whole table
+        await wait_until(pilot, lambda: box.max_scroll_y > 0, what="the help table to overflow")
         await pilot.press("down", "down", "down")
-        await pilot.pause()
-        assert box.scroll_y > 0
+        await wait_until(pilot, lambda: box.scroll_y > 0, what="the help to scroll down")
         await pilot.press("end")
-        await pilot.pause()
-        assert box.scroll_y == box.max_scroll_y
+        await wait_until(pilot, lambda: box.scroll_y == box.max_scroll_y, what="the help to scroll to its end")
 
 
 async def test_palette_has_one_command_per_check_and_fault(workspace, make_app):
@@ -162,8 +176,7 @@ async def test_palette_pane_commands_switch_panes(workspace, make_app):
     async with app.run_test(size=SIZE) as pilot:
         commands = {title: callback for title, _, callback in app.palette_commands()}
         commands["Show pane 5: Gradients"]()
-        await pilot.pause()
-        assert app.query_one(TabbedContent).active == "gradients"
+        await wait_until(pilot, lambda: app.query_one(TabbedContent).active == "gradients", what="the gradients pane")
 
 
 async def test_a_failing_worker_is_notified_and_the_app_keeps_running(workspace, make_app):
@@ -179,8 +192,7 @@ async def test_a_failing_worker_is_notified_and_the_app_keeps_running(workspace,
         assert app.is_running
         assert report.by_id()["tokenizer_roundtrip"].status.value == "fail"
         await pilot.press("2")
-        await pilot.pause()
-        assert app.query_one(TabbedContent).active == "device"
+        await wait_until(pilot, lambda: app.query_one(TabbedContent).active == "device", what="the device pane")
 
 
 async def test_a_check_run_that_raises_is_notified_and_the_app_keeps_running(workspace, make_app, monkeypatch):
@@ -199,15 +211,13 @@ async def test_a_check_run_that_raises_is_notified_and_the_app_keeps_running(wor
         )
         assert app.is_running
         await pilot.press("4")
-        await pilot.pause()
-        assert app.query_one(TabbedContent).active == "batches"
+        await wait_until(pilot, lambda: app.query_one(TabbedContent).active == "batches", what="the batches pane")
 
 
 async def test_without_a_workspace_the_app_asks_before_building_the_demo(tmp_path, make_app):
     app = make_app(tmp_path / "empty")
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
-        assert isinstance(app.screen, ConfirmScreen)
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the demo question")
         await pilot.press("n")  # open as it is: the files check says what is missing
         report = await wait_for_report(pilot, app)
         assert report.by_id()["files"].status.value == "fail"
@@ -289,8 +299,8 @@ async def test_header_names_the_judged_checkpoint_and_fits_80_columns(workspace,
         assert len(f"{app.title} — {app.sub_title}") <= 80 - 18
         assert app.sub_title.endswith(str(workspace)[-8:])  # the path's end survives the cut
         await pilot.resize_terminal(200, 40)
-        await pilot.pause()
-        assert app.sub_title.endswith(f"· {workspace}")  # room enough: the whole path
+        # room enough: the whole path
+        await wait_until(pilot, lambda: app.sub_title.endswith(f"· {workspace}"), what="the whole path in the header")
 
 
 def test_header_subtitle_cuts_the_path_from_the_left():
@@ -350,8 +360,8 @@ async def test_a_demo_that_cannot_be_built_says_where_and_why_and_stays(tmp_path
         await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the failure dialog")
         text = str(app.screen.question)
         assert str(blocker / "demo") in text and "Not a directory" in text and "XDG_CACHE_HOME" in text
-        await pilot.pause(0.5)
-        assert isinstance(app.screen, ConfirmScreen) and app.is_running
+        await stays(
+            pilot, lambda: isinstance(app.screen, ConfirmScreen) and app.is_running, 0.5, what="the dialog and the app"
+        )
         await pilot.press("y")  # Quit
-        await pilot.pause()
-        assert not app.is_running
+        await wait_until(pilot, lambda: not app.is_running, what="the app to quit")

@@ -6,14 +6,13 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
 
 import pytest
 from textual.widgets import Static
 
 from minigpt_tui.screens.quit import QuitTrainingScreen
 from minigpt_tui.training import TrainingRun, train_command
-from tests.waiting import wait_until
+from tests.waiting import stays, wait_until
 
 from .conftest import rendered
 
@@ -51,8 +50,8 @@ async def test_quit_asks_and_cancel_keeps_the_app_and_the_run(demo_ws, make_app)
         await pilot.press("q")
         await wait_until(pilot, lambda: isinstance(app.screen, QuitTrainingScreen))
         await pilot.press("c")
-        await pilot.pause()
-        assert app.is_running and app.training.run.running
+        await wait_until(pilot, lambda: not isinstance(app.screen, QuitTrainingScreen), what="the question to close")
+        await stays(pilot, lambda: app.is_running and app.training.run.running, 0.5, what="the app and the run")
         # THEN stop: the run exits (SIGINT, as Ctrl+C would) and the app quits
         pid = app.training.run.pid
         await pilot.press("q")
@@ -74,8 +73,7 @@ async def test_leave_it_running_keeps_the_run_and_the_next_ui_names_it(demo_ws, 
             await wait_until(pilot, lambda: isinstance(app.screen, QuitTrainingScreen))
             await pilot.press("l")
             await wait_until(pilot, lambda: not app.is_running)
-        time.sleep(1.0)
-        assert _alive(pid), "the run left in the background died with the UI"
+        await stays(None, lambda: _alive(pid), 1.0, what="the run left in the background (it died with the UI)")
         # WHEN the UI opens the workspace again, THEN the loss pane names the run and follows it
         again = make_app(demo_ws.root)
         async with again.run_test(size=(80, 24)) as pilot:

@@ -10,7 +10,7 @@ from minigpt_tui.panes.sampler import SamplerPane
 from minigpt_tui.session import Session
 from minigpt_tui.widgets.prob_bars import StageBars
 from minigpt_tui.widgets.settings_grid import SettingsGrid
-from tests.waiting import wait_until
+from tests.waiting import eventually, wait_until
 
 from ._pane_harness import PaneHarness
 
@@ -142,9 +142,13 @@ async def test_defaults_come_from_sampler_settings(demo_ws, monkeypatch):
         pane = app.query_one(SamplerPane)
         await pilot.pause()
         grid = pane.query_one(SettingsGrid)
-        assert grid.text("A", "max_new_tokens") == "123"
-        assert grid.text("A", "top_p") == "0.9"
-        assert grid.text("B", "max_new_tokens") == "123"
+
+        def defaults():
+            assert grid.text("A", "max_new_tokens") == "123"
+            assert grid.text("A", "top_p") == "0.9"
+            assert grid.text("B", "max_new_tokens") == "123"
+
+        await eventually(pilot, defaults)
 
 
 async def test_carets_stay_under_unknown_characters_after_wide_ones(demo_ws):

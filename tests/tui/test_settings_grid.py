@@ -10,6 +10,7 @@ from textual.widgets import Input, TabbedContent
 
 from minigpt_tui.panes.sampler import SamplerPane
 from minigpt_tui.widgets.settings_grid import SettingsGrid
+from tests.waiting import eventually, wait_until
 
 from .conftest import rendered, wait_for_report
 
@@ -51,8 +52,7 @@ async def test_typing_replaces_a_cell_just_entered_then_appends():
         assert app.changes[-1] == ("B", "t", "")
         await pilot.press("down")
         app.post_message(events.Paste("0.25\nmore"))  # a paste goes where the focus is
-        await pilot.pause()
-        assert grid.text("B", "k") == "0.25"
+        await wait_until(pilot, lambda: grid.text("B", "k") == "0.25", what="the paste in B's top-k")
 
 
 async def test_a_burst_of_keys_lands_in_order():
@@ -64,11 +64,14 @@ async def test_a_burst_of_keys_lands_in_order():
         await pilot.pause()
         for key in ("down", "3", "right", "backspace", "down"):
             app.post_message(_key(key))  # queued at once, as a terminal's burst is
-        await pilot.pause(0.2)
-        assert grid.text("A", "k") == "3"
-        assert grid.text("B", "k") == "1"
-        assert grid.text("A", "t") == "1.0"
-        assert grid.cursor == ("B", "k")  # B's seed is fixed: down stays where it is
+
+        def landed():
+            assert grid.text("A", "k") == "3"
+            assert grid.text("B", "k") == "1"
+            assert grid.text("A", "t") == "1.0"
+            assert grid.cursor == ("B", "k")  # B's seed is fixed: down stays where it is
+
+        await eventually(pilot, landed)
 
 
 def _key(key: str):
@@ -107,17 +110,23 @@ async def test_it_draws_the_labels_values_and_marks():
     async with app.run_test(size=(60, 10)) as pilot:
         grid = app.query_one(SettingsGrid)
         grid.mark_invalid([("A", "t")])
-        await pilot.pause()
-        lines = grid.render().plain.splitlines()
-        assert lines[0].split() == ["setting", "A", "B"]
-        assert lines[1].split() == ["temperature", "1.0", "0.7"]
-        assert lines[3].split() == ["seed", "0", "same", "as", "A"]
-        assert grid.is_invalid("A", "t") and not grid.is_invalid("B", "t")
-        # the keys show after the headers while the grid has the focus, and only then
-        assert "move" not in lines[0]
+
+        def drawn():
+            lines = grid.render().plain.splitlines()
+            assert lines[0].split() == ["setting", "A", "B"]
+            assert lines[1].split() == ["temperature", "1.0", "0.7"]
+            assert lines[3].split() == ["seed", "0", "same", "as", "A"]
+            assert grid.is_invalid("A", "t") and not grid.is_invalid("B", "t")
+            # the keys show after the headers while the grid has the focus, and only then
+            assert "move" not in lines[0]
+
+        await eventually(pilot, drawn)
         grid.focus()
-        await pilot.pause()
-        assert grid.render().plain.splitlines()[0].split()[:4] == ["setting", "A", "B", "←↑↓→"]
+
+        def keys_shown():
+            assert grid.render().plain.splitlines()[0].split()[:4] == ["setting", "A", "B", "←↑↓→"]
+
+        await eventually(pilot, keys_shown)
 
 
 async def test_in_the_sampler_typed_digits_and_letters_are_the_cells_not_pane_keys(workspace, make_app):
@@ -136,19 +145,24 @@ async def test_in_the_sampler_typed_digits_and_letters_are_the_cells_not_pane_ke
         assert app.focused is grid
         # WHEN a person types a seed (digits switch panes elsewhere) and a letter (q quits elsewhere)
         await pilot.press("down", "down", "down", "down", "down", "4", "2")
-        await pilot.pause()
+
         # THEN the seed is A's and B's, the pane is still shown, and the app still running
-        assert grid.text("A", "seed") == "42"
-        assert pane.columns["A"].values["seed"] == pane.columns["B"].values["seed"] == 42
-        assert app.query_one(TabbedContent).active == "sampler"
+        def seeded():
+            assert grid.text("A", "seed") == "42"
+            assert pane.columns["A"].values["seed"] == pane.columns["B"].values["seed"] == 42
+            assert app.query_one(TabbedContent).active == "sampler"
+
+        await eventually(pilot, seeded)
         await pilot.press("q")
-        await pilot.pause()
-        assert app.is_running and grid.is_invalid("A", "seed")
-        assert "seed" in rendered(pane.query_one("#field-errors"))
+
+        def flagged():
+            assert app.is_running and grid.is_invalid("A", "seed")
+            assert "seed" in rendered(pane.query_one("#field-errors"))
+
+        await eventually(pilot, flagged)
         # AND escape leaves the grid for the tab bar, where digits switch panes again
         await pilot.press("escape", "1")
-        await pilot.pause()
-        assert app.query_one(TabbedContent).active == "checks"
+        await wait_until(pilot, lambda: app.query_one(TabbedContent).active == "checks", what="the checks pane")
         assert isinstance(pane, SamplerPane)
 
 
