@@ -6,11 +6,12 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
+from minigpt_tui.screens.answer_once import AnswerOnceScreen
 
-class ConfirmScreen(ModalScreen[bool]):
+
+class ConfirmScreen(AnswerOnceScreen[bool]):
     BINDINGS = [Binding("y", "answer(True)", "Yes"), Binding("n,escape", "answer(False)", "No")]
 
     def __init__(self, question: str, yes: str = "Yes", no: str = "No") -> None:
@@ -26,7 +27,7 @@ class ConfirmScreen(ModalScreen[bool]):
 
     @on(Button.Pressed)
     def answer_button(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "confirm-yes")
+        self.answer(event.button.id == "confirm-yes")
 
     def action_answer(self, yes: bool) -> None:
-        self.dismiss(yes)
+        self.answer(yes)

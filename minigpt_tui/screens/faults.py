@@ -7,14 +7,15 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
+
+from minigpt_tui.screens.answer_once import AnswerOnceScreen
 
 CLEAR = "__clear__"
 
 
-class FaultMenuScreen(ModalScreen[str | None]):
+class FaultMenuScreen(AnswerOnceScreen[str | None]):
     """Dismisses with a fault name, CLEAR, or None (cancelled)."""
 
     BINDINGS = [Binding("escape,q", "cancel", "Cancel")]
@@ -52,7 +53,7 @@ class FaultMenuScreen(ModalScreen[str | None]):
 
     @on(OptionList.OptionSelected)
     def choose(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(event.option.id)
+        self.answer(event.option.id)
 
     def action_cancel(self) -> None:
-        self.dismiss(None)
+        self.answer(None)

@@ -11,9 +11,10 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Static, TabPane
+
+from minigpt_tui.screens.answer_once import AnswerOnceScreen
 
 # the help's words per action (its name without arguments); "{}" takes the bindings' own labels.
 # An action missing here shows its footer label: never a key without words.
@@ -117,7 +118,7 @@ def key_sections(app: App, panes: list[tuple[str, str]]) -> list[tuple[str, list
     return sections
 
 
-class HelpScreen(ModalScreen[None]):
+class HelpScreen(AnswerOnceScreen[None]):
     BINDINGS = [Binding("escape,question_mark,q", "dismiss_help", "Close")]
 
     def __init__(self, panes: list[tuple[str, str]]) -> None:
@@ -147,4 +148,4 @@ class HelpScreen(ModalScreen[None]):
         self.query_one("#help-box").focus()  # the arrow keys scroll at once, no Tab first
 
     def action_dismiss_help(self) -> None:
-        self.dismiss(None)
+        self.answer(None)

@@ -8,13 +8,14 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Static
+
+from minigpt_tui.screens.answer_once import AnswerOnceScreen
 
 QuitChoice = Literal["stop", "leave", "cancel"]
 
 
-class QuitTrainingScreen(ModalScreen[str]):
+class QuitTrainingScreen(AnswerOnceScreen[str]):
     """Dismisses with "stop", "leave" or "cancel"."""
 
     BINDINGS = [
@@ -43,7 +44,7 @@ class QuitTrainingScreen(ModalScreen[str]):
 
     @on(Button.Pressed)
     def answer_button(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id)
+        self.answer(event.button.id)
 
     def action_choose(self, choice: str) -> None:
-        self.dismiss(choice)
+        self.answer(choice)

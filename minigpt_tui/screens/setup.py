@@ -11,12 +11,12 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Label, ProgressBar, Static
 from textual.worker import Worker, WorkerState
 
 from minigpt_tui import demo
 from minigpt_tui.messages import DemoProgressed
+from minigpt_tui.screens.answer_once import AnswerOnceScreen
 
 REBUILD_REASON = "rebuilding: the last build was left incomplete (cancelled or killed half-way)"
 STUCK_S = 10.0  # a cancelled build that has not stopped by then is not waited for (a step never takes this long)
@@ -24,7 +24,7 @@ STUCK_S = 10.0  # a cancelled build that has not stopped by then is not waited f
 DemoOutcome = float | BaseException | None  # seconds the build took, what stopped it, or cancelled
 
 
-class DemoSetupScreen(ModalScreen[DemoOutcome]):
+class DemoSetupScreen(AnswerOnceScreen[DemoOutcome]):
     BINDINGS = [Binding("q,ctrl+c,escape", "cancel_build", "Cancel and quit", priority=True)]
 
     def __init__(self, root: Path, cancel: threading.Event, *, steps: int = demo.DEMO_STEPS) -> None:
@@ -66,11 +66,11 @@ class DemoSetupScreen(ModalScreen[DemoOutcome]):
         if event.worker.group != "demo" or not event.worker.is_finished:
             return
         if event.state == WorkerState.ERROR:
-            self.dismiss(event.worker.error)
+            self.answer(event.worker.error)
         elif event.state == WorkerState.SUCCESS and not self.cancel.is_set():
-            self.dismiss(event.worker.result)
+            self.answer(event.worker.result)
         else:
-            self.dismiss(None)
+            self.answer(None)
 
     def action_cancel_build(self) -> None:
         if self.cancelling:
