@@ -7,7 +7,7 @@ import pytest
 from minigpt.io.workspace import Workspace
 from minigpt_tui.panes.checks import ChecksPane
 from minigpt_tui.screens.faults import FaultMenuScreen
-from tests.waiting import wait_until
+from tests.waiting import eventually, wait_until
 
 from .conftest import SIZE, rendered, wait_for_report
 
@@ -35,12 +35,15 @@ async def test_selecting_a_row_shows_values_causes_and_fixes(workspace, make_app
         pane = app.query_one(ChecksPane)
         pane.table.focus()
         pane.table.move_cursor(row=pane.table.get_row_index("batch_shift"))
-        await pilot.pause()
-        text = rendered(pane.query_one("#checks-detail-body"))
-        assert "✗ fail batch_shift" in text
-        assert "likely causes:" in text and "targets built as data[i:i+T]" in text
-        assert "what to try:" in text and "targets equal inputs  yes" in text  # values for people
-        assert "True" not in text and "{" not in text  # no Python reprs
+
+        def detail_shown():
+            text = rendered(pane.query_one("#checks-detail-body"))
+            assert "✗ fail batch_shift" in text
+            assert "likely causes:" in text and "targets built as data[i:i+T]" in text
+            assert "what to try:" in text and "targets equal inputs  yes" in text  # values for people
+            assert "True" not in text and "{" not in text  # no Python reprs
+
+        await eventually(pilot, detail_shown)
 
 
 async def test_enter_reruns_the_highlighted_check_and_its_dependencies(workspace, make_app):
@@ -140,8 +143,9 @@ async def _fed_pane(pilot, results, judged=()):
     pane.post_message(ChecksStarted([r.id for r in results], None))
     for i, r in enumerate(results):
         pane.post_message(CheckFinished(r, i, len(results)))
-    pane.post_message(ChecksFinished(Report(results=results, judged=list(judged), seconds=1.0)))
-    await pilot.pause()
+    report = Report(results=results, judged=list(judged), seconds=1.0)
+    pane.post_message(ChecksFinished(report))
+    await wait_until(pilot, lambda: pane.report is report, what="the pane to show the finished run")
     return pane
 
 
@@ -162,10 +166,13 @@ async def test_detail_shows_values_for_people_and_the_files_judged(tmp_path):
         assert "['" not in text and "{'" not in text
         assert "checkpoint: /w/checkpoints/mini_gpt_best.pt (step 200" in text
         pane.table.move_cursor(row=0)
-        await pilot.pause()
-        text = " ".join(rendered(pane.query_one("#checks-detail-body")).split())
-        assert "cuda version none" in text and "None" not in text
-        assert "cuda available no" in text and "gpu memory 79.6 GiB" in text
+
+        def environment_shown():
+            text = " ".join(rendered(pane.query_one("#checks-detail-body")).split())
+            assert "cuda version none" in text and "None" not in text
+            assert "cuda available no" in text and "gpu memory 79.6 GiB" in text
+
+        await eventually(pilot, environment_shown)
 
 
 @pytest.mark.slow
@@ -206,11 +213,13 @@ async def test_the_filter_count_always_matches_the_rows_shown_and_the_run_words_
         assert "1 fail" in text and "filter 'grad': 1 of 3 shown" in text  # the run's words are kept
         # WHEN a new run starts and finishes with the filter on, THEN the count still matches the table
         pane.post_message(ChecksStarted(["environment", "gradients", "batch_shift"], None))
-        await pilot.pause()
-        assert pane.query_one("#checks-progress").display
+        await wait_until(pilot, lambda: pane.query_one("#checks-progress").display, what="the progress bar")
         pane = await _fed_pane(pilot, _fixed_results())
-        await pilot.pause()
-        assert f"{pane.table.row_count} of 3 shown" in str(status.render())
+
+        def count_matches():
+            assert f"{pane.table.row_count} of 3 shown" in str(status.render())
+
+        await eventually(pilot, count_matches)
         await pilot.press("escape")  # cleared: no count is left behind
         assert "filter" not in str(status.render()) and pane.table.row_count == 3
 
@@ -240,8 +249,11 @@ async def test_the_lr_probe_runs_with_lr_probe_and_its_details_plot_the_losses(w
         pane = app.query_one(ChecksPane)
         pane.table.focus()
         pane.table.move_cursor(row=pane.table.get_row_index("lr_probe"))
-        await pilot.pause()
-        text = rendered(pane.query_one("#checks-detail-body"))
-        assert "lr probe: validation loss by step" in text
-        assert "LR/10" in text and "3xLR" in text and "┤" in text  # the plot's legend and axis
-        assert "curves" not in text  # plotted, not listed again as numbers
+
+        def plotted():
+            text = rendered(pane.query_one("#checks-detail-body"))
+            assert "lr probe: validation loss by step" in text
+            assert "LR/10" in text and "3xLR" in text and "┤" in text  # the plot's legend and axis
+            assert "curves" not in text  # plotted, not listed again as numbers
+
+        await eventually(pilot, plotted)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 
@@ -13,6 +12,7 @@ from minigpt.checks import CheckResult, Report, Status
 from minigpt.io.workspace import Workspace
 from minigpt_tui.messages import ChecksFinished, GradientsMeasured
 from minigpt_tui.panes.gradients import GradientsPane
+from tests.waiting import eventually, wait_until
 
 from ._pane_harness import PaneHarness
 from .conftest import rendered
@@ -66,17 +66,19 @@ async def test_gradients_message_shows_rows_with_visible_flags_and_sorting_reord
     async with app.run_test(size=(100, 24)) as pilot:
         pane = app.query_one(GradientsPane)
         pane.post_message(GradientsMeasured(ROWS, global_norm=3.2, clip=1.0, source="gradients check"))
-        await pilot.pause()
         table = pane.query_one(DataTable)
-        assert table.row_count == 4
-        assert "MISSING" in _row_text(table, "b.unused") and "!" in _row_text(table, "b.unused")
-        assert "NON-FINITE" in _row_text(table, "c.bad") and "!" in _row_text(table, "c.bad")
-        assert "ok" in _row_text(table, "a.weight")
-        header = _header(pane)
-        assert "global norm 3.2" in header and "clip 1" in header and "(clipped)" in header
-        assert "source: gradients check" in header and "2 flagged" in header
 
-        assert _table_names(table) == ["a.weight", "b.unused", "c.bad", "d.big"]  # by name
+        def shown():
+            assert table.row_count == 4
+            assert "MISSING" in _row_text(table, "b.unused") and "!" in _row_text(table, "b.unused")
+            assert "NON-FINITE" in _row_text(table, "c.bad") and "!" in _row_text(table, "c.bad")
+            assert "ok" in _row_text(table, "a.weight")
+            header = _header(pane)
+            assert "global norm 3.2" in header and "clip 1" in header and "(clipped)" in header
+            assert "source: gradients check" in header and "2 flagged" in header
+            assert _table_names(table) == ["a.weight", "b.unused", "c.bad", "d.big"]  # by name
+
+        await eventually(pilot, shown)
         table.focus()
         await pilot.press("g")  # grad norm, largest first; non-finite on top, missing last
         assert _table_names(table) == ["c.bad", "d.big", "a.weight", "b.unused"]
@@ -104,14 +106,22 @@ async def test_check_report_adds_update_ratios_and_header_click_sorts_by_ratio(t
             ]
         )
         pane.post_message(ChecksFinished(report))
-        await pilot.pause()
         table = pane.query_one(DataTable)
-        assert "5.00e-02" in _row_text(table, "d.big")
+
+        def ratios_shown():
+            assert table.row_count == 4
+            assert "5.00e-02" in _row_text(table, "d.big")
+
+        await eventually(pilot, ratios_shown)
         await pilot.click("#grad-table", offset=(50, 0))  # the upd/weight header
-        await pilot.pause()
+        await pilot.pause()  # settle before the fallback below reads the sort
         if pane.sort_key != "ratio":  # header position depends on column widths: fall back to the key
             pane.action_sort("ratio")
-        assert _table_names(table)[:2] == ["d.big", "a.weight"]
+
+        def sorted_by_ratio():
+            assert _table_names(table)[:2] == ["d.big", "a.weight"]
+
+        await eventually(pilot, sorted_by_ratio)
 
 
 async def test_follows_grads_jsonl_written_by_a_training_run(tmp_path):
@@ -126,13 +136,12 @@ async def test_follows_grads_jsonl_written_by_a_training_run(tmp_path):
         rows = [{k: r[k] for k in ("name", "shape", "numel", "grad_norm", "weight_norm", "flags")} for r in ROWS[:1]]
         with open(grads, "a") as f:
             f.write(json.dumps({"step": 50, "global_norm": 0.7, "clip": 1.0, "rows": rows}) + "\n")
-        for _ in range(40):
-            await asyncio.sleep(0.05)
-            await pilot.pause()
-            if pane.source.startswith("training step 50"):
-                break
-        assert pane.source == "training step 50 (grads.jsonl)"
-        assert pane.query_one(DataTable).row_count == 1
+
+        def followed():
+            assert pane.source == "training step 50 (grads.jsonl)"
+            assert pane.query_one(DataTable).row_count == 1
+
+        await eventually(pilot, followed)
 
 
 def _frozen_report(status=Status.FAIL) -> Report:
@@ -166,11 +175,16 @@ async def test_training_and_check_gradients_are_two_labelled_sources_and_s_switc
     async with app.run_test(size=(120, 40)) as pilot:
         pane = app.query_one(GradientsPane)
         table = pane.query_one(DataTable)
-        await pilot.pause(0.3)
-        assert pane.view == "training" and _table_names(table) == ["d.big"]
+
+        def training_shown():
+            assert pane.view == "training" and _table_names(table) == ["d.big"]
+
+        await eventually(pilot, training_shown)
         # WHEN the gradients check fails on a frozen parameter of a fresh model
         pane.post_message(ChecksFinished(_frozen_report()))
-        await pilot.pause()
+        await wait_until(
+            pilot, lambda: "s: gradients check ✗ fail" in _header(pane), what="the check's verdict in the header"
+        )
         # THEN the training gradients stay on screen and the check's table waits behind `s`
         assert _table_names(table) == ["d.big"]
         assert "training step 200" in _header(pane) and "s: gradients check ✗ fail" in _header(pane)
@@ -190,8 +204,11 @@ async def test_a_passing_check_reads_pass_in_the_header(tmp_path):
     async with app.run_test(size=(120, 40)) as pilot:
         pane = app.query_one(GradientsPane)
         pane.post_message(ChecksFinished(_frozen_report(Status.PASS)))
-        await pilot.pause()
-        assert pane.view == "check" and "✓ pass" in _header(pane)
+
+        def passed():
+            assert pane.view == "check" and "✓ pass" in _header(pane)
+
+        await eventually(pilot, passed)
 
 
 async def test_a_rewritten_grads_log_drops_the_old_training_table(tmp_path):
@@ -202,15 +219,13 @@ async def test_a_rewritten_grads_log_drops_the_old_training_table(tmp_path):
     async with app.run_test(size=(120, 40)) as pilot:
         pane = app.query_one(GradientsPane)
         pane.POLL_S = 0.05
-        await pilot.pause(0.3)
-        assert pane.source.startswith("training step 500")
+        await wait_until(pilot, lambda: pane.source.startswith("training step 500"), what="the step 500 record")
         grads.write_text("")  # a fresh run truncates the log
-        for _ in range(40):
-            await asyncio.sleep(0.05)
-            await pilot.pause()
-            if pane.sources["training"] is None:
-                break
-        assert pane.sources["training"] is None and pane.query_one(DataTable).row_count == 0
+
+        def dropped():
+            assert pane.sources["training"] is None and pane.query_one(DataTable).row_count == 0
+
+        await eventually(pilot, dropped)
 
 
 async def test_slash_filters_the_rows_and_escape_clears(tmp_path):
@@ -218,8 +233,8 @@ async def test_slash_filters_the_rows_and_escape_clears(tmp_path):
     async with app.run_test(size=(100, 24)) as pilot:
         pane = app.query_one(GradientsPane)
         pane.post_message(GradientsMeasured(ROWS, global_norm=3.2, clip=1.0, source="live"))
-        await pilot.pause()
         table = pane.query_one(DataTable)
+        await wait_until(pilot, lambda: table.row_count == 4, what="the four rows")
         # the closed filter is out of the focus chain: the app's pane key focuses the table, not a text field
         assert next(w for w in pane.query("*") if w.focusable) is table
         table.focus()
@@ -254,14 +269,17 @@ async def test_narrow_terminal_drops_low_priority_columns_and_says_so(tmp_path):
         async with app.run_test(size=size) as pilot:
             pane = app.query_one(GradientsPane)
             pane.post_message(GradientsMeasured(LONG_ROWS, global_norm=1.0, clip=1.0, source="live"))
-            await pilot.pause()
-            table = pane.query_one(DataTable)
-            assert {"name", "flags", "grad"} <= set(pane.columns)
-            assert ("shape" not in pane.columns) is hidden, size
-            assert ("hidden" in _header(pane)) is hidden
-            width = sum(c.get_render_width(table) for c in table.columns.values())
-            assert width <= table.size.width  # nothing cut off to the right
-            assert "blocks.12.attn.qkv.weight" in _table_names(table)
+
+            def fitted(pane=pane, size=size, hidden=hidden):
+                table = pane.query_one(DataTable)
+                assert {"name", "flags", "grad"} <= set(pane.columns)
+                assert ("shape" not in pane.columns) is hidden, size
+                assert ("hidden" in _header(pane)) is hidden
+                width = sum(c.get_render_width(table) for c in table.columns.values())
+                assert width <= table.size.width  # nothing cut off to the right
+                assert "blocks.12.attn.qkv.weight" in _table_names(table)
+
+            await eventually(pilot, fitted)
 
 
 async def test_sorting_reorders_rows_without_rebuilding_the_table(tmp_path):
@@ -301,11 +319,11 @@ async def test_the_table_is_never_sorted_by_a_column_it_does_not_show(tmp_path):
         pane = app.query_one(GradientsPane)
         # GIVEN the training log's gradients: no update/weight ratios
         pane.post_message(GradientsMeasured(ROWS, 0.9, 1.0, "training step 5"))
-        await pilot.pause()
+        await wait_until(pilot, lambda: pane.query_one(DataTable).row_count == 4, what="the training rows")
         pane.focus()
         await pilot.press("o")
-        await pilot.pause()
         # THEN `o` says why it cannot, and the header names a column the table has
+        await wait_until(pilot, lambda: "o: no upd/weight ratios" in _header(pane), what="`o`'s note in the header")
         assert pane.sorted_by == "name" and "ratio" not in pane.columns
         header = rendered(pane.query_one("#grad-header"))
         assert "sort name" in header and "upd/weight" not in header.split("sort")[1].split("·")[0]
@@ -324,16 +342,22 @@ async def test_the_table_is_never_sorted_by_a_column_it_does_not_show(tmp_path):
             ]
         )
         pane.post_message(ChecksFinished(report))
-        await pilot.pause()
+        await wait_until(pilot, lambda: pane.sources["check"] is not None, what="the check's source")
         pane.action_switch_source() if pane.view != "check" else None
         await pilot.pause()
         pane.action_sort("ratio")
-        await pilot.pause()
-        assert pane.sorted_by == "ratio" and "ratio" in pane.columns
+
+        def by_ratio():
+            assert pane.sorted_by == "ratio" and "ratio" in pane.columns
+
+        await eventually(pilot, by_ratio)
         # WHEN the source switches to the training log (no ratios), THEN it sorts by grad norm
         pane.action_switch_source()
-        await pilot.pause()
-        assert pane.sorted_by == "grad" and "sort grad norm" in rendered(pane.query_one("#grad-header"))
+
+        def by_grad():
+            assert pane.sorted_by == "grad" and "sort grad norm" in rendered(pane.query_one("#grad-header"))
+
+        await eventually(pilot, by_grad)
 
 
 async def test_a_watched_runs_measured_clipping_is_in_the_header(tmp_path):
@@ -347,11 +371,7 @@ async def test_a_watched_runs_measured_clipping_is_in_the_header(tmp_path):
     async with app.run_test(size=(100, 24)) as pilot:
         pane = app.query_one(GradientsPane)
         pane.POLL_S = 0.05
-        for _ in range(40):
-            await asyncio.sleep(0.05)
-            await pilot.pause()
-            if pane.source.startswith("training step 1"):
-                break
+        await wait_until(pilot, lambda: pane.source.startswith("training step 1"), what="the step 1 record")
         # THEN the header says the step was clipped to 1, as measured, never "clip off"
         header = _header(pane)
         assert "clipped to 1" in header and "clip off" not in header, header
@@ -397,12 +417,16 @@ async def test_a_tied_parameter_is_never_cut_at_80_columns(tmp_path):
     async with app.run_test(size=(80, 24)) as pilot:
         pane = app.query_one(GradientsPane)
         pane.post_message(ChecksFinished(_tied_report()))
-        await pilot.pause()
         table = pane.query_one(DataTable)
+
         # THEN its name is whole (no "(= l…"), its flags say tied, and the header names the pair
-        row = _row_text(table, "token_embedding.weight")
-        assert "…" not in row and "token_embedding.weight" in row and "tied" in row
-        assert "tied: token_embedding.weight = lm_head.weight" in _header(pane)
+        def whole():
+            assert table.row_count == 3
+            row = _row_text(table, "token_embedding.weight")
+            assert "…" not in row and "token_embedding.weight" in row and "tied" in row
+            assert "tied: token_embedding.weight = lm_head.weight" in _header(pane)
+
+        await eventually(pilot, whole)
 
 
 async def test_the_source_switch_hint_stays_whole_at_80_columns(tmp_path):
@@ -413,13 +437,16 @@ async def test_the_source_switch_hint_stays_whole_at_80_columns(tmp_path):
         report = _tied_report()
         report.results[0].values["model"] = "fresh model (debug shape or checkpoint config)"
         pane.post_message(ChecksFinished(report))
-        await pilot.pause()
+
         # THEN the source's name is cut, never the key that switches it
-        header = pane.query_one("#grad-header", Static)
-        console = Console(width=header.size.width, record=True, file=io.StringIO(), color_system=None)
-        console.print(header.content)  # as wide as the pane draws it
-        first = console.export_text().splitlines()[0]
-        assert first.rstrip().endswith("s: training log (none yet)"), first
+        def hint_whole():
+            header = pane.query_one("#grad-header", Static)
+            console = Console(width=header.size.width, record=True, file=io.StringIO(), color_system=None)
+            console.print(header.content)  # as wide as the pane draws it
+            first = console.export_text().splitlines()[0]
+            assert first.rstrip().endswith("s: training log (none yet)"), first
+
+        await eventually(pilot, hint_whole)
 
 
 async def test_a_tied_parameter_carries_its_pair_in_its_name_when_there_is_room(tmp_path):
@@ -427,7 +454,12 @@ async def test_a_tied_parameter_carries_its_pair_in_its_name_when_there_is_room(
     async with app.run_test(size=(160, 24)) as pilot:
         pane = app.query_one(GradientsPane)
         pane.post_message(ChecksFinished(_tied_report()))
-        await pilot.pause()
-        row = _row_text(pane.query_one(DataTable), "token_embedding.weight")
-        assert "token_embedding.weight (= lm_head.weight)" in row and "…" not in row
-        assert "tied:" not in _header(pane)
+
+        def pair_in_name():
+            table = pane.query_one(DataTable)
+            assert table.row_count == 3
+            row = _row_text(table, "token_embedding.weight")
+            assert "token_embedding.weight (= lm_head.weight)" in row and "…" not in row
+            assert "tied:" not in _header(pane)
+
+        await eventually(pilot, pair_in_name)

@@ -74,7 +74,8 @@ async def test_metrics_file_that_appears_later_is_picked_up(tmp_path):
     app = PaneHarness(LossPane, ws)
     async with app.run_test(size=(80, 24)) as pilot:
         pane = app.query_one(LossPane)
-        await pilot.pause()
+        # the follower has looked at the missing log and reported: no points from a file not there
+        await wait_until(pilot, lambda: pane.initial_load_s is not None, what="the follower's first report")
         assert pane.points_count == 0
         ws.metrics.write_text(_lines(1, 41))
         await wait_until(pilot, lambda: pane.points_count == 40)

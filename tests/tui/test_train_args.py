@@ -11,7 +11,7 @@ from minigpt.train.presets import PRESETS
 from minigpt_tui.panes.loss import LossPane
 from minigpt_tui.screens.confirm import ConfirmScreen
 from minigpt_tui.train_args import archived_files, plan_training, train_args
-from tests.waiting import wait_until
+from tests.waiting import stays, wait_until
 
 from ._pane_harness import PaneHarness
 
@@ -67,5 +67,6 @@ async def test_s_asks_naming_the_command_and_the_files_it_moves(trained_workspac
         assert "minigpt train --preset debug" in question
         assert "checkpoints/mini_gpt_best.pt" in question and "previous/<time>/" in question
         await pilot.press("escape")
-        await pilot.pause()
+        await wait_until(pilot, lambda: not isinstance(app.screen, ConfirmScreen), what="the question to close")
+        await stays(pilot, lambda: not pane.controls.training, 1.0, what="no training run")
         assert not pane.controls.training
