@@ -13,6 +13,10 @@ from minigpt.errors import DataError
 from minigpt.io.files import stat_input
 
 META_MAX_BYTES = 64 * 2**20  # a char-level meta.pkl is a few KB
+# values and characters a plain pickle may hold once its shared references are followed: a pickle
+# refers to one object many times for free, so a KB file can stand for 2**60 values, and comparing,
+# hashing or printing it would never end
+EXPANDED_MAX = 10_000_000
 
 
 class UnsafePickleError(DataError):
@@ -50,7 +54,7 @@ def load_plain_pickle(path: str | os.PathLike) -> object:
     if st.st_size > META_MAX_BYTES:
         raise DataError(f"Not a char-level meta.pkl: {path} is {st.st_size:,} bytes (expected a few KB)", path=path)
     try:
-        return _PlainDataUnpickler(io.BytesIO(path.read_bytes()), path).load()
+        value = _PlainDataUnpickler(io.BytesIO(path.read_bytes()), path).load()
     except UnsafePickleError:
         raise
     except (
@@ -68,6 +72,53 @@ def load_plain_pickle(path: str | os.PathLike) -> object:
             path=path,
             causes=["the file is truncated or corrupt", "it is not a pickle"],
         ) from None
+    if _expanded_size(value, EXPANDED_MAX) > EXPANDED_MAX:
+        raise DataError(
+            f"Not a plain-data pickle: {path} refers to the same values over and over, more than "
+            f"{EXPANDED_MAX:,} values and characters once followed (reading it would never end)",
+            path=path,
+            causes=["the file was replaced by a foreign or hostile pickle"],
+        )
+    return value
+
+
+def _expanded_size(value: object, limit: int) -> int:
+    """Values and characters in `value` counted each time they are reached (a list referred to
+    twice counts twice, as a comparison or a repr would visit it), worked out once per distinct
+    object; past `limit`, and for a value that contains itself, the answer is `limit + 1`."""
+    sizes: dict[int, int] = {}
+    open_ids: set[int] = set()  # containers whose size is being summed (a cycle leads back to one)
+    stack: list[tuple[object, bool]] = [(value, False)]
+    keep: list[object] = []  # the objects measured stay alive, so their ids are not reused meanwhile
+    while stack:
+        item, children_done = stack.pop()
+        key = id(item)
+        if isinstance(item, (str, bytes, bytearray)):
+            sizes[key] = 1 + len(item)
+            keep.append(item)
+            continue
+        children = _children(item)
+        if children_done:
+            open_ids.discard(key)
+            sizes[key] = min(limit + 1, 1 + sum(sizes[id(c)] for c in children))
+            continue
+        if key in sizes:
+            continue
+        if key in open_ids:
+            return limit + 1  # a list that holds itself: endless once followed
+        open_ids.add(key)
+        keep.append(item)
+        stack.append((item, True))
+        stack.extend((c, False) for c in children if id(c) not in sizes)
+    return sizes[id(value)]
+
+
+def _children(item: object) -> list[object]:
+    if isinstance(item, dict):
+        return [*item.keys(), *item.values()]
+    if isinstance(item, (list, tuple, set, frozenset)):
+        return list(item)
+    return []
 
 
 def read_meta(path: str | os.PathLike) -> list[str]:
