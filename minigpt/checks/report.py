@@ -53,7 +53,15 @@ def report_to_dict(report: Report) -> dict:
 
 
 def write_report(report: Report, path: str | Path) -> None:
-    atomic_write_text(json.dumps(report_to_dict(report), indent=2, ensure_ascii=False) + "\n", path)
+    data = report_to_dict(report)
+    text = json.dumps(data, indent=2, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # a path with bytes that are not UTF-8 (Python holds them as lone surrogates): every
+        # non-ASCII character escaped, so the file is valid UTF-8 JSON that reads back the same path
+        text = json.dumps(data, indent=2)
+    atomic_write_text(text + "\n", path)
 
 
 def load_report(path: str | Path) -> dict:
