@@ -12,7 +12,6 @@ from minigpt.checks.context import CheckContext
 from minigpt.checks.control import CheckRun
 from minigpt.checks.registry import CheckReturn, check
 from minigpt.checks.result import Outcome, Status
-from minigpt.checks.vocabulary_checks import raw_token
 
 
 @check("token_range", "data", "IDs are integers in [0, vocab_size)", depends=("tokenizer_roundtrip",))
@@ -168,7 +167,8 @@ def split_vocabulary(ctx: CheckContext, run: CheckRun) -> CheckReturn:
         share = total / max(1, splits[name].numel())
         chars = sorted(unseen.items(), key=lambda kv: -kv[1])
         values["splits"][name] = {
-            "unseen_characters": [{"char": raw_token(tok, i), "id": i, "count": c} for i, c in chars[:20]],
+            # labelled as every view shows a token: a split character's bytes as <0xE2>, a space as ␣
+            "unseen_characters": [{"char": tok.token_label(i), "id": i, "count": c} for i, c in chars[:20]],
             "distinct_unseen": len(unseen),
             "unseen_tokens": total,
             "share": share,
@@ -176,7 +176,7 @@ def split_vocabulary(ctx: CheckContext, run: CheckRun) -> CheckReturn:
         if share >= worst_share and unseen:
             worst_share = share
             worst = f"{name}: {len(unseen)} {unit} never in train ({total:,} tokens, {share:.2%}), e.g. " + " ".join(
-                repr(raw_token(tok, i)) for i, _ in chars[:6]
+                tok.token_label(i) for i, _ in chars[:6]
             )
     if worst_share >= limit:
         raise Outcome(

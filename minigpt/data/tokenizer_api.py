@@ -41,11 +41,7 @@ class Piece:
 
     @property
     def label(self) -> str:
-        """The piece as a person reads it: whitespace and control bytes made visible, a partial
-        character as its hex bytes (<0xE2>)."""
-        if self.partial:
-            return "".join(f"<0x{b:02X}>" for b in self.data)
-        return visible(self.data.decode("utf-8"))
+        return piece_label(self.data)
 
 
 # whitespace as symbols of one cell each (so columns of pieces stay aligned): space ␣, newline ⏎, tab →
@@ -59,10 +55,26 @@ def visible(text: str) -> str:
     for c in text:
         if c in WHITESPACE_MARKS:
             out.append(WHITESPACE_MARKS[c])
-        elif unicodedata.category(c) in ("Cc", "Cf", "Zl", "Zp"):
+        elif unicodedata.category(c) in ("Cc", "Cf", "Zs", "Zl", "Zp"):  # Zs: a no-break space is no blank
             out.append(f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}")
         else:
             out.append(c)
+    return "".join(out)
+
+
+def piece_label(data: bytes) -> str:
+    """A token's bytes as every view shows them (the checks' messages, the Tokenizer pane, the
+    Sampler's tables): text with its whitespace made visible (␣the), and each byte that is no
+    whole UTF-8 character as <0xE2>, never U+FFFD: b" \\xe2" is "␣<0xE2>", not "<0x20><0xE2>"."""
+    out = []
+    while data:
+        try:
+            out.append(visible(data.decode("utf-8")))
+            break
+        except UnicodeDecodeError as exc:  # the text before the bad bytes, the bad bytes, then the rest
+            out.append(visible(data[: exc.start].decode("utf-8")))
+            out.append("".join(f"<0x{b:02X}>" for b in data[exc.start : exc.end]))
+            data = data[exc.end :]
     return "".join(out)
 
 
@@ -141,9 +153,8 @@ class Tokenizer(ABC):
         return out
 
     def token_label(self, id: int) -> str:
-        """One ID as a readable label, for the sampler's tables."""
-        data = self.token_bytes(id)
-        return Piece(id, data, 0, len(data)).label
+        """One ID as a readable label (`piece_label` of its bytes; a special token: its name)."""
+        return piece_label(self.token_bytes(id))
 
     def check_ids(self, ids: list[int]) -> None:
         """Raise the typed error `decode` gives for IDs outside [0, vocab_size)."""

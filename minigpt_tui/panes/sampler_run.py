@@ -8,10 +8,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from rich.cells import cell_len
 from textual.message import Message
 
 from minigpt.data.tokenizer_api import Tokenizer
 from minigpt.sample.repetition import repetition_report
+from minigpt_tui.widgets.prob_bars import PIECE_MAX
 
 STREAM_EVERY_S = 0.05  # batch streamed characters: at most ~20 UI updates a second per column
 TOP_TOKENS = 8
@@ -24,6 +26,7 @@ class StagesComputed(Message):
     title: str
     column: str = "A"  # whose settings filtered the distribution
     model_note: str = ""  # which model: the checkpoint's label or FRESH MODEL
+    widest: int = PIECE_MAX  # the most cells a token's label takes (widest_label): the piece column's width
 
 
 @dataclass
@@ -47,18 +50,23 @@ class SamplerFailed(Message):
 
 
 def token_labeller(tokenizer: Tokenizer) -> Callable[[int], str]:
-    """A token's label for the next-token tables: a character as it is, a subword piece with its
-    whitespace made visible (an ID past the tokenizer, a padded row: '?')."""
-    from minigpt.data.tokenizer import CharTokenizer
+    """A token's label for the next-token tables, as every view writes it (`token_label`: ␣ for a
+    space, <0xE2> for a split character; an ID past the tokenizer, a padded row: '?')."""
 
     def label(token: int) -> str:
-        if token >= tokenizer.vocab_size:
-            return "?"
-        if isinstance(tokenizer, CharTokenizer):
-            return tokenizer.chars[token]
-        return tokenizer.token_label(token)
+        return tokenizer.token_label(token) if token < tokenizer.vocab_size else "?"
 
     return label
+
+
+def widest_label(tokenizer: Tokenizer) -> int:
+    """The most cells one token's label takes: a character vocabulary's widest character; a
+    subword vocabulary always has pieces wider than any table column (PIECE_MAX)."""
+    from minigpt.data.tokenizer import CharTokenizer
+
+    if isinstance(tokenizer, CharTokenizer):
+        return max((cell_len(tokenizer.token_label(i)) for i in range(tokenizer.vocab_size)), default=1)
+    return PIECE_MAX
 
 
 def next_token_stages(model, ids: list[int], settings: dict, label: Callable[[int], str], first: str) -> list[dict]:

@@ -20,6 +20,7 @@ from minigpt_tui.messages import CheckFinished
 from minigpt_tui.widgets.blank import BLANK_CONTAINERS
 from minigpt_tui.widgets.deferred import RenderWhenShown
 from minigpt_tui.widgets.live_static import LiveStatic
+from minigpt_tui.widgets.pieces import PieceRow
 from minigpt_tui.widgets.status import status_text, visible_char
 
 if TYPE_CHECKING:
@@ -140,9 +141,9 @@ class TokenizerPane(VerticalScroll, RenderWhenShown):
         ids = [p.id for p in pieces]
         self.last_ids, self.last_unknown = ids, {}
         decoded = tok.decode(ids)
-        shown = Text()
-        for n, piece in enumerate(pieces):
-            shown.append(piece.label, style=SPECIAL_STYLE if piece.special else PIECE_STYLES[n % 2])
+        shown = PieceRow(
+            [(piece.label, SPECIAL_STYLE if piece.special else PIECE_STYLES[n % 2]) for n, piece in enumerate(pieces)]
+        )
         grid = Table.grid(padding=(0, 2))
         grid.add_column(style="bold", no_wrap=True)
         grid.add_column(overflow="fold")
