@@ -32,7 +32,7 @@ from minigpt.io.jsonsafe import parse_json
 from minigpt.io.workspace import Workspace
 from minigpt.logs.curve_advice import RunSettings
 from minigpt.model.checkpoint import LoadedCheckpoint, load_checkpoint, read_checkpoint
-from minigpt.model.factory import MODEL_CLASS_KEY
+from minigpt.model.factory import MODEL_CLASS_KEY, builtin_class_of
 from minigpt.model.user import ModelSpec, model_factory_for
 from minigpt.train.config import MODEL_FIELDS
 from minigpt.train.presets import PRESETS
@@ -51,7 +51,6 @@ _DEBUG_ALIASES = [
 ]
 # config entries that are no field of the model's config class (the factory drops them)
 _NOT_FIELDS = frozenset({MODEL_CLASS_KEY})
-HF_WEIGHTS = "model.safetensors"  # what save_pretrained writes (safetensors is its default)
 
 T = TypeVar("T")
 
@@ -125,7 +124,7 @@ class CheckContext:
     def _file_keys(self) -> dict[str, tuple | None]:
         i = self.inputs
         return {
-            "checkpoint": _stat_key(i.checkpoint),
+            "checkpoint": _stat_key(i.checkpoint or i.hf_weights),
             "tokenizer": _stat_key(i.tokenizer),
             "train": _stat_key(i.train_data),
             **{split: _stat_key(self.ws.ids(split)) for split in ("val", "test")},
@@ -146,7 +145,7 @@ class CheckContext:
         """The files this context's verdicts are about, with their size, mtime and (checkpoint) step."""
         out = []
         roles = [
-            ("checkpoint", self.inputs.checkpoint or self.hf_weights),
+            ("checkpoint", self.inputs.checkpoint or self.inputs.hf_weights),
             ("metrics", self.inputs.metrics),
             ("tokenizer", self.inputs.tokenizer),
             ("train_ids", self.inputs.train_data),
@@ -212,11 +211,7 @@ class CheckContext:
     @property
     def hf_weights(self) -> Path | None:
         """`--model hf:PATH` with no --checkpoint: the folder's saved weights are the run's model."""
-        spec = self.options.model_spec or ""
-        if not spec.startswith("hf:") or self.inputs.checkpoint is not None or self.inputs.fresh_model_requested:
-            return None
-        weights = Path(spec[3:]).expanduser() / HF_WEIGHTS
-        return weights if weights.is_file() else None
+        return self.inputs.hf_weights
 
     @property
     def checkpoint_raw(self) -> dict:
@@ -231,6 +226,18 @@ class CheckContext:
     def _load_checkpoint(self) -> LoadedCheckpoint:
         if self.hf_weights is not None:
             return self._load_hf_folder(self.hf_weights.parent)
+        spec = self.model_spec
+        written = builtin_class_of(self.checkpoint_raw["config"]) if spec and spec.folder else None
+        if spec is not None and written is not None:  # --checkpoint P beside --model hf:FOLDER
+            raise ConfigError(
+                f"--checkpoint {self.inputs.checkpoint} holds a {written}, not the {spec.model_cls.__name__} "
+                f"--model {spec.spec} builds",
+                path=self.inputs.checkpoint,
+                causes=[
+                    f"leave out --checkpoint: --model {spec.spec} judges the weights saved in {spec.folder}",
+                    f"leave out --model: {self.inputs.checkpoint} is judged with its own class",
+                ],
+            )
         factory = self.fault.checkpoint_factory(self.model_factory) if self.fault else self.model_factory
         loaded = load_checkpoint(
             self.inputs.checkpoint,  # type: ignore[arg-type]
@@ -419,10 +426,6 @@ class CheckContext:
         gen = torch.Generator().manual_seed(self.options.seed if seed is None else seed)
         x, y = get_batch(self.splits[split], batch_size, block_size, self.device, gen)
         return self.fault.batch(x, y) if self.fault else (x, y)
-
-    @property
-    def learning_rate(self) -> float:
-        return self.fault.learning_rate(self.options.learning_rate) if self.fault else self.options.learning_rate
 
 
 def weights_finite(model: nn.Module) -> bool:

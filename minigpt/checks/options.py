@@ -15,6 +15,7 @@ from minigpt.sample.settings import SamplerSettings
 from minigpt.train.option_ranges import require
 
 FRESH_MODEL = "none"  # --checkpoint none: inspect a freshly initialised model, ignore any checkpoint
+HF_WEIGHTS = "model.safetensors"  # what save_pretrained writes (safetensors is its default)
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,7 @@ class CheckOptions:
     """Exactly what the user said; None means "the workspace's default"."""
 
     workspace: Path | str = "."
-    checkpoint: Path | str | None = None  # None: <workspace>/checkpoints/mini_gpt_best.pt if present; "none": fresh
+    checkpoint: Path | str | None = None  # None: hf:FOLDER's weights, else the workspace's best; "none": fresh
     tokenizer: Path | str | None = None  # a file, a folder or tiktoken:NAME; None: the workspace's, else hf:PATH's
     train_data: Path | str | None = None  # None: <workspace>/data/encoded/train_ids.pt
     model_spec: str | None = None  # FILE.py:CLASS[:CONFIG]
@@ -36,7 +37,7 @@ class CheckOptions:
     sampler: SamplerSettings = field(default_factory=lambda: SamplerSettings(max_new_tokens=200, seed=0))
     prompt: str = "The "
     seed: int = 0
-    learning_rate: float = 1e-3  # for the optimizer-update check
+    learning_rate: float = 1e-3  # optimizer_update's own rate, where the run's is not known
     lr_probe: bool = False  # --lr-probe: the opt-in learning-rate probe (short training runs at rates around the run's)
     lr_probe_steps: int = 150  # steps of each probe run
     run_learning_rate: float | None = None  # --lr: the run's learning rate (else its checkpoint's or log's)
@@ -66,8 +67,12 @@ class CheckOptions:
                     path=named,
                     causes=["a typo in the path", "the file was moved (a fresh training run archives to previous/)"],
                 )
-        if fresh:
-            checkpoint = None
+        # `--model hf:FOLDER` brings its own weights: the workspace's checkpoint (a MiniGPT or an
+        # imported nanoGPT run) is never judged in their place unless --checkpoint names it
+        folder = self._hf_folder() if not fresh and self.checkpoint is None else None
+        folder_weights = folder / HF_WEIGHTS if folder is not None else None
+        if fresh or folder_weights is not None:
+            checkpoint = None  # a fresh model, or the folder's weights (`hf_weights`)
         elif self.checkpoint is not None:
             checkpoint = Path(self.checkpoint).expanduser()
         else:
@@ -76,7 +81,9 @@ class CheckOptions:
         return ResolvedInputs(
             workspace=ws.root,
             checkpoint=checkpoint,
-            checkpoint_default=ws.best_checkpoint,
+            checkpoint_default=folder_weights or ws.best_checkpoint,
+            hf_weights=folder_weights if folder_weights is not None and folder_weights.is_file() else None,
+            set_aside=ws.best_checkpoint if folder_weights is not None and ws.best_checkpoint.exists() else None,
             fresh_model_requested=fresh,
             tokenizer=None if is_named_encoding(tokenizer_spec) else Path(tokenizer_spec).expanduser(),
             tokenizer_spec=tokenizer_spec,
@@ -85,15 +92,20 @@ class CheckOptions:
             metrics=Path(self.metrics).expanduser() if self.metrics else ws.metrics,
         )
 
+    def _hf_folder(self) -> Path | None:
+        """The folder of an `--model hf:FOLDER` spec; None for any other model."""
+        spec = self.model_spec or ""
+        return Path(spec[len(HF_PREFIX) :]).expanduser() if spec.startswith(HF_PREFIX) else None
+
     def _tokenizer_spec(self, ws: Workspace) -> str:
         """--tokenizer as given; else the workspace's tokenizer; else the one saved beside an
         `--model hf:PATH` folder's weights; else the workspace's default path (its messages name it)."""
         if self.tokenizer is not None:
             return str(self.tokenizer)
         own = workspace_tokenizer(ws.tokenizer)
-        spec = self.model_spec or ""
-        if not own.exists() and spec.startswith(HF_PREFIX):
-            beside = tokenizer_file_in(Path(spec[len(HF_PREFIX) :]).expanduser())
+        folder = self._hf_folder()
+        if not own.exists() and folder is not None:
+            beside = tokenizer_file_in(folder)
             if beside is not None:
                 return str(beside)
         return str(own)
@@ -103,7 +115,9 @@ class CheckOptions:
 class ResolvedInputs:
     workspace: Path
     checkpoint: Path | None  # None: the checks run on a fresh model
-    checkpoint_default: Path  # where the workspace's checkpoint would be (for messages)
+    checkpoint_default: Path  # where the checkpoint would be (for messages): the workspace's, or hf:FOLDER's weights
+    hf_weights: Path | None  # --model hf:FOLDER, no --checkpoint: the folder's model.safetensors, the judged weights
+    set_aside: Path | None  # the workspace's checkpoint, not judged because hf:FOLDER brings its own weights
     fresh_model_requested: bool  # --checkpoint none
     tokenizer: Path | None  # the tokenizer's file (None: an encoding named by tiktoken:NAME)
     tokenizer_spec: str  # what the tokenizer is loaded from: the file's path or tiktoken:NAME

@@ -3,12 +3,13 @@ cannot hang the run or end it with a fake exit code.
 
 The child is a fresh interpreter (`python -c ...`, not `multiprocessing`: no fork of a process that
 holds threads or OpenMP state, no re-import of the caller's `__main__`, and it works under a TUI
-that has replaced `sys.stdout`/`sys.stderr`). It builds its own `CheckContext` from the same
-options and streams the engine's events back as length-prefixed pickles over a private pipe (the
-model's own prints go to /dev/null, its stderr into a bounded tail quoted on a crash). The
-parent enforces a time budget per check. A check whose process died (`os._exit`, a segfault, the
-OOM killer) or ran past its budget becomes an `error` result naming the check and what it was
-doing (a death is noticed from the process itself, not from the pipe's EOF: a grandchild the
+that has replaced `sys.stdout`/`sys.stderr`), with the checks' torch thread policy in its environment
+(`minigpt.threads.child_env`). It builds its own `CheckContext` from the same options and streams
+the engine's events back as length-prefixed pickles over a private pipe (the model's own prints go
+to /dev/null, its stderr into a bounded tail quoted on a crash). The parent enforces a time budget
+per check. A check whose process died (`os._exit`, a segfault, the OOM killer) or ran past its
+budget becomes an `error` result naming the check and what it was doing (a death is noticed from
+the process itself, not from the pipe's EOF: a grandchild the
 model started may hold the pipe open); the parent then starts a new child that continues with
 the remaining checks (their dependencies see the error and skip, as usual). `sys.exit()` never gets this far: the engine
 catches `SystemExit` in-process.
@@ -38,6 +39,7 @@ from minigpt.checks.options import CheckOptions
 from minigpt.checks.registry import catalog
 from minigpt.checks.result import CheckResult, Report, Status
 from minigpt.errors import MiniGPTError
+from minigpt.threads import child_env
 
 DEFAULT_CHECK_TIMEOUT_S = 600.0  # generous: the overfit on a large user model on a slow CPU
 STARTUP_S = 180.0  # a fresh interpreter importing torch on a loaded machine, before any check
@@ -161,6 +163,9 @@ def run_checks_isolated(
             stderr=err_write,
             pass_fds=(write_fd,),
             start_new_session=True,  # its own process group: killed whole when the check ends
+            # the checks' thread policy, as in-process: torch's default threads spin-wait on a busy
+            # machine (a tiny GPT-2's overfit 9.3 s with 2 threads, 1.2 s with 1, at load 3.5 on 2 cores)
+            env=child_env("checks"),
         )
         os.close(write_fd)  # the child (and what it starts) hold the only write ends
         os.close(err_write)

@@ -10,6 +10,7 @@ their former paths (`FORMER_CLASS_NAMES`); they build as before.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import fields
 from typing import Any
 
 import torch.nn as nn
@@ -36,6 +37,17 @@ def model_class_name(config: object) -> object:
     """The class a checkpoint's config names (MiniGPT when it names none), former names read as today's."""
     name = config.get(MODEL_CLASS_KEY, MINIGPT_CLASS) if isinstance(config, dict) else MINIGPT_CLASS
     return FORMER_CLASS_NAMES.get(name, name) if isinstance(name, str) else name
+
+
+def builtin_class_of(config: object) -> str | None:
+    """The built-in class whose checkpoint `config` is: the one it names under `model_class` (an
+    imported nanoGPT run), MiniGPT when every key is a MiniGPTConfig field; None for any other."""
+    if not isinstance(config, dict) or not config:
+        return None
+    name = model_class_name(config)
+    if MODEL_CLASS_KEY in config:
+        return name if isinstance(name, str) and name in builtin_model_classes() else None
+    return MINIGPT_CLASS if set(config) <= {f.name for f in fields(MiniGPTConfig)} else None
 
 
 def _split_class(config: dict) -> tuple[str, type[nn.Module], Any, dict]:
