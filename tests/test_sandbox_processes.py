@@ -8,12 +8,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from minigpt.checks.sandbox import STDERR_KEEP, _StderrTail
+from tests.waiting import eventually_sync, wait_for
 
 CHILDREN = Path(__file__).parent / "fixtures" / "hostile_children.py"
 
@@ -45,8 +45,11 @@ def test_processes_the_model_starts_do_not_outlive_the_check(tiny_workspace, con
     proc, report, pids = _check(tiny_workspace, "SpawnsGPT", config, tmp_path, "--only", "forward_shapes")
     assert report is not None, proc.stderr
     assert pids, "the model started no process: the fixture is broken"
-    time.sleep(0.5)
-    assert [pid for pid in pids if _alive(pid)] == []
+
+    def gone() -> None:
+        assert [pid for pid in pids if _alive(pid)] == []
+
+    eventually_sync(gone)  # a killed process may take a moment to be reaped
 
 
 @pytest.mark.slow
@@ -80,8 +83,6 @@ def test_the_stderr_tail_keeps_a_bounded_buffer_of_a_200_mb_stream(tmp_path):
     os.close(write_fd)
     tail = _StderrTail(read_fd)
     writer.wait(timeout=120)
-    deadline = time.monotonic() + 60
-    while not tail.text().endswith("END") and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: tail.text().endswith("END"), what="the tail to read the stream's end")
     assert tail.text(limit=10) == "yyyyyyyEND"
     assert len(tail._data) <= 2 * STDERR_KEEP

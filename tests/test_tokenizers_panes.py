@@ -19,7 +19,7 @@ from minigpt.io.atomic import atomic_torch_save  # noqa: E402
 from minigpt.io.workspace import Workspace  # noqa: E402
 from minigpt_tui.panes import sampler_run  # noqa: E402
 from minigpt_tui.panes.batches import BatchesPane  # noqa: E402
-from tests.waiting import wait_until
+from tests.waiting import eventually, wait_until
 
 pytest.importorskip("tokenizers", reason="the tokenizers extra is not installed")
 
@@ -112,10 +112,13 @@ async def test_the_three_panes_work_on_a_bpe_workspace_at_80x24(bpe, tmp_path):
         pane = app.query_one(TokenizerPane)
         await wait_until(pilot, lambda: pane.tokenizer is not None)
         app.query_one("#tok-input", Input).value = "Hello wörld 😀"
-        await pilot.pause()
-        assert pane.last_ids == bpe.encode("Hello wörld 😀")
-        shown = plain(pane.query_one("#tok-encoded").content)
-        assert "<0xF0><0x9F><0x98><0x80>" in shown and "exact" in shown
+
+        def encoded() -> None:
+            assert pane.last_ids == bpe.encode("Hello wörld 😀")
+            shown = plain(pane.query_one("#tok-encoded").content)
+            assert "<0xF0><0x9F><0x98><0x80>" in shown and "exact" in shown
+
+        await eventually(pilot, encoded)
 
         await pilot.press("4")
         batches = app.query_one(BatchesPane)

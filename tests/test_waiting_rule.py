@@ -118,3 +118,15 @@ def test_the_rule_finds_a_pause_then_an_assertion_and_passes_a_wait():
         """
     )
     assert [line for line, _ in races(source)] == [6, 7, 16]
+
+
+def test_no_test_reads_the_toasts_textual_expires():
+    # a notification leaves `app._notifications` after its timeout, which a loaded machine can
+    # spend before the test looks: tests read `record_notifications(app)` (tests/tui/conftest.py)
+    offenders = [
+        f"{path.relative_to(TESTS.parent)}:{node.lineno}"
+        for path in sorted(TESTS.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Attribute) and node.attr == "_notifications"
+    ]
+    assert not offenders, "read record_notifications(app) instead:\n" + "\n".join(offenders)

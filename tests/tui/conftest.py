@@ -65,3 +65,18 @@ def rendered(widget) -> str:
     console = Console(width=SIZE[0], record=True, file=io.StringIO(), color_system=None)
     console.print(widget.content)
     return console.export_text()
+
+
+def record_notifications(app) -> list[tuple[str, str]]:
+    """(severity, message) of every notification the app makes from now on. A toast leaves the
+    screen (and `app._notifications`) after a few seconds, which a loaded machine can spend before
+    a test looks: tests read this record instead."""
+    made: list[tuple[str, str]] = []
+    notify = app.notify
+
+    def recording(message, *args, **kwargs):
+        made.append((str(kwargs.get("severity", "information")), str(message)))
+        return notify(message, *args, **kwargs)
+
+    app.notify = recording
+    return made

@@ -15,7 +15,7 @@ from minigpt_tui.widgets.key_footer import KeyFooter
 from minigpt_tui.workbench import PANES
 from tests.waiting import eventually, stays, wait_until
 
-from .conftest import SIZE, wait_for_report
+from .conftest import SIZE, record_notifications, wait_for_report
 
 
 @pytest.mark.slow  # a few seconds: the full run (CI) only
@@ -183,10 +183,11 @@ async def test_a_failing_worker_is_notified_and_the_app_keeps_running(workspace,
     # GIVEN a tokenizer file that is not JSON (the tokenizer pane's loader raises)
     (workspace / "tokenizer" / "char_tokenizer.json").write_text("garbage " * 20)
     app = make_app(workspace)
+    notified = record_notifications(app)
     async with app.run_test(size=SIZE) as pilot:
         report = await wait_for_report(pilot, app)
         await wait_until(
-            pilot, lambda: any(n.severity == "error" for n in app._notifications), what="an error notification"
+            pilot, lambda: any(severity == "error" for severity, _ in notified), what="an error notification"
         )
         # THEN the error is visible, the checks name the broken file, and the app still answers keys
         assert app.is_running
@@ -203,11 +204,10 @@ async def test_a_check_run_that_raises_is_notified_and_the_app_keeps_running(wor
 
     monkeypatch.setattr(minigpt.checks, "run_checks", broken)
     app = make_app(workspace)
+    notified = record_notifications(app)
     async with app.run_test(size=SIZE) as pilot:
         await wait_until(
-            pilot,
-            lambda: any("engine exploded" in str(n.message) for n in app._notifications),
-            what="the error notification",
+            pilot, lambda: any("engine exploded" in message for _, message in notified), what="the error notification"
         )
         assert app.is_running
         await pilot.press("4")

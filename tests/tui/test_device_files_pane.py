@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 
 import pytest
 
@@ -16,18 +17,21 @@ async def test_device_pane_shows_versions_device_and_every_file(workspace, make_
     async with app.run_test(size=SIZE) as pilot:
         report = await wait_for_report(pilot, app)
         await pilot.press("2")
-        await pilot.pause()
         pane = app.query_one(DeviceFilesPane)
-        env = rendered(pane.query_one("#device-env"))
-        files = rendered(pane.query_one("#device-files"))
-    values = report.by_id()["environment"].values
-    assert values["torch"] in env and values["python"] in env
-    assert "selected device" in env and "cpu" in env
-    assert "CUDA available" in env
-    assert "tokenizer" in files and "train_ids" in files and "✓ ok" in files
-    for row in report.by_id()["files"].values["files"]:
-        assert row["role"] in files
-    assert pane.files is report.by_id()["files"] or pane.files.values == report.by_id()["files"].values
+        values = report.by_id()["environment"].values
+
+        def shown() -> None:
+            env = rendered(pane.query_one("#device-env"))
+            files = rendered(pane.query_one("#device-files"))
+            assert values["torch"] in env and values["python"] in env
+            assert "selected device" in env and "cpu" in env
+            assert "CUDA available" in env
+            assert "tokenizer" in files and "train_ids" in files and "✓ ok" in files
+            for row in report.by_id()["files"].values["files"]:
+                assert row["role"] in files
+            assert pane.files is report.by_id()["files"] or pane.files.values == report.by_id()["files"].values
+
+        await eventually(pilot, shown)
 
 
 async def test_device_pane_flags_a_missing_file(workspace, make_app):
@@ -36,15 +40,19 @@ async def test_device_pane_flags_a_missing_file(workspace, make_app):
     async with app.run_test(size=SIZE) as pilot:
         await wait_for_report(pilot, app)
         await pilot.press("2")  # a hidden pane renders when shown
-        await pilot.pause()
-        files = rendered(app.query_one(DeviceFilesPane).query_one("#device-files"))
-    assert "✗ missing" in files
-    assert "✗ fail" in files
+        files = app.query_one(DeviceFilesPane).query_one("#device-files")
+
+        def flagged() -> None:
+            assert "✗ missing" in rendered(files)
+            assert "✗ fail" in rendered(files)
+
+        await eventually(pilot, flagged)
 
 
 # -- the live view, with a fake sampler (no GPU here) and a fake /proc --------------------------
+from minigpt_tui.panes.device_files import SAMPLE_S  # noqa: E402
 from minigpt_tui.widgets.device_stats import DeviceSample, DeviceSampler  # noqa: E402
-from tests.waiting import wait_until  # noqa: E402
+from tests.waiting import eventually, stays, wait_until  # noqa: E402
 
 from ._pane_harness import PaneHarness  # noqa: E402
 
@@ -71,12 +79,14 @@ GPU_SAMPLE = DeviceSample(
 
 class FakeSampler:
     calls = 0
+    times: list[float] = []  # when each sample was taken (time.monotonic)
 
     def __init__(self, workspace):
         self.workspace = workspace
 
     def sample(self) -> DeviceSample:
         FakeSampler.calls += 1
+        FakeSampler.times.append(time.monotonic())
         return GPU_SAMPLE
 
 
@@ -98,17 +108,26 @@ async def test_live_view_shows_gpu_memory_load_and_the_training_process(demo_ws)
 
 @pytest.mark.slow
 async def test_live_sampling_is_at_most_once_a_second_and_stops_when_hidden(demo_ws):
-    FakeSampler.calls = 0
+    FakeSampler.calls, FakeSampler.times = 0, []
     async with PaneHarness(FakeDevicePane, demo_ws).run_test(size=(80, 24)) as pilot:
         pane = pilot.app.query_one(DeviceFilesPane)
         await wait_until(pilot, lambda: pane.samples >= 1)
-        await pilot.pause(0.5)
-        assert FakeSampler.calls == 1  # not again within the second
+        # not again within the second: timed from the sample itself, not from when this test saw it
+        await wait_until(pilot, lambda: FakeSampler.calls >= 2, what="the second sample")
+        first, second = FakeSampler.times[:2]
+        assert second - first >= SAMPLE_S - 0.01, FakeSampler.times
         pane.display = False
-        await pilot.pause(0.1)
+        # the sampler's own flag: once the pane has handled its Hide, the loop waits to be shown
+        await wait_until(pilot, lambda: not pane._shown.is_set(), what="the pane hidden")
         calls = FakeSampler.calls
-        await pilot.pause(1.5)
-        assert FakeSampler.calls == calls  # hidden: no sampling
+        await stays(pilot, lambda: FakeSampler.calls == calls, 1.5, what="no sampling while hidden")
+
+
+async def _handled(pilot, widget) -> None:
+    """Until `widget` has handled every message posted to it so far (a callback queued behind them ran)."""
+    done: list[bool] = []
+    widget.call_later(done.append, True)
+    await wait_until(pilot, lambda: done, what=f"{widget!r} to handle its messages")
 
 
 def _fake_proc(root, idle: int, total_busy: int, rss_kib: int):
@@ -234,7 +253,7 @@ async def test_the_files_table_is_cut_again_only_when_the_width_changes(workspac
         await wait_until(pilot, lambda: not pane.display or not pane.is_on_screen, what="the pane hidden")
         await pilot.press("2")
         await wait_until(pilot, lambda: pane.is_on_screen and rendered(files) == drawn, what="the pane shown again")
-        await pilot.pause()
+        await _handled(pilot, pane)  # the Resize and Show that came with it
         assert cuts == []
         # WHEN the terminal gets narrower THEN the paths are cut again, to the new width
         await pilot.resize_terminal(60, SIZE[1])  # narrower than the widest row

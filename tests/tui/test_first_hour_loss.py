@@ -14,7 +14,7 @@ from minigpt_tui.widgets.loss_plot import LossPlot
 from tests.waiting import wait_until
 
 from ._pane_harness import PaneHarness
-from .conftest import rendered
+from .conftest import record_notifications, rendered
 from .test_loss_pane import _lines, _workspace_with_metrics
 
 
@@ -88,6 +88,7 @@ async def test_o_without_ratios_says_so_in_the_gradients_header_not_in_a_toast(t
 
     # GIVEN the Gradients pane with a source that has no update/weight ratios
     app = PaneHarness(GradientsPane, Workspace(tmp_path / "ws"))
+    notified = record_notifications(app)
     async with app.run_test(size=(80, 24)) as pilot:
         pane = app.query_one(GradientsPane)
         pane.focus()
@@ -96,4 +97,4 @@ async def test_o_without_ratios_says_so_in_the_gradients_header_not_in_a_toast(t
         # THEN the pane's own header says why nothing was sorted, and no toast is left to cover another pane
         header = pane.query_one("#grad-header", Static)
         await wait_until(pilot, lambda: "o: no upd/weight ratios" in rendered(header), what="o's note in the header")
-        assert not app._notifications
+        assert not notified

@@ -23,7 +23,7 @@ from minigpt_tui.widgets.loss_plot import LossPlot
 from tests.waiting import wait_until
 
 from ._pane_harness import PaneHarness
-from .conftest import rendered
+from .conftest import record_notifications, rendered
 from .test_loss_pane import _lines, _workspace_with_metrics
 
 
@@ -77,6 +77,7 @@ async def test_follows_fresh_fresh_and_resumed_runs_started_outside_the_ui(demo_
 @pytest.mark.slow
 async def test_a_fresh_run_started_from_the_pane_is_followed_through_resizes(workspace, make_app):
     app = make_app(workspace)
+    notified = record_notifications(app)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("6")
         pane = app.panes["loss"]
@@ -91,13 +92,14 @@ async def test_a_fresh_run_started_from_the_pane_is_followed_through_resizes(wor
         n = 0
         while pane.controls.last_exit is None and n < 600:
             await pilot.resize_terminal(*sizes[n % len(sizes)])
-            await pilot.pause(0.2)
+            await pilot.pause(0.2)  # the next resize a moment later, not a wait for anything
             n += 1
+        await wait_until(pilot, lambda: pane.controls.last_exit is not None, what="the run to end")
         assert pane.controls.last_exit is not None and pane.controls.last_exit.returncode == 0, pane.controls.last_exit
         # THEN the plot reaches the new run's last step, and no follower died on the way
         await wait_until(pilot, lambda: _last_x(plot) == 80)
         assert pane.follower_restarts == 0 and pane.follower_error is None
-        assert not any(n.severity == "error" for n in app._notifications)
+        assert not any(severity == "error" for severity, _ in notified)
         assert n > 3  # it did resize while following
 
 
@@ -171,6 +173,7 @@ async def test_a_follower_that_hangs_is_marked_stale_and_replaced(tmp_path, monk
 async def test_a_run_holding_the_workspace_lock_is_named_and_s_does_not_start_another(tmp_path):
     ws = _workspace_with_metrics(tmp_path, _lines(1, 21))
     app = PaneHarness(LossPane, ws)
+    notified = record_notifications(app)
     async with app.run_test(size=(80, 24)) as pilot:
         pane = app.query_one(LossPane)
         await wait_until(pilot, lambda: pane.points_count == 20)
@@ -178,7 +181,11 @@ async def test_a_run_holding_the_workspace_lock_is_named_and_s_does_not_start_an
             await wait_until(pilot, lambda: f"training in progress (PID {os.getpid()})" in _status(pane))
             pane.focus()
             await pilot.press("s")
-            await pilot.pause()
+            # THEN it says who trains, and (in the same handler, so by now) started no run of its own
+            await wait_until(
+                pilot,
+                lambda: any("training in progress" in message for _, message in notified),
+                what="a notification naming the run in progress",
+            )
             assert app.training.run is None
-            assert any("training in progress" in str(n.message) for n in app._notifications)
         await wait_until(pilot, lambda: "training in progress" not in _status(pane))

@@ -10,6 +10,7 @@ from minigpt_tui.messages import CheckFinished
 from minigpt_tui.panes.device_files import DeviceFilesPane
 from minigpt_tui.widgets.humanize import human_bytes, human_float, human_seconds, shorten_left
 from minigpt_tui.workbench import PANES, TAB_LABELS, Workbench
+from tests.waiting import eventually, wait_until
 
 from ._pane_harness import PaneHarness
 from .conftest import rendered
@@ -22,12 +23,15 @@ class Tabs80(App):
 
 async def test_every_tab_label_is_whole_at_80_columns():
     async with Tabs80().run_test(size=(80, 24)) as pilot:
-        await pilot.pause()
-        tabs = list(pilot.app.query(Tab))
-        assert len(tabs) == len(PANES)
-        for n, (tab, (pid, title)) in enumerate(zip(tabs, PANES), start=1):
-            assert str(tab.label) == f"{n} {TAB_LABELS.get(pid, title)}"
-            assert tab.region.right <= 80 and tab.region.width >= len(str(tab.label)), (tab.label, tab.region)
+
+        def whole() -> None:
+            tabs = list(pilot.app.query(Tab))
+            assert len(tabs) == len(PANES)
+            for n, (tab, (pid, title)) in enumerate(zip(tabs, PANES), start=1):
+                assert str(tab.label) == f"{n} {TAB_LABELS.get(pid, title)}"
+                assert tab.region.right <= 80 and tab.region.width >= len(str(tab.label)), (tab.label, tab.region)
+
+        await eventually(pilot, whole)
 
 
 class NoSampling:
@@ -80,16 +84,19 @@ async def test_device_pane_says_none_for_a_missing_cuda_and_cuts_long_paths_from
         pane = pilot.app.query_one(DeviceFilesPane)
         pane.post_message(CheckFinished(env, 0, 2))
         pane.post_message(CheckFinished(files, 1, 2))
-        await pilot.pause()
-        env_text = rendered(pane.query_one("#device-env"))
-        lines = rendered(pane.query_one("#device-files")).splitlines()
-    assert "none (this torch is built without CUDA)" in env_text and "None" not in env_text
-    assert "79.6 GiB" in env_text and "CUDA available no" in " ".join(env_text.split())
-    rows = [line for line in lines if "✓ ok" in line]
-    assert len(rows) == 2  # one line each: nothing wrapped over three
-    assert "  …/" in rows[0] and rows[0].rstrip().endswith("/tokenizer/char_tokenizer.json")  # cut on the left
-    assert "  …/" in rows[1] and rows[1].rstrip().endswith("/checkpoints/mini_gpt_best.pt")
-    assert all(len(line.rstrip()) <= 80 for line in lines)
+
+        def shown() -> None:
+            env_text = rendered(pane.query_one("#device-env"))
+            lines = rendered(pane.query_one("#device-files")).splitlines()
+            assert "none (this torch is built without CUDA)" in env_text and "None" not in env_text
+            assert "79.6 GiB" in env_text and "CUDA available no" in " ".join(env_text.split())
+            rows = [line for line in lines if "✓ ok" in line]
+            assert len(rows) == 2  # one line each: nothing wrapped over three
+            assert "  …/" in rows[0] and rows[0].rstrip().endswith("/tokenizer/char_tokenizer.json")  # cut on the left
+            assert "  …/" in rows[1] and rows[1].rstrip().endswith("/checkpoints/mini_gpt_best.pt")
+            assert all(len(line.rstrip()) <= 80 for line in lines)
+
+        await eventually(pilot, shown)
 
 
 def test_shorten_left_keeps_the_file_name_and_cuts_at_a_slash():
@@ -116,13 +123,18 @@ async def test_a_hidden_pane_renders_check_results_only_once_it_is_shown():
     async with app.run_test(size=(80, 24)) as pilot:
         pane = app.pane
         _feed(pane)
-        await pilot.pause()
+        # every result fed has been handled: a callback queued behind them ran
+        handled: list[bool] = []
+        pane.call_later(handled.append, True)
+        await wait_until(pilot, lambda: handled, what="the results handled")
         assert pane.roundtrip is not None  # the result is kept...
         # ...but not drawn while hidden
         assert "waiting" in rendered(pane.query_one("#tok-info"))
         assert "waiting" in rendered(pane.query_one("#tok-sample"))
         app.query_one(TabbedContent).active = "tokenizer"
-        await pilot.pause()
-        await pilot.pause()
-        assert "vocab size" in rendered(pane.query_one("#tok-info"))
-        assert "waiting" not in rendered(pane.query_one("#tok-sample"))
+
+        def drawn() -> None:
+            assert "vocab size" in rendered(pane.query_one("#tok-info"))
+            assert "waiting" not in rendered(pane.query_one("#tok-sample"))
+
+        await eventually(pilot, drawn)

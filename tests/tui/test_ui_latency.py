@@ -22,7 +22,7 @@ from minigpt_tui.widgets.key_footer import KeyFooter
 from minigpt_tui.widgets.live_static import LiveStatic
 from minigpt_tui.widgets.steady_table import SteadyTable
 from minigpt_tui.workbench import PANES, PaneTab, Workbench
-from tests.waiting import wait_until
+from tests.waiting import eventually, stays, wait_until
 
 from .conftest import SIZE, wait_for_report
 
@@ -54,13 +54,20 @@ def test_composing_the_app_imports_no_pane_but_the_checks_pane(workspace, tmp_pa
 async def test_the_hidden_panes_are_mounted_in_their_tabs_after_the_first_frame(workspace, make_app):
     app = make_app(workspace)
     async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
-        assert list(app.panes) == [pane_id for pane_id, _ in PANES]
-        for pane_id, pane in app.panes.items():
-            assert pane.is_mounted, pane_id
-            assert pane.parent is not None and pane.parent.id == pane_id  # in its own tab
+
+        def built() -> None:
+            assert list(app.panes) == [pane_id for pane_id, _ in PANES]
+            for pane_id, pane in app.panes.items():
+                assert pane.is_mounted, pane_id
+                assert pane.parent is not None and pane.parent.id == pane_id  # in its own tab
+
+        await eventually(pilot, built)
         assert sys.getswitchinterval() == SWITCH_INTERVAL_S
     assert sys.getswitchinterval() != SWITCH_INTERVAL_S  # given back at exit
+
+
+def _all_panes_mounted(app) -> bool:
+    return len(app.panes) == len(PANES) and all(pane.is_mounted for pane in app.panes.values())
 
 
 class TwoPanes(App):
@@ -89,9 +96,14 @@ class PaneWithKey(Pane):
 
 
 class CountedFooter(KeyFooter):
-    """A KeyFooter that counts the times its keys are replaced (each replacement redraws it)."""
+    """A KeyFooter that counts the times its keys are replaced (each replacement redraws it), and the
+    times it looked at the screen's bindings after a change."""
 
-    replaced = 0
+    replaced = settled = 0
+
+    def _bindings_settled(self, screen) -> None:
+        super()._bindings_settled(screen)
+        self.settled += 1
 
     @property  # type: ignore[override]
     def keys(self) -> tuple:
@@ -113,12 +125,15 @@ async def test_the_footer_is_redrawn_only_when_focus_brings_other_keys():
         app.query_one("#a").focus()
         await wait_until(pilot, lambda: _descriptions(app) == ["Quit", "palette"], what="pane a's keys")
         footer = app.query_one(CountedFooter)
-        replaced = footer.replaced
-        # WHEN the focus moves to a pane with the same keys, and the footer has had time to settle
-        app.query_one("#b").focus()
-        await pilot.pause(0.3)
+        replaced, settled = footer.replaced, footer.settled
+        # WHEN the focus moves to a pane with the same keys, and the footer has looked at the new bindings
+        b = app.query_one("#b")
+        b.focus()
+        await wait_until(pilot, lambda: b.has_focus and footer.settled > settled, what="the footer seeing b's keys")
         # THEN it was not redrawn, and it is still one widget (no widget per key to mount)
-        assert footer.replaced == replaced and not footer.children
+        await stays(
+            pilot, lambda: footer.replaced == replaced and not footer.children, 0.3, what="the footer not redrawn"
+        )
         # WHEN it moves to a pane with a key of its own THEN the footer shows it, as Textual's does
         app.query_one("#c").focus()
         await wait_until(pilot, lambda: _descriptions(app) == ["New", "Quit", "palette"], what="pane c's keys")
@@ -137,8 +152,8 @@ async def test_the_footer_draws_its_keys_on_one_line_and_a_click_presses_one():
         assert footer.render().plain.startswith("n New q Quit ^p palette")
         # WHEN the footer's "q" is clicked THEN the app quits, as with Textual's footer
         await pilot.click(KeyFooter, offset=(footer.render().plain.index("q"), 0))
-        await pilot.pause(0.2)
-        assert not app.is_running
+        # no pilot to pause with: the pilot's pause needs a screen, which the quitting app takes down
+        await wait_until(None, lambda: not app.is_running, what="the app to quit")
 
 
 class RecordedLines(LiveStatic):
@@ -174,22 +189,32 @@ class Lines(App):
 async def test_a_live_static_skips_the_layout_only_when_its_size_cannot_change():
     app = Lines()
     async with app.run_test(size=(40, 10)) as pilot:
-        await pilot.pause()
         fill, auto = app.query_one("#fill", RecordedLines), app.query_one("#auto", RecordedLines)
-        assert fill.size.height == 2 and auto.size.width == len("short")
+        await wait_until(
+            pilot, lambda: fill.size.height == 2 and auto.size.width == len("short"), what="the first layout"
+        )
         fill.layouts.clear()  # the updates below, not the first draw
         # WHEN a line changes and the content keeps its two lines THEN only the widget is redrawn
         fill.update("three\nfour")
-        await pilot.pause()
-        assert fill.layouts == [False] and fill.render_line(0).text.startswith("three")
+
+        def redrawn() -> None:
+            assert fill.layouts == [False] and fill.render_line(0).text.startswith("three")
+
+        await eventually(pilot, redrawn)
         # WHEN it grows a line THEN it is laid out again and takes three rows
         fill.update("three\nfour\nfive")
-        await pilot.pause()
-        assert fill.layouts == [False, True] and fill.size.height == 3
+
+        def grown() -> None:
+            assert fill.layouts == [False, True] and fill.size.height == 3
+
+        await eventually(pilot, grown)
         # WHEN a `width: auto` line gets longer THEN it is laid out again and gets wider
         auto.update("a longer line")
-        await pilot.pause()
-        assert auto.layouts == [True] and auto.size.width == len("a longer line")
+
+        def wider() -> None:
+            assert auto.layouts == [True] and auto.size.width == len("a longer line")
+
+        await eventually(pilot, wider)
 
 
 class CountedTable(SteadyTable):
@@ -235,6 +260,19 @@ class TableTabs(App):
         self.query_one("#table" if tab == "a" else "#line").focus()
 
 
+def _frames(widget) -> list[int]:
+    """A counter of the times the compositor draws `widget` (cached lines or not)."""
+    calls = [0]
+    render_lines = widget.render_lines
+
+    def counted(crop):
+        calls[0] += 1
+        return render_lines(crop)
+
+    widget.render_lines = counted  # type: ignore[method-assign]
+    return calls
+
+
 def _cells_rendered(table: SteadyTable) -> list[int]:
     calls = [0]
     render_cell = table._render_cell
@@ -256,9 +294,15 @@ async def test_a_table_shown_again_keeps_its_lines_and_a_restyle_redraws_them():
         drops = table.drops
         # WHEN the user leaves the table's tab and comes back (a same-size Resize, a blur, a focus)
         await pilot.press("b")
-        await pilot.pause()
+        line = app.query_one("#line")
+        await wait_until(pilot, lambda: line.has_focus and not table.is_on_screen, what="the table's tab left")
+        frames = _frames(table)
         await pilot.press("a")
-        await pilot.pause()
+        await wait_until(
+            pilot,
+            lambda: table.has_focus and frames[0] > 0 and table.resizes_kept >= 1 and table.restyles >= 1,
+            what="the table shown and drawn again",
+        )
         # THEN no cell was rendered again: the lines drawn before are drawn as they were
         assert table.resizes_kept >= 1 and table.restyles >= 1 and table.drops == drops
         assert calls[0] == 0 and table.has_focus
@@ -302,7 +346,8 @@ async def test_a_frame_that_does_not_reach_the_footer_does_not_redraw_it(workspa
     app = make_app(workspace)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for_report(pilot, app)
-        await pilot.pause(0.5)  # the hidden panes built, the footer's keys settled
+        await wait_until(pilot, lambda: _all_panes_mounted(app), what="the hidden panes built")
+        await pilot.pause(0.5)  # the footer's keys settled
         footer = app.query_one(KeyFooter)
         drawn = [0]
         render_lines = footer.render_lines
@@ -313,9 +358,11 @@ async def test_a_frame_that_does_not_reach_the_footer_does_not_redraw_it(workspa
 
         footer.render_lines = counted  # type: ignore[method-assign]
         # WHEN a line in the middle of the screen is redrawn (a tab's underline sliding, a table row)
-        for _ in range(3):
-            app.query_one("Underline").refresh()
-            await pilot.pause(0.05)
+        underline = app.query_one("Underline")
+        underline_frames = _frames(underline)
+        for n in range(1, 4):
+            underline.refresh()
+            await wait_until(pilot, lambda n=n: underline_frames[0] >= n, what="the underline drawn again")
         # THEN the footer on the last row is not drawn again (a child of the screen would be, every frame)
         assert drawn[0] == 0
 
@@ -341,6 +388,7 @@ async def test_a_pane_switch_draws_the_containers_above_each_pane_as_plain_backg
     app = make_app(workspace)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for_report(pilot, app)
+        await wait_until(pilot, lambda: _all_panes_mounted(app), what="every pane built")
         await pilot.pause(0.5)
         drawn = []
         render_widget = StylesCache.render_widget
@@ -350,10 +398,16 @@ async def test_a_pane_switch_draws_the_containers_above_each_pane_as_plain_backg
             return render_widget(self, widget, crop)
 
         monkeypatch.setattr(StylesCache, "render_widget", recorded)
-        # WHEN the user goes through all seven panes
+        # WHEN the user goes through all seven panes, each drawn before the next key
         for key in "2345671":
+            pane = app.panes[PANES[int(key) - 1][0]]
+            start = len(drawn)
             await pilot.press(key)
-            await pilot.pause(0.05)
+            await wait_until(
+                pilot,
+                lambda pane=pane, start=start: pane.is_on_screen and any(pane in w.ancestors for w in drawn[start:]),
+                what=f"pane {key} drawn",
+            )
         # THEN the header, the tabs widget, each tab page, each pane and the footer's bar were drawn
         # as their background (Textual's BLANK), not line by line: a switch clears their line caches
         tabs = list(app.query(PaneTab))
