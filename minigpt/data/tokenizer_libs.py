@@ -17,8 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from minigpt.data.tokenizer_api import Piece, Tokenizer, id_list
+from minigpt.data.tokenizer_files import (
+    library_panics,
+    library_refusals,
+    read_tiktoken_ranks,
+    read_tokenizer_file,
+)
 from minigpt.errors import TokenizerError
-from minigpt.io.files import os_error
+from minigpt.io.jsonsafe import parse_json
 
 ENDOFTEXT = "<|endoftext|>"
 # GPT-2's pre-tokenizer split (tiktoken's r50k pattern; Hugging Face's ByteLevel uses the same)
@@ -102,11 +108,13 @@ class TiktokenTokenizer(Tokenizer):
         except ImportError:
             raise _missing_library("tiktoken", path) from None
         path = Path(path)
-        ranks = read_tiktoken_ranks(path)
         stem = path.name.split(".")[0]
+        # checked before tiktoken sees them: a duplicate rank or a missing byte makes it panic
+        ranks = read_tiktoken_ranks(path, reserved=KNOWN_SPECIALS.get(stem))
         specials = KNOWN_SPECIALS.get(stem) or {ENDOFTEXT: max(ranks.values()) + 1}
         pattern = _known_pattern(stem)
-        encoding = tiktoken.Encoding(stem, pat_str=pattern, mergeable_ranks=ranks, special_tokens=specials)
+        with library_panics(path, "tiktoken"):
+            encoding = tiktoken.Encoding(stem, pat_str=pattern, mergeable_ranks=ranks, special_tokens=specials)
         return cls(encoding, path=str(path), label=str(path))
 
     @property
@@ -138,50 +146,33 @@ class TiktokenTokenizer(Tokenizer):
 
     def encode(self, text: str) -> list[int]:
         # special tokens written out in the text are the tokens: a decoded <|endoftext|> encodes back
-        return list(self.encoding.encode(text, allowed_special="all"))
+        with library_panics(self.name, "tiktoken"):
+            return list(self.encoding.encode(text, allowed_special="all"))
 
     def decode(self, ids: Iterable[int]) -> str:
         ids = id_list(ids)
         self.check_ids(ids)
         try:
-            return self.encoding.decode(ids)
-        except KeyError as exc:  # an ID inside the range that no token has (gaps before special tokens)
-            raise TokenizerError(f"ID {exc} is no token of {self.name}", path=self.path) from None
+            with library_panics(self.name, "tiktoken"):
+                return self.encoding.decode(ids)
+        except KeyError:  # an ID inside the range that no token has (gaps before special tokens)
+            gap = next((i for i in ids if not self.token_bytes(i)), "?")  # found again: tiktoken's key is text
+            raise TokenizerError(
+                f"ID {gap} is no token of {self.name} (a gap in its ranks)",
+                path=self.path,
+                causes=["the IDs were encoded with another tokenizer"],
+            ) from None
 
     def token_bytes(self, id: int) -> bytes:
-        return bytes(self.encoding.decode_single_token_bytes(id))
+        try:
+            return bytes(self.encoding.decode_single_token_bytes(id))
+        except KeyError:  # a gap in the ranks (cl100k_base's 100256): no bytes, as a Hugging Face ID without a token
+            return b""
 
     def ranks_text(self) -> str:
         """The ranks as a `.tiktoken` file's text (what `from_file` reads)."""
         ordered = sorted(self.ranks.items(), key=lambda kv: kv[1])
         return "".join(f"{base64.b64encode(b).decode()} {r}\n" for b, r in ordered)
-
-
-def read_tiktoken_ranks(path: Path) -> dict[bytes, int]:
-    try:
-        text = path.read_text(encoding="ascii")
-    except OSError as exc:
-        raise os_error(exc, path, action="read") from None
-    except UnicodeDecodeError as exc:
-        raise TokenizerError(
-            f"Not a .tiktoken ranks file: {path} has a non-ASCII byte at offset {exc.start}", path=path
-        ) from None
-    ranks: dict[bytes, int] = {}
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            token, rank = line.split()
-            ranks[base64.b64decode(token, validate=True)] = int(rank)
-        except ValueError:
-            raise TokenizerError(
-                f"Not a .tiktoken ranks file: {path} line {n} is {line[:60]!r}; expected 'BASE64 RANK'",
-                path=path,
-                causes=["another kind of file", "a truncated download"],
-            ) from None
-    if not ranks:
-        raise TokenizerError(f"Not a .tiktoken ranks file: {path} holds no ranks", path=path)
-    return ranks
 
 
 def _known_pattern(stem: str) -> str:
@@ -211,13 +202,17 @@ def _byte_decoder() -> dict[str, int]:
 
 
 def _mentions(node: Any, kind: str) -> bool:
-    """Whether a tokenizer.json component (or a Sequence of them) is of type `kind`."""
-    if isinstance(node, dict):
-        if node.get("type") == kind:
-            return True
-        return any(_mentions(v, kind) for v in node.values() if isinstance(v, (dict, list)))
-    if isinstance(node, list):
-        return any(_mentions(v, kind) for v in node)
+    """Whether a tokenizer.json component (or a Sequence of them) is of type `kind`. A loop, not a
+    recursion: however deep the file nests, it raises no RecursionError."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if item.get("type") == kind:
+                return True
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
     return False
 
 
@@ -240,13 +235,19 @@ class HFTokenizer(Tokenizer):
         except ImportError:
             raise _missing_library("tokenizers", path) from None
         path = Path(path)
+        data = read_tokenizer_file(path, "tokenizer.json")
         try:
-            text = path.read_text(encoding="utf-8")
-            spec = json.loads(text)
-        except OSError as exc:
-            raise os_error(exc, path, action="read") from None
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise TokenizerError(f"Not a tokenizer.json: {path} is not JSON ({exc})", path=path) from None
+            text = data.decode("utf-8-sig")  # the library takes UTF-8 text; a BOM (an editor's) is accepted
+        except UnicodeDecodeError as exc:
+            raise TokenizerError(
+                f"Not a tokenizer: {path} is not valid UTF-8 JSON (invalid byte at offset {exc.start})",
+                path=path,
+                causes=["the file was truncated or written in another encoding", "it is another kind of file"],
+            ) from None
+        # the parser of every JSON file a user hands over: nested 200,000 deep is a typed error, no RecursionError
+        spec = parse_json(
+            text, path=path, error=TokenizerError, what="read as a tokenizer.json", lead="Not a tokenizer: "
+        )
         if not isinstance(spec, dict) or not isinstance(spec.get("model"), dict):
             raise TokenizerError(
                 f'Not a Hugging Face tokenizer.json: {path} has no "model" object',
@@ -256,10 +257,17 @@ class HFTokenizer(Tokenizer):
                     'a char tokenizer has a "chars" list',
                 ],
             )
-        try:
-            tok = HFCore.from_str(text)
-        except Exception as exc:  # the library raises its own base Exception for any malformed file
-            raise TokenizerError(f"{path}: the tokenizers library refused it: {str(exc)[:300]}", path=path) from None
+        with library_panics(path, "tokenizers"):
+            try:
+                tok = HFCore.from_str(text)
+            except Exception as exc:  # the library raises its own base Exception for any malformed file
+                raise TokenizerError(
+                    f"{path}: the tokenizers library refused it: {str(exc)[:300]}", path=path
+                ) from None
+        # a language model's text is one stream: a file's padding or truncation (a BERT-style setting,
+        # or a hostile "Fixed": 2**40 that aborted the process allocating it) would change or cut it
+        tok.no_padding()
+        tok.no_truncation()
         return cls(tok, spec, path=str(path))
 
     @functools.cached_property
@@ -277,13 +285,18 @@ class HFTokenizer(Tokenizer):
         added tokens): two files that tokenize alike but are written differently still agree."""
         return hashlib.sha256(b"hf\n" + self.tok.to_str().encode("utf-8")).hexdigest()
 
+    def _encoding(self, text: str) -> Any:
+        with library_panics(self.name, "tokenizers"), library_refusals(self.name, "tokenizers", "encode text"):
+            return self.tok.encode(text, add_special_tokens=False)
+
     def encode(self, text: str) -> list[int]:
-        return list(self.tok.encode(text, add_special_tokens=False).ids)
+        return list(self._encoding(text).ids)
 
     def decode(self, ids: Iterable[int]) -> str:
         ids = id_list(ids)
         self.check_ids(ids)
-        return str(self.tok.decode(ids, skip_special_tokens=False))
+        with library_panics(self.name, "tokenizers"), library_refusals(self.name, "tokenizers", "decode IDs"):
+            return str(self.tok.decode(ids, skip_special_tokens=False))
 
     def token_bytes(self, id: int) -> bytes:
         piece = self.tok.id_to_token(id)
@@ -301,7 +314,7 @@ class HFTokenizer(Tokenizer):
         return piece.replace("\u2581", " ").encode("utf-8")
 
     def pieces(self, text: str) -> list[Piece]:
-        encoding = self.tok.encode(text, add_special_tokens=False)
+        encoding = self._encoding(text)
         starts = _byte_offsets(text)
         specials = set(self.special_tokens.values())
         return [
@@ -322,6 +335,28 @@ def _byte_offsets(text: str) -> list[int]:
 # -- SentencePiece --------------------------------------------------------------------------------
 
 
+def _require_text_pieces(processor: Any, path: Path) -> None:
+    """Every piece is UTF-8 text, as SentencePiece's trainer writes them: the library hands pieces
+    to Python as str, so one that is not (a hand-edited or corrupt file) would make `decode`, the
+    special tokens and every view of the piece raise UnicodeDecodeError."""
+    n = int(processor.get_piece_size())
+    try:
+        processor.id_to_piece(list(range(n)))  # one call for all: ~0.15 us a piece
+        return
+    except UnicodeDecodeError:
+        pass
+    for i in range(n):
+        try:
+            processor.id_to_piece(i)
+        except UnicodeDecodeError as exc:
+            raise TokenizerError(
+                f"Not a usable SentencePiece model: {path} piece {i} is not UTF-8 text ({exc.reason} at byte "
+                f"{exc.start} of {exc.object[:16]!r}), so it could never be decoded or shown",
+                path=path,
+                causes=["a corrupt or hand-edited model file"],
+            ) from None
+
+
 class SentencePieceTokenizer(Tokenizer):
     """A SentencePiece `.model` (Llama 2, T5, Gemma): normalises text (NFKC, whitespace), so a
     round trip can change it; unknown bytes fall back to <0xNN> pieces where the model has them."""
@@ -340,10 +375,7 @@ class SentencePieceTokenizer(Tokenizer):
         except ImportError:
             raise _missing_library("sentencepiece", path) from None
         path = Path(path)
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise os_error(exc, path, action="read") from None
+        data = read_tokenizer_file(path, "SentencePiece model")
         processor = sentencepiece.SentencePieceProcessor()
         try:
             processor.LoadFromSerializedProto(data)
@@ -353,6 +385,7 @@ class SentencePieceTokenizer(Tokenizer):
                 path=path,
                 causes=["another kind of file", "a truncated download or a Git LFS pointer"],
             ) from None
+        _require_text_pieces(processor, path)
         return cls(processor, path=str(path))
 
     @functools.cached_property
