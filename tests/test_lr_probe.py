@@ -44,7 +44,9 @@ def test_a_run_trained_at_too_high_a_rate_fails_the_probe_and_no_other_check(tin
     assert names[-4:] == ["LR/10", "LR/3", "LR", "3xLR"] and set(names[:-4]) <= {"LR/100", "LR/30"}
     assert probe.values["batch_size"] == 8 and probe.values["grad_clip"] == 1.0  # the run's own settings
     failed = sorted(cid for cid, r in results.items() if r.status is Status.FAIL)
-    assert failed == ["lr_probe"]
+    # optimizer_update steps at the run's own rate (the checkpoint's), as the lr_too_high fault's 0.1
+    assert failed == ["lr_probe", "optimizer_update"]
+    assert "at lr 0.1 (the run's, from the checkpoint's train_config)" in results["optimizer_update"].summary
 
 
 @pytest.mark.slow

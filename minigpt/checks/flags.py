@@ -113,7 +113,8 @@ def add_check_arguments(p: argparse.ArgumentParser, *, ui: bool = False) -> None
         type=parser_for("--lr"),
         dest="run_learning_rate",
         metavar="LR",
-        help="the run's learning rate, for the probe (default: the checkpoint's settings, else the log's peak lr)",
+        help="the run's learning rate, for the probe and optimizer_update (default: the checkpoint's settings, else "
+        "the log's peak lr)",
     )
     if not ui:
         p.add_argument("--expect-gpu", action="store_true", help="warn when the device falls back to CPU")

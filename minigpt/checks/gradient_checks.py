@@ -13,6 +13,7 @@ from minigpt.checks.adamw import AdamW
 from minigpt.checks.batch_checks import check_shape
 from minigpt.checks.context import CheckContext
 from minigpt.checks.control import CheckRun
+from minigpt.checks.lr_probe_checks import run_learning_rate
 from minigpt.checks.registry import CheckReturn, check
 from minigpt.checks.result import Outcome, Status, name_list
 from minigpt.checks.values import GradientsValues, OptimizerValues, UpdateRow
@@ -159,7 +160,7 @@ def optimizer_update(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     x, y = ctx.batch(B, T)
     params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     before = [p.detach().clone() for _, p in params]
-    lr = ctx.learning_rate
+    lr, lr_source = update_learning_rate(ctx)
     # decay on 2-D weights only, as `minigpt train` (and nanoGPT) group them: the update training makes
     opt = AdamW([p for _, p in params], lr=lr, weight_decay=0.1, decay_1d=False)
     _, loss = adapter.call_with_loss(model, x, y)
@@ -202,6 +203,7 @@ def optimizer_update(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     worst = max(rows, key=lambda r: r["ratio"] or 0.0) if rows else None
     values: OptimizerValues = {
         "learning_rate": lr,
+        "learning_rate_source": lr_source,
         "median_update_ratio": median,
         "max_update_ratio": worst["ratio"] if worst else None,
         "max_ratio_parameter": worst["name"] if worst else None,
@@ -221,7 +223,7 @@ def optimizer_update(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     if median > 0.5:
         raise Outcome(
             Status.FAIL,
-            f"median update/weight ratio {median:.2f} at lr {lr:g}: one step rewrites the weights",
+            f"median update/weight ratio {median:.2f} at lr {lr:.3g} ({lr_source}): one step rewrites the weights",
             values=values,
             causes=["learning rate far too high", "no warmup"],
             fixes=["lower the learning rate (1e-3 to 3e-4 for small GPTs) and warm up"],
@@ -229,9 +231,24 @@ def optimizer_update(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     if median > 0.2:
         raise Outcome(
             Status.WARN,
-            f"median update/weight ratio {median:.2f} at lr {lr:g} is large",
+            f"median update/weight ratio {median:.2f} at lr {lr:.3g} ({lr_source}) is large",
             values=values,
             causes=["a high learning rate"],
             fixes=["consider a lower peak learning rate or longer warmup"],
         )
-    return f"all {len(rows)} parameters moved; median update/weight {median:.3g} at lr {lr:g}", values
+    return f"all {len(rows)} parameters moved; median update/weight {median:.3g} at lr {lr:.3g} ({lr_source})", values
+
+
+def update_learning_rate(ctx: CheckContext) -> tuple[float, str]:
+    """The rate optimizer_update steps at, and where it came from, in words: the run's peak rate when
+    it is known (--lr, the checkpoint's settings, the log's peak), else the check's own; a fault
+    that sets the rate wins over both."""
+    run_lr, where = run_learning_rate(ctx)
+    own = ctx.options.learning_rate
+    base = run_lr if run_lr is not None else own
+    lr = ctx.fault.learning_rate(base) if ctx.fault else base
+    if ctx.fault and lr != base:
+        return lr, f"set by the {ctx.fault.name} fault"
+    if run_lr is not None:
+        return lr, f"the run's, from {where}"
+    return lr, f"the check's own lr {own:g}, not the run's: no checkpoint settings or logged lr to read (--lr LR)"

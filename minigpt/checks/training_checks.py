@@ -21,9 +21,13 @@ from minigpt.checks.watched import watch_settings
 from minigpt.errors import MiniGPTError
 from minigpt.logs.metrics import MetricPoint, MetricPoints, MetricsLog
 from minigpt.logs.perplexity import perplexity, perplexity_text
+from minigpt.model.checkpoint import LoadedCheckpoint, read_checkpoint
+from minigpt.model.factory import builtin_class_of
 
 if TYPE_CHECKING:
     from minigpt.logs.curve_rules import CurveDiagnosis
+
+LOAD_BATCHES = 4  # batches of DEBUG_BATCH_SIZE windows checkpoint_load measures the loss on
 
 # A healthy model memorises one fixed batch: its loss must end below this fraction of log(V).
 # Far below the baseline, not merely below the initial loss: a loss computed on probabilities
@@ -176,13 +180,15 @@ def training_curve(ctx: CheckContext, run: CheckRun) -> CheckReturn:
 
 @check("checkpoint_load", "checkpoint", "The checkpoint loads strictly and is trained", depends=("token_range",))
 def checkpoint_load(ctx: CheckContext, run: CheckRun) -> CheckReturn:
+    aside = _set_aside_note(ctx)
+    also = f"; {aside}" if aside else ""
     if not ctx.has_checkpoint:
         why = (
             "--checkpoint none"
             if ctx.inputs.fresh_model_requested
             else f"no checkpoint at {ctx.inputs.checkpoint_default}"
         )
-        raise Outcome(Status.SKIP, f"{why} (checks ran on a fresh model)")
+        raise Outcome(Status.SKIP, f"{why} (checks ran on a fresh model){also}")
     loaded = ctx.checkpoint  # CheckpointError -> this check fails with the typed message
     model = loaded.model.eval()
     params = [p.detach() for p in model.parameters()]
@@ -193,9 +199,12 @@ def checkpoint_load(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     split = "val" if "val" in ctx.splits else "train"
     with torch.no_grad():
         losses = [
-            adapter.call_with_loss(model, *ctx.batch(DEBUG_BATCH_SIZE, T, split=split, seed=s))[1] for s in range(4)
+            adapter.call_with_loss(model, *ctx.batch(DEBUG_BATCH_SIZE, T, split=split, seed=s))[1]
+            for s in range(LOAD_BATCHES)
         ]
     loss = torch.stack(losses).mean().item()
+    # its own few batches: a loss that differs from the trainer's figure must say why
+    measured = f"on {LOAD_BATCHES} batches of {DEBUG_BATCH_SIZE}x{T} ({LOAD_BATCHES * DEBUG_BATCH_SIZE * T:,} tokens)"
     values = {
         "path": loaded.path,
         "step": loaded.step,
@@ -206,13 +215,15 @@ def checkpoint_load(ctx: CheckContext, run: CheckRun) -> CheckReturn:
         "split": split,
         "baseline": baseline,
         "perplexity": perplexity(loss),
+        "measured_tokens": LOAD_BATCHES * DEBUG_BATCH_SIZE * T,
         "config": loaded.config,
         "parameters": sum(p.numel() for p in params),
+        "set_aside": str(ctx.inputs.set_aside) if ctx.inputs.set_aside else None,
     }
     if not finite:
         raise Outcome(
             Status.FAIL,
-            "checkpoint holds non-finite weights",
+            f"checkpoint holds non-finite weights{also}",
             values=values,
             causes=["saved after the loss diverged"],
             fixes=["use an earlier checkpoint; lower the learning rate"],
@@ -223,7 +234,7 @@ def checkpoint_load(ctx: CheckContext, run: CheckRun) -> CheckReturn:
         raise Outcome(
             Status.FAIL,
             f"{split} loss {loss:.3f} is not clearly below log(V) = {baseline:.3f}: "
-            "the weights do not predict this data",
+            f"the weights do not predict this data{also}",
             values=values,
             causes=[
                 "the weights were not loaded (a fresh model was evaluated)",
@@ -234,15 +245,62 @@ def checkpoint_load(ctx: CheckContext, run: CheckRun) -> CheckReturn:
             fixes=["check tokenizer_fingerprint", "load with strict=True and check the step"],
         )
     notes = "; ".join(loaded.notices)
+    judged = f"{ctx.hf_weights}: " if ctx.hf_weights is not None else ""  # the hf:FOLDER's own weights
     return (
-        f"{step_words(loaded.step)}, {split} loss {loss:.3f} (perplexity {perplexity_text(loss)}) vs log(V) "
-        f"{baseline:.3f}" + (f"; {notes}" if notes else "")
+        f"{judged}{step_words(loaded.step)}, {split} loss {loss:.3f} (perplexity {perplexity_text(loss)}) "
+        f"{measured} vs log(V) {baseline:.3f}" + _trainer_loss_note(loaded) + (f"; {notes}" if notes else "") + also
     ), values
+
+
+def _trainer_loss_note(loaded: LoadedCheckpoint) -> str:
+    """The validation loss the trainer stored with the weights, and the batches it came from when
+    the checkpoint says: the two figures are measured on different windows, so they differ."""
+    if loaded.best_val_loss is None:
+        return ""
+    raw = loaded.raw
+    if isinstance(raw.get("train_config"), dict):  # minigpt train: eval_batches x batch_size windows
+        settings, who, batches_key = raw["train_config"], "the trainer's", "eval_batches"
+    elif isinstance(raw.get("imported_from"), dict) and isinstance(raw["imported_from"].get("config"), dict):
+        settings, who, batches_key = raw["imported_from"]["config"], "nanoGPT's", "eval_iters"  # estimate_loss
+    else:
+        settings, who, batches_key = {}, "the trainer's", ""
+    counts = [settings.get(k) for k in (batches_key, "batch_size", "block_size")]
+    ints = [c for c in counts if isinstance(c, int) and not isinstance(c, bool) and c > 0]
+    where = (
+        f" ({ints[0]} batches of {ints[1]}x{ints[2]}, {ints[0] * ints[1] * ints[2]:,} tokens)"
+        if len(ints) == len(counts) == 3
+        else ""
+    )
+    return f"; {who} best_val_loss {loaded.best_val_loss:.4f}, stored in the checkpoint, came from other batches{where}"
 
 
 def step_words(step: int | None) -> str:
     """The checkpoint's training step in words; weights saved without one (a save_pretrained folder) say so."""
     return "no training step saved with the weights" if step is None else f"step {step}"
+
+
+def _set_aside_note(ctx: CheckContext) -> str | None:
+    """Why the workspace's checkpoint was not judged, when `--model hf:FOLDER` brings its own weights
+    (None otherwise). The workspace's file is read to name what it holds."""
+    path = ctx.inputs.set_aside
+    if path is None:
+        return None
+    spec = ctx.options.model_spec
+    own = f"--model {spec} brings its own weights"
+    try:
+        raw = read_checkpoint(path)
+    except MiniGPTError as exc:
+        return f"the workspace's {path} left aside (unreadable: {exc.message[:120]}): {own}"
+    written = builtin_class_of(raw.get("config"))
+    if written is None:
+        return f"the workspace's {path} left aside: {own} (--checkpoint {path} judges it)"
+    step = raw.get("step")
+    at = f", step {step}" if isinstance(step, int) and not isinstance(step, bool) else ""
+    built = ctx.model_spec.model_cls.__name__ if ctx.model_spec is not None else "model"
+    return (
+        f"the workspace's {path} ({written}{at}) left aside: another architecture than the {built} --model {spec} "
+        "builds (minigpt check without --model judges it)"
+    )
 
 
 def _nanogpt_stdout(path: Path) -> MetricsLog | None:

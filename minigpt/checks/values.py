@@ -29,6 +29,7 @@ class UpdateRow(TypedDict):
 
 class OptimizerValues(TypedDict):
     learning_rate: float
+    learning_rate_source: str  # in words: the run's peak and where it was read, or the check's own
     median_update_ratio: float
     max_update_ratio: float | None
     max_ratio_parameter: str | None

@@ -43,11 +43,15 @@ def settings_line(settings: dict) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    import time
+
+    from minigpt.cli.startup import STARTED
     from minigpt.importers.nanogpt import import_nanogpt
     from minigpt.io.atomic import atomic_write_text
     from minigpt.model.memory import large_allowed
     from minigpt.model.nanogpt import MODEL_CLASS
 
+    loaded = time.perf_counter()  # the command's start to here: Python, torch and the importer's modules
     with large_allowed(args.allow_large):
         summary = import_nanogpt(args.out_dir, args.data_dir, args.workspace, log=args.log, tokenizer=args.tokenizer)
     cfg = summary.config
@@ -71,7 +75,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"  wrote       {path}")
     for notice in summary.notices:
         print(f"  note        {notice}")
-    print(f"in {summary.seconds:.1f}s; next: minigpt check --workspace {summary.workspace}")
     if args.json_path:
         atomic_write_text(json.dumps(summary.to_dict(), indent=1) + "\n", args.json_path)
+    # the whole command's time, as `prepare` prints it: on a first or busy run, loading torch is most of it
+    print(
+        f"done in {time.perf_counter() - STARTED:.1f} s (starting and loading torch {loaded - STARTED:.1f} s, "
+        f"importing {summary.seconds:.1f} s); next: minigpt check --workspace {summary.workspace}"
+    )
     return 0

@@ -189,6 +189,7 @@ def _train(args: argparse.Namespace, cfg: TrainConfig, overrides: dict, world: W
         overrides=overrides,
         allow_large=args.allow_large,
         time_budget_s=args.time_budget_s,
+        choose_eval_interval=args.eval_interval is None,  # a short run gets several evaluations
     )
     # only rank 0 speaks: N ranks printing the same lines would interleave
     # soft_wrap: rich never breaks a line itself; `say` breaks it at spaces (never inside a path or a number)
@@ -246,6 +247,8 @@ def _train(args: argparse.Namespace, cfg: TrainConfig, overrides: dict, world: W
             )
         else:
             what = f"preset {args.preset}, fresh, " + (planned if budget is not None else f"{info['max_steps']} steps")
+            if info["eval_plan"] is not None:  # the interval chosen for a short run (--time says so in its plan)
+                what += f"; {info['eval_plan'].describe()}"
         ranks = f" x {info['world_size']} processes" if info["world_size"] > 1 else ""
         say(f"training on {info['device']}{ranks} ({what})")
         say(_shape_line(trainer), label="model: ")

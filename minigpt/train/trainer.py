@@ -36,6 +36,7 @@ from minigpt.model.gradstats import grad_rows, row_params, tensor_norms
 from minigpt.train import distributed
 from minigpt.train.checkpoints import checkpoint_payload, save_evaluation
 from minigpt.train.config import DTYPES, EVAL_TOKENS, TrainConfig, lr_at
+from minigpt.train.eval_plan import EvalPlan, eval_steps_cost, plan_evals
 from minigpt.train.resume import resumed_config, rng_state
 from minigpt.train.run_files import RunFiles, interrupts_deferred
 from minigpt.train.run_state import RunState, fresh_state, read_latest, resumed_state
@@ -54,6 +55,7 @@ class Trainer:
         overrides: dict | None = None,
         allow_large: bool = False,
         time_budget_s: float | None = None,
+        choose_eval_interval: bool = False,
     ):
         self.ws = workspace if isinstance(workspace, Workspace) else Workspace(workspace)
         self.cfg = cfg
@@ -63,6 +65,9 @@ class Trainer:
         self.allow_large = allow_large  # skip the memory estimate check
         self.time_budget_s = time_budget_s  # --time: max_steps planned from measured throughput (time_budget)
         self.time_plan: TimePlan | None = None
+        # no --eval-interval given: a short fresh run gets several evaluations (eval_plan)
+        self.choose_eval_interval = choose_eval_interval
+        self.eval_plan: EvalPlan | None = None  # a fresh run's schedule when planned here (--time; a chosen interval)
         self.callbacks: dict[str, list[Callable]] = defaultdict(list)
         self.stop_requested = False
         self.archived: Path | None = None  # where a fresh run moved the previous run's files
@@ -116,6 +121,7 @@ class Trainer:
                 self.files.remove_orphan_temp_files()
             st = self._resume(tokenizer) if self.resume else self._start_fresh(tokenizer)
             self.state = st
+            self._plan_evals()
             summary = {"steps": st.step, "best_val_loss": st.best_val, "val_loss": None, "stopped_early": False}
             if self.resume and st.step >= self.cfg.max_steps:
                 return {**summary, "nothing_to_do": True, "seconds": 0.0}
@@ -131,6 +137,7 @@ class Trainer:
                     "max_steps": self.cfg.max_steps,
                     "device": str(self.device),
                     "world_size": self.world.size,
+                    "eval_plan": self.eval_plan,
                 },
             )
             st.run_start = time.perf_counter()
@@ -193,6 +200,27 @@ class Trainer:
         st.named_params = list(st.model.named_parameters())
         st.row_params = row_params(st.named_params)
 
+    def _plan_evals(self) -> None:
+        """A fresh run of known length whose interval is ours to pick: several evaluations if the
+        configured interval would give few (costs from the compute: nothing is timed yet)."""
+        cfg = self.cfg
+        if self.resume or self.time_budget_s is not None or not self.choose_eval_interval:
+            return  # a resumed run keeps its evaluation windows; --time chooses once it has timed steps
+        plan = plan_evals(
+            cfg.max_steps,
+            cfg.eval_interval,
+            cfg.eval_batches,
+            log_interval=cfg.log_interval,
+            step_cost=1.0,
+            eval_cost=eval_steps_cost(cfg.eval_batches, cfg.grad_accum),
+            choose=True,
+            cap=False,
+            share_of="the run's compute",
+        )
+        if plan.chosen:
+            cfg.eval_interval, cfg.eval_batches = plan.interval, plan.batches
+            self.eval_plan = plan
+
     def _plan_time(self, st: RunState) -> None:
         """--time: after the calibration steps (one evaluation timed on the side), set max_steps so
         the run and its evaluations fit the budget; plan again at every evaluation (time_budget)."""
@@ -208,6 +236,16 @@ class Trainer:
             self.evaluate(st.model, {"train": st.train_data, "val": st.val_data})  # timed, not logged
             plan.measured_eval(2 * (time.perf_counter() - t0))  # with a checkpoint save or two
             elapsed = time.perf_counter() - st.run_start
+            if not self.resume:  # a resumed run keeps its evaluation windows
+                self.eval_plan = plan.choose_evals(
+                    st.step,
+                    elapsed,
+                    eval_interval=cfg.eval_interval,
+                    eval_batches=cfg.eval_batches,
+                    log_interval=cfg.log_interval,
+                    choose=self.choose_eval_interval,
+                )
+                cfg.eval_interval, cfg.eval_batches = self.eval_plan.interval, self.eval_plan.batches
         if first or self._is_eval_step(st.step):
             cfg.max_steps = plan.plan(st.step, elapsed, cfg.eval_interval, cfg.warmup_steps)
             cfg.warmup_steps = plan.warmup_steps or cfg.warmup_steps
