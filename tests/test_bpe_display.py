@@ -66,7 +66,17 @@ def test_a_space_before_a_split_character_is_a_space_mark_not_its_byte():
 def test_every_label_of_a_byte_level_vocabulary_is_free_of_replacement_characters(bpe):
     labels = [bpe.token_label(i) for i in range(bpe.vocab_size)]
     assert not [label for label in labels if "\ufffd" in label]
-    assert "\u2423<0xE2>" in labels  # the vocabulary has space-plus-partial-byte tokens to show
+    # a space merged with the first byte of the character after it (which tokens those are depends
+    # on the corpus the fixture trained on): the space mark, then the byte
+    for i in range(bpe.vocab_size):
+        data = bpe.token_bytes(i)
+        if data[:1] != b" " or len(data) < 2:
+            continue
+        try:
+            data[1:].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            if exc.start == 0:  # the character after the space is cut
+                assert labels[i].startswith("\u2423<0x"), (data, labels[i])
     assert bpe.token_label(bpe.eot_id) == "<|endoftext|>"
 
 

@@ -59,7 +59,8 @@ def test_byte_level_bpe_round_trips_any_text_and_its_pieces_cover_its_bytes(file
     assert b"".join(p.data for p in pieces) == HARD.encode("utf-8")
     assert pieces[-1].special and pieces[-1].id == tok.eot_id  # the EOT written out is the EOT token
     emoji = [p for p in pieces if p.partial]
-    assert emoji and all(p.label.startswith("<0x") for p in emoji)  # a split character shows its bytes
+    # a split character shows its bytes (after a space mark where the piece starts with a space)
+    assert emoji and all("<0x" in p.label and "\ufffd" not in p.label for p in emoji)
 
 
 def test_tiktoken_and_hf_built_from_the_same_ranks_encode_alike(files):
