@@ -7,22 +7,22 @@ that has replaced `sys.stdout`/`sys.stderr`), with the checks' torch thread poli
 (`minigpt.threads.child_env`). It builds its own `CheckContext` from the same options and streams
 the engine's events back as length-prefixed pickles over a private pipe (the model's own prints go
 to /dev/null, its stderr into a bounded tail quoted on a crash). The parent enforces a time budget
-per check. A check whose process died (`os._exit`, a segfault, the OOM killer) or ran past its
-budget becomes an `error` result naming the check and what it was doing (a death is noticed from
-the process itself, not from the pipe's EOF: a grandchild the
-model started may hold the pipe open); the parent then starts a new child that continues with
-the remaining checks (their dependencies see the error and skip, as usual). `sys.exit()` never gets this far: the engine
-catches `SystemExit` in-process.
+per check. A check whose process died (`os._exit`, a segfault, the OOM killer's SIGKILL: each named
+as what it is) or ran past its budget becomes an `error` result naming the check and what it was
+doing (a death is noticed from the process itself, not from the pipe's EOF: a grandchild the model
+started may hold the pipe open); the parent then starts a new child that continues with the
+remaining checks (their dependencies see the error and skip, as usual). `sys.exit()` never gets this
+far: the engine catches `SystemExit` in-process.
 
-The child runs in its own session (so its own process group): when a child ends, finishes or
-times out, its whole group is killed, so processes the model's code started cannot outlive the
-check. Its stderr is read through a pipe into a bounded buffer: a model that writes gigabytes
-costs the parent `STDERR_KEEP` bytes.
+The child runs in its own session, its first process a keeper that forks the worker running the
+model's code: nothing the model starts outlives the check, however it ends (`sandbox_lifecycle`).
+A child that closes its event pipe and keeps running is ended and named at once. Its stderr is read
+through a pipe into a bounded buffer: a model that writes gigabytes costs the parent `STDERR_KEEP`
+bytes.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pickle
 import queue
@@ -32,12 +32,13 @@ import subprocess
 import sys
 import threading
 import time
-from typing import BinaryIO
+from typing import BinaryIO, NamedTuple
 
 from minigpt.checks.control import CheckEvent, Finished, Listener, Started
 from minigpt.checks.options import CheckOptions
 from minigpt.checks.registry import catalog
 from minigpt.checks.result import CheckResult, Report, Status
+from minigpt.checks.sandbox_lifecycle import contain, end_child, ended_by_signals
 from minigpt.errors import MiniGPTError
 from minigpt.threads import child_env
 
@@ -45,20 +46,22 @@ DEFAULT_CHECK_TIMEOUT_S = 600.0  # generous: the overfit on a large user model o
 STARTUP_S = 180.0  # a fresh interpreter importing torch on a loaded machine, before any check
 POLL_S = 0.2
 EXIT_DRAIN_S = 1.0  # after the child exited: time for the events it wrote to arrive
+EOF_GRACE_S = 5.0  # after the event pipe closed: time for a dying child to be seen dead
 STDERR_KEEP = 64 * 1024  # bytes of the child's stderr kept for the message
 MAX_FRAME = 1 << 28  # an event (a report with every check's values) is well under a MB
 _FRAME = struct.Struct("<I")
 _CHILD = "from minigpt.checks.sandbox import _child_main; _child_main()"
 
 
-def _child_main() -> None:  # runs in the child: argv[1] is the fd to write events to
+def _child_main() -> None:  # runs in the child: argv[1] is the fd to write events to, argv[2] the parent's PID
+    options, only, skip, done = pickle.load(sys.stdin.buffer)
+    contain(parent=int(sys.argv[2]), events_fd=int(sys.argv[1]))  # returns in the worker only
     out = os.fdopen(int(sys.argv[1]), "wb", buffering=0)
 
     def send(kind: str, payload: object) -> None:
         data = pickle.dumps((kind, payload))
         out.write(_FRAME.pack(len(data)) + data)
 
-    options, only, skip, done = pickle.load(sys.stdin.buffer)
     try:
         from minigpt.checks.context import CheckContext
         from minigpt.checks.engine import run_checks
@@ -130,12 +133,26 @@ class _StderrTail:
         return data.decode("utf-8", "replace").strip()[-limit:]
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
-    """SIGKILL the child's process group (its session: whatever the model's code started)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    if proc.poll() is None:
-        proc.kill()
+class _Failure(NamedTuple):
+    summary: str  # what happened to the child: "the check process exited with code 0"
+    cause: str  # the likely reason, for the result's causes
+
+
+def _death(code: int) -> _Failure:
+    """What a child's exit status says about how it ended."""
+    if code >= 0:
+        return _Failure(
+            f"the check process exited with code {code}",
+            "os._exit() or a crash in the model's code or a library it calls",
+        )
+    name = signal.Signals(-code).name if -code in signal.valid_signals() else f"signal {-code}"
+    if -code == signal.SIGKILL:
+        cause = "SIGKILL: often the kernel's out-of-memory killer (check `dmesg`), or a `kill -9`"
+    elif -code in (signal.SIGSEGV, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGABRT):
+        cause = f"{name}: a crash in native code (an extension the model uses, or torch itself)"
+    else:
+        cause = f"{name} sent by another process or a user"
+    return _Failure(f"the check process was killed by {name}", cause)
 
 
 def run_checks_isolated(
@@ -152,97 +169,119 @@ def run_checks_isolated(
     info = catalog()
     done: list[CheckResult] = []
     started_at = time.time()
-    while True:
-        events: queue.Queue = queue.Queue()
-        read_fd, write_fd = os.pipe()
-        err_read, err_write = os.pipe()
-        proc = subprocess.Popen(
-            [sys.executable, "-c", _CHILD, str(write_fd)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,  # the model's prints must not reach the caller's screen
-            stderr=err_write,
-            pass_fds=(write_fd,),
-            start_new_session=True,  # its own process group: killed whole when the check ends
-            # the checks' thread policy, as in-process: torch's default threads spin-wait on a busy
-            # machine (a tiny GPT-2's overfit 9.3 s with 2 threads, 1.2 s with 1, at load 3.5 on 2 cores)
-            env=child_env("checks"),
-        )
-        os.close(write_fd)  # the child (and what it starts) hold the only write ends
-        os.close(err_write)
-        errors = _StderrTail(err_read)
-        threading.Thread(target=_read_events, args=(read_fd, events), daemon=True).start()
-        assert proc.stdin is not None
-        try:
-            proc.stdin.write(pickle.dumps((options, only, skip, list(done))))
-            proc.stdin.close()
-        except BrokenPipeError:
-            pass  # died at once: reported below as an exit
-        current: tuple[str, int, int] | None = None
-        deadline = time.monotonic() + max(timeout_s, STARTUP_S)  # the child imports torch first
-        failure: str | None = None
-        exited_at: float | None = None
-        try:
-            while True:
-                if cancel.is_set():
-                    return Report(results=done, fault=options.fault, started_at=started_at, cancelled=True)
-                try:
-                    kind, payload = events.get(timeout=POLL_S)
-                except queue.Empty:
-                    now = time.monotonic()
-                    if exited_at is None and proc.poll() is not None:
-                        exited_at = now  # dead: its last events may still be in the pipe
-                    if exited_at is not None and now - exited_at > EXIT_DRAIN_S:
-                        # no EOF: something it started holds the pipe; the process is what counts
-                        failure = f"the check process exited with code {proc.returncode}"
-                        break
-                    if now > deadline:
-                        waited = timeout_s if current is not None else max(timeout_s, STARTUP_S)
-                        failure = f"no result after {waited:g} s (a forward pass that never returns?)"
-                        break
-                    continue
-                if kind == "report":
-                    report: Report = payload
-                    report.started_at = started_at
-                    return report
-                if kind == "crashed":
-                    failure = f"the check process failed: {payload}"
-                    break
-                if kind == "eof":
-                    code = proc.wait(timeout=30)
-                    failure = f"the check process exited with code {code}"
-                    break
-                event: CheckEvent = payload  # kind == "event"
-                if isinstance(event, Started):
-                    current, deadline = (event.check_id, event.index, event.total), time.monotonic() + timeout_s
-                elif isinstance(event, Finished):
-                    if not any(r.id == event.result.id for r in done):
-                        done.append(event.result)
-                    current = None
-                listener(event)
-        finally:
-            _kill_group(proc)  # whatever the model's code started dies with the check
-            proc.wait(timeout=30)
-        stderr_tail = errors.text()
-        if current is None:  # died between checks (importing the model file, say): nothing to blame
-            raise MiniGPTError(
-                f"the check process ended outside any check: {failure}"
-                + (f"; its last output: {stderr_tail}" if stderr_tail else "")
+    with ended_by_signals():
+        while True:
+            report, failure, current, stderr_tail = _one_child(options, only, skip, done, listener, cancel, timeout_s)
+            if report is not None:
+                report.started_at = started_at
+                return report
+            assert failure is not None
+            if current is None:  # died between checks (importing the model file, say): nothing to blame
+                raise MiniGPTError(
+                    f"the check process ended outside any check: {failure.summary} ({failure.cause})"
+                    + (f"; its last output: {stderr_tail}" if stderr_tail else "")
+                )
+            cid, index, total = current
+            check = info[cid]
+            result = CheckResult(
+                cid,
+                check.stage,
+                Status.ERROR,
+                f"{failure.summary} during {cid} ({check.title})",
+                causes=[failure.cause] + ([f"its last output: {stderr_tail}"] if stderr_tail else []),
+                fixes=["run your model's forward on one batch by hand", "--check-timeout SECONDS to allow more time"],
             )
-        cid, index, total = current
-        check = info[cid]
-        exited = "exited" in (failure or "")
-        result = CheckResult(
-            cid,
-            check.stage,
-            Status.ERROR,
-            f"{failure} during {cid} ({check.title})",
-            causes=[
-                "os._exit()/a crash in the model's code or a library it calls"
-                if exited
-                else "the model's forward (or code it calls) did not return in time",
-            ]
-            + ([f"its last output: {stderr_tail}"] if stderr_tail else []),
-            fixes=["run your model's forward on one batch by hand", "--check-timeout SECONDS to allow more time"],
-        )
-        done.append(result)
-        listener(Finished(result, index, total))
+            done.append(result)
+            listener(Finished(result, index, total))
+
+
+def _one_child(
+    options: CheckOptions,
+    only: list[str] | None,
+    skip: list[str] | None,
+    done: list[CheckResult],
+    listener: Listener,
+    cancel: threading.Event,
+    timeout_s: float,
+) -> tuple[Report | None, _Failure | None, tuple[str, int, int] | None, str]:
+    """One child, until its report, or until it fails: then what failed, in which check, its stderr."""
+    events: queue.Queue = queue.Queue()
+    read_fd, write_fd = os.pipe()
+    err_read, err_write = os.pipe()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CHILD, str(write_fd), str(os.getpid())],
+        stdin=subprocess.PIPE,  # the options, then kept open: the keeper's lifeline (sandbox_lifecycle)
+        stdout=subprocess.DEVNULL,  # the model's prints must not reach the caller's screen
+        stderr=err_write,
+        pass_fds=(write_fd,),
+        start_new_session=True,  # its own process group: killed whole when the check ends
+        # the checks' thread policy, as in-process: torch's default threads spin-wait on a busy
+        # machine (a tiny GPT-2's overfit 9.3 s with 2 threads, 1.2 s with 1, at load 3.5 on 2 cores)
+        env=child_env("checks"),
+    )
+    os.close(write_fd)  # the child (and what it starts) hold the only write ends
+    os.close(err_write)
+    errors = _StderrTail(err_read)
+    threading.Thread(target=_read_events, args=(read_fd, events), daemon=True).start()
+    assert proc.stdin is not None
+    try:
+        proc.stdin.write(pickle.dumps((options, only, skip, list(done))))
+        proc.stdin.flush()
+    except BrokenPipeError:
+        pass  # died at once: reported below as an exit
+    current: tuple[str, int, int] | None = None
+    deadline = time.monotonic() + max(timeout_s, STARTUP_S)  # the child imports torch first
+    failure: _Failure | None = None
+    exited_at: float | None = None
+    eof_at: float | None = None
+    try:
+        while True:
+            if cancel.is_set():
+                return Report(results=done, fault=options.fault, cancelled=True), None, None, ""
+            try:
+                kind, payload = events.get(timeout=POLL_S)
+            except queue.Empty:
+                now = time.monotonic()
+                if exited_at is None and proc.poll() is not None:
+                    exited_at = now  # dead: its last events may still be in the pipe
+                if exited_at is not None and (eof_at is not None or now - exited_at > EXIT_DRAIN_S):
+                    # without an EOF, something it started holds the pipe: the process is what counts
+                    failure = _death(proc.returncode)
+                    break
+                if eof_at is not None and (now - eof_at > EOF_GRACE_S or now > deadline):
+                    failure = _Failure(
+                        "the check process closed its event pipe and kept running",
+                        "the model's code closed a file descriptor it had not opened (os.closerange, a"
+                        " daemonising helper), which cut the check off from its results",
+                    )
+                    break
+                if now > deadline:
+                    waited = timeout_s if current is not None else max(timeout_s, STARTUP_S)
+                    failure = _Failure(
+                        f"no result after {waited:g} s (a forward pass that never returns?)",
+                        "the model's forward (or code it calls) did not return in time",
+                    )
+                    break
+                continue
+            if kind == "report":
+                return payload, None, None, ""
+            if kind == "crashed":
+                failure = _Failure(
+                    f"the check process failed: {payload}",
+                    "the model's code wrote on the check's event pipe, or broke the check process itself",
+                )
+                break
+            if kind == "eof":  # it died, or closed the pipe: which one, the next polls tell
+                eof_at = time.monotonic()
+                continue
+            event: CheckEvent = payload  # kind == "event"
+            if isinstance(event, Started):
+                current, deadline = (event.check_id, event.index, event.total), time.monotonic() + timeout_s
+            elif isinstance(event, Finished):
+                if not any(r.id == event.result.id for r in done):
+                    done.append(event.result)
+                current = None
+            listener(event)
+    finally:
+        end_child(proc)  # whatever the model's code started dies with the check
+    return None, failure, current, errors.text()
