@@ -20,7 +20,7 @@ import torch
 import torch.nn as nn
 
 from minigpt.checks.faults import FAULTS, Fault
-from minigpt.checks.options import CheckOptions, ResolvedInputs
+from minigpt.checks.options import HF_WEIGHTS, CheckOptions, ResolvedInputs
 from minigpt.checks.result import FileIdentity, Outcome, Status
 from minigpt.data.batches import get_batch, load_ids
 from minigpt.data.tokenizer_api import Tokenizer
@@ -29,10 +29,14 @@ from minigpt.device import resolve_device
 from minigpt.errors import CheckpointError, ConfigError, MiniGPTError
 from minigpt.io.files import stat_input
 from minigpt.io.jsonsafe import parse_json
+from minigpt.io.safetensors_file import DTYPE_BYTES as SAFETENSORS_DTYPE_BYTES
+from minigpt.io.safetensors_file import read_safetensors_header
 from minigpt.io.workspace import Workspace
 from minigpt.logs.curve_advice import RunSettings
 from minigpt.model.checkpoint import LoadedCheckpoint, load_checkpoint, read_checkpoint
 from minigpt.model.factory import MODEL_CLASS_KEY, builtin_class_of
+from minigpt.model.hf_sizing import config_dtype_bytes
+from minigpt.model.memory import FLOAT_BYTES
 from minigpt.model.user import ModelSpec, model_factory_for
 from minigpt.train.config import MODEL_FIELDS
 from minigpt.train.presets import PRESETS
@@ -252,11 +256,36 @@ class CheckContext:
         return loaded
 
     def _load_hf_folder(self, folder: Path) -> LoadedCheckpoint:
-        """A `save_pretrained` folder's weights, read with safetensors and never from the hub."""
+        """A `save_pretrained` folder's weights, read with safetensors and never from the hub: the
+        file's header is checked first and the model sized from its config, before either library
+        allocates (`read_safetensors_header`, `ModelSpec.require_buildable`)."""
+        from safetensors import SafetensorError
+
         spec = self._hf_spec()
+        weights = folder / HF_WEIGHTS
+        header = read_safetensors_header(weights)
+        raw_config = spec.folder_config_json() or {}
+        config = spec.folder_config() or {}
+        # from_pretrained loads at the config's dtype, else at the file's ("auto")
+        file_bytes = SAFETENSORS_DTYPE_BYTES.get(header.float_dtype() or "", FLOAT_BYTES)
+        spec.require_buildable(
+            spec.build_config(config),
+            raw_config,
+            folder / "config.json",
+            item_bytes=config_dtype_bytes(raw_config, default=file_bytes),
+            stored=header.stored_values,
+            stored_at=weights,
+            device=self.device,
+        )
         try:
             hf_class: Any = spec.model_cls  # a transformers PreTrainedModel subclass (hf: specs only)
             model = hf_class.from_pretrained(str(folder), local_files_only=True, use_safetensors=True)
+        except SafetensorError as exc:  # what the header check above does not foresee
+            raise CheckpointError(
+                f"Not a readable safetensors file: {weights}: the safetensors library refused it ({str(exc)[:300]})",
+                path=weights,
+                causes=["an interrupted save or copy", "the file was edited, or is not a safetensors file"],
+            ) from None
         except (OSError, ValueError, RuntimeError) as exc:
             raise CheckpointError(
                 f"{folder}: the saved model does not load: {str(exc)[:300]}",
@@ -267,7 +296,6 @@ class CheckContext:
         if self.fault:
             model, note = self.fault.model(model, fresh=False)
             self._note(note)
-        config = spec.folder_config() or {}
         return LoadedCheckpoint(str(folder), model, config, None, None, None, raw={})
 
     def _note(self, note: str | None) -> None:

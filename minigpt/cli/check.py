@@ -31,6 +31,25 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--verbose", "-v", action="store_true", help="show causes and fixes for warnings too, and notes")
 
 
+def _preflight_hf_size(args: argparse.Namespace, config: dict | None) -> None:
+    """`--model hf:PATH` (or `transformers:...` with --config): a config whose own fields already put
+    the model past the machine (millions of layers, a vocabulary of 10**11) is refused now, exit 2 with
+    the estimate, before the checks start; the full count on the meta device is made where it is built.
+    Reads the JSON only: transformers is imported where the checks run."""
+    from pathlib import Path
+
+    from minigpt.model.hf_sizing import require_config_plausible
+    from minigpt.model.user import read_hf_config
+
+    spec = args.model_spec or ""
+    if config is not None and spec.startswith(("hf:", "transformers:")):
+        require_config_plausible(config, f"--config {args.config_path}")
+    elif config is None and spec.startswith("hf:"):
+        path = Path(spec[3:]).expanduser().resolve() / "config.json"
+        if path.is_file():  # else the spec's own loading says what is missing
+            require_config_plausible(read_hf_config(path, lead=f"--model {spec}: "), path)
+
+
 def _split(value: str | None) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()] if value else None
 
@@ -77,12 +96,12 @@ def _run(args: argparse.Namespace) -> int:
 
     apply_thread_policy("checks")
     ctx = CheckContext(options)
-    if args.config_path:
-        config = ctx.base_config()
-        if not args.model_spec:  # sized now (exit 2 with the figure), not when a check builds it
-            from minigpt.model.factory import require_buildable
+    config = ctx.base_config() if args.config_path else None
+    if config is not None and not args.model_spec:  # sized now (exit 2 with the figure), not when a check builds it
+        from minigpt.model.factory import require_buildable
 
-            require_buildable(config, f"--config {args.config_path}")
+        require_buildable(config, f"--config {args.config_path}")
+    _preflight_hf_size(args, config)
     refusal = FAULTS[args.inject].refuse_for_user_model() if args.inject else None
     if refusal and args.model_spec:
         from minigpt.errors import ConfigError

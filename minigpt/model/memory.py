@@ -8,6 +8,7 @@ checkpoint claiming 10,000 layers must not allocate gigabytes first).
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from collections.abc import Iterator
 
@@ -74,14 +75,32 @@ def require_fits(
 ) -> int:
     """Raise ResourceError when the estimate exceeds the device's memory; return the estimate."""
     need = estimate_memory(cfg, batch_size, training=training)
+    mode = "training" if training else "inference"
+    refuse_past_memory(
+        need,
+        device,
+        what,
+        f"{minigpt_numel(cfg):,} parameters, {mode} at batch {batch_size}",
+        causes=["the config's num_layers / embedding_dim / block_size / vocab_size are far too large"],
+    )
+    return need
+
+
+def refuse_past_memory(need: int, device: str | torch.device, what: object, detail: str, *, causes: list[str]) -> None:
+    """The one refusal of a model past the device's memory, for minigpt's models and others alike:
+    "WHAT would need about N GiB (DETAIL) but the cpu device has M GiB (total RAM)"."""
     have, source = device_memory(device)
     if have is not None and need > have and not _allow_large:
+        # a hostile config's count may be past what a float holds (describe_size divides floats)
+        size = describe_size(need) if need < 2**80 else f"10**{int(math.log10(need))} bytes"
         raise ResourceError(
-            f"{what} would need about {describe_size(need)} ({minigpt_numel(cfg):,} parameters, "
-            f"{'training' if training else 'inference'} at batch {batch_size}) but the {torch.device(device).type} "
+            f"{what} would need about {size} ({detail}) but the {torch.device(device).type} "
             f"device has {describe_size(have)} ({source})",
             path=what if isinstance(what, (str, os.PathLike)) else None,
-            causes=["the config's num_layers / embedding_dim / block_size / vocab_size are far too large"]
-            + ["pass --allow-large to try anyway"],
+            causes=[*causes, "pass --allow-large to try anyway"],
         )
-    return need
+
+
+def large_is_allowed() -> bool:
+    """Whether --allow-large is in force (`large_allowed`): estimates that only refuse can be skipped."""
+    return _allow_large

@@ -37,27 +37,36 @@ class ModelSpec:
 
     def folder_config(self) -> dict | None:
         """hf:PATH: the model config saved in the folder, as the dict the factory takes."""
-        if self.folder is None:
+        data = self.folder_config_json()
+        if data is None:
             return None
-        from minigpt.io.files import os_error
-        from minigpt.io.jsonsafe import parse_json
-
-        path = self.folder / "config.json"
-        try:
-            raw = path.read_bytes()
-        except OSError as exc:
-            raise os_error(exc, path, action="read") from None
-        data = parse_json(raw, path=path, error=ModelSpecError, lead="Not a Hugging Face model config: ")
-        if not isinstance(data, dict):
-            raise ModelSpecError(f"Not a Hugging Face model config: {path} holds {type(data).__name__}, not an object")
         fields = self.config_fields
         return {k: v for k, v in data.items() if fields is None or k in fields}
+
+    def folder_config_json(self) -> dict | None:
+        """hf:PATH: the folder's config.json as it is (its `dtype` and sub-configs included)."""
+        if self.folder is None:
+            return None
+        return read_hf_config(self.folder / "config.json")
 
     def factory(self, config: dict) -> nn.Module:
         # the built-in class a checkpoint names for itself (an imported nanoGPT run) is not a field
         config = {k: v for k, v in config.items() if k != "model_class"}
+        cfg = self.build_config(config)
+        if self.is_transformers_model:  # sized before it is built: a config.json someone else wrote
+            self.require_buildable(cfg, config, f"--model {self.spec} ({self.model_cls.__name__})")
         try:
-            cfg = self.config_cls(**config)
+            return self.model_cls(cfg)
+        except Exception as exc:
+            raise ModelSpecError(
+                f"{self.model_cls.__name__}(config) raised {type(exc).__name__}: {exc}",
+                causes=[_last_user_frame(exc)],
+            ) from None
+
+    def build_config(self, config: dict) -> object:
+        """`CONFIG(**config)`; a ModelSpecError naming the fields the class takes when it refuses."""
+        try:
+            return self.config_cls(**config)
         except TypeError as exc:
             fields = _config_fields(self.config_cls)
             raise ModelSpecError(
@@ -67,17 +76,48 @@ class ModelSpec:
                     "the checkpoint was written for another model class",
                 ],
             ) from None
-        try:
-            return self.model_cls(cfg)
-        except Exception as exc:
-            raise ModelSpecError(
-                f"{self.model_cls.__name__}(config) raised {type(exc).__name__}: {exc}",
-                causes=[_last_user_frame(exc)],
-            ) from None
+
+    @property
+    def is_transformers_model(self) -> bool:
+        """Whether the class is a transformers PreTrainedModel (then it is sized on the meta device)."""
+        transformers = sys.modules.get("transformers")  # a transformers class means it is imported
+        return transformers is not None and issubclass(self.model_cls, transformers.PreTrainedModel)
+
+    def require_buildable(self, cfg: object, config: dict, what: object, **sizing: Any) -> None:
+        """A transformers model of config `cfg` (from the dict `config`) sized before it is built
+        (`hf_sizing.require_hf_buildable`: its fields, then a count on the meta device): a
+        ResourceError with the estimate and the memory, or a CheckpointError (`sizing`'s stored)."""
+        from minigpt.model.hf_sizing import require_hf_buildable
+
+        to_dict = getattr(cfg, "to_dict", None)
+        fields = {**(to_dict() if callable(to_dict) else {}), **config}  # the class's defaults count too
+        require_hf_buildable(self.model_cls, cfg, fields, what, **sizing)
 
     @property
     def config_fields(self) -> list[str] | None:
         return _config_fields(self.config_cls)
+
+
+MAX_CONFIG_BYTES = 1 << 24  # a config.json is a few KB; the cap --config has
+
+
+def read_hf_config(path: Path, *, lead: str = "Not a Hugging Face model config: ") -> dict:
+    """A folder's config.json as a dict; a ModelSpecError naming it when it is missing, too large,
+    not JSON (nested too deeply included) or not an object."""
+    from minigpt.io.files import os_error, stat_input
+    from minigpt.io.jsonsafe import parse_json
+
+    st = stat_input(path, "Hugging Face model config", error=ModelSpecError)
+    if st.st_size > MAX_CONFIG_BYTES:
+        raise ModelSpecError(f"{lead}{path} is {st.st_size:,} bytes, no model config (a few KB)", path=path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise os_error(exc, path, action="read") from None
+    data = parse_json(raw, path=path, error=ModelSpecError, lead=lead)
+    if not isinstance(data, dict):
+        raise ModelSpecError(f"{lead}{path} holds {type(data).__name__}, not an object", path=path)
+    return data
 
 
 def _config_fields(cls: type) -> list[str] | None:
@@ -183,12 +223,8 @@ def _load_hf_folder(spec: str, folder: str) -> ModelSpec:
             path=path,
             causes=["PATH is the folder model.save_pretrained(PATH) wrote (config.json + model.safetensors)"],
         )
-    from minigpt.io.jsonsafe import parse_json
-
-    try:  # JSON of any depth is a typed error here, before transformers' own reader sees it
-        parse_json(config_file.read_bytes(), path=config_file, error=ModelSpecError, lead=f"--model {spec}: ")
-    except OSError as exc:
-        raise ModelSpecError(f"--model {spec}: cannot read {config_file}: {exc.strerror}", path=path) from None
+    # a size, and JSON of any depth, are typed errors here, before transformers' own reader sees it
+    read_hf_config(config_file, lead=f"--model {spec}: ")
     try:
         import transformers
     except ImportError:
