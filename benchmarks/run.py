@@ -967,6 +967,7 @@ ONLY = [
     "kv_cache_speedup",
     "grad_stats_overhead",
     "metrics_stream",
+    "tensorboard_read",
     "compat_gains",
 ]
 
@@ -1024,6 +1025,10 @@ def main() -> None:
                 from metrics_stream import DEFAULT_LINES, measure
 
                 out["metrics_stream"] = [measure(n) for n in DEFAULT_LINES]
+            elif args.only == "tensorboard_read":  # a 50 MB TensorBoard file (benchmarks/tensorboard_read.py)
+                from tensorboard_read import measure as measure_tensorboard
+
+                out["tensorboard_read"] = measure_tensorboard()
             out["load_average_1min_at_end"] = os.getloadavg()[0]
             emit(out, args.json)
             return

@@ -195,7 +195,7 @@ def test_without_the_extra_a_tensorboard_log_names_the_install_command(tmp_path,
     from minigpt.logs.tensorboard import read_tensorboard
 
     (tmp_path / "events.out.tfevents.1.host").write_bytes(b"")
-    monkeypatch.setitem(_sys.modules, "tensorboard.backend.event_processing.event_file_loader", None)
+    monkeypatch.setitem(_sys.modules, "tensorboard.compat.proto.event_pb2", None)
     with pytest.raises(DataError, match=r"minigpt-tui\[tensorboard\]"):
         read_tensorboard(tmp_path)
 

@@ -216,55 +216,42 @@ def test_the_check_names_what_it_read_for_a_split_writer_run(tiny_workspace, tmp
     assert "test/loss" in result.summary and "validation" in result.summary
 
 
-class _Watched:
-    """An event that records how many events the reader had yielded when its summary was read."""
+def test_a_file_is_read_a_chunk_at_a_time_not_held_whole(tmp_path, monkeypatch):
+    # GIVEN a run of 400 steps, read in chunks of 1 KB, each chunk counted
+    from minigpt.logs import tensorboard_scalars
 
-    def __init__(self, event, yielded: list[int], seen_at: list[int]):
-        self._event, self._yielded, self._seen_at = event, yielded, seen_at
-        self.step = event.step
+    run = write(tmp_path / "run", {"train/loss": falling(400)})
+    real, read_sizes = tensorboard_scalars.read_records, []
 
-    @property
-    def summary(self):
-        self._seen_at.append(self._yielded[0])
-        return self._event.summary
+    def counted(*args):
+        chunk = real(*args)
+        read_sizes.append(len(chunk.data))
+        return chunk
 
-
-def test_events_are_read_one_at_a_time_not_held_whole(tmp_path, monkeypatch):
-    # GIVEN a run of 40 steps, read through TensorBoard's own reader, counted
-    from tensorboard.backend.event_processing import event_file_loader
-
-    run = write(tmp_path / "run", {"train/loss": falling(40)})
-    yielded: list[int] = [0]
-    seen_at: list[int] = []
-
-    class Counted(event_file_loader.EventFileLoader):
-        def Load(self):
-            for event in super().Load():
-                yielded[0] += 1
-                yield _Watched(event, yielded, seen_at)
-
-    monkeypatch.setattr(event_file_loader, "EventFileLoader", Counted)
+    monkeypatch.setattr(tensorboard_scalars, "CHUNK_BYTES", 1024)
+    monkeypatch.setattr(tensorboard_scalars, "read_records", counted)
     # WHEN it is read
     log = read_tensorboard(run)
-    # THEN every point is there, and each event was looked at before the next one was read: a file
-    # that also holds images or histograms is never in memory whole
-    assert len(log.points) == 40
-    assert seen_at == list(range(1, yielded[0] + 1)) and yielded[0] >= 40
+    # THEN every point is there, and no read held more than a chunk: a file that also holds images
+    # or histograms is never in memory whole
+    assert len(log.points) == 400
+    assert len(read_sizes) > 5 and max(read_sizes) <= 1024
 
 
 def test_a_read_error_partway_through_an_event_file_names_the_file(tmp_path, monkeypatch):
-    from tensorboard.backend.event_processing import event_file_loader
+    from minigpt.logs import tensorboard_scalars
 
-    run = write(tmp_path / "run", {"train/loss": falling(10)})
+    run = write(tmp_path / "run", {"train/loss": falling(100)})
+    real, calls = tensorboard_scalars.read_records, [0]
 
-    class FailsPartway(event_file_loader.EventFileLoader):
-        def Load(self):
-            for n, event in enumerate(super().Load()):
-                if n == 3:
-                    raise OSError("Input/output error")
-                yield event
+    def fails_partway(*args):
+        calls[0] += 1
+        if calls[0] == 3:
+            raise OSError("Input/output error")
+        return real(*args)
 
-    monkeypatch.setattr(event_file_loader, "EventFileLoader", FailsPartway)
+    monkeypatch.setattr(tensorboard_scalars, "CHUNK_BYTES", 1024)
+    monkeypatch.setattr(tensorboard_scalars, "read_records", fails_partway)
     with pytest.raises(DataError) as err:
         read_tensorboard(run)
     assert "Unreadable TensorBoard event file" in err.value.message and "events.out.tfevents" in err.value.message

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from minigpt.logs.curve_sample import SAMPLE_CAP, CurveSample, sample_metrics, sampled_log
+from minigpt.logs.curve_sample import SAMPLE_CAP, sample_metrics
 from minigpt.logs.follow import MetricsFollower
 from minigpt.logs.metrics import MetricsLog
 from minigpt.logs.tensorboard import TensorBoardFollower, is_tensorboard_path, read_tensorboard
@@ -22,10 +22,7 @@ def read_run_metrics(path: str | os.PathLike, cap: int = SAMPLE_CAP) -> MetricsL
     read streamed. Raises DataError when it is neither or is unreadable."""
     path = Path(path)
     if is_tensorboard_path(path):
-        log = read_tensorboard(path)
-        sample = CurveSample(cap=cap)
-        sample.add_points(log.points)
-        return sampled_log(log, sample)
+        return read_tensorboard(path, cap)
     return sample_metrics(path, cap)
 
 
