@@ -9,11 +9,13 @@ menu read them directly.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import os
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import Any, cast
@@ -58,6 +60,17 @@ from minigpt_tui.workbench import PANES, Panes, Workbench, build_panes
 # in the checks' worker see it too), so the app sets it while it runs and gives the old value back.
 # Python's public API, not Textual's; what it buys is in docs/performance.md.
 SWITCH_INTERVAL_S = 0.001
+
+# Textual runs every thread worker on the event loop's default executor, which Python sizes by the
+# CPU count (min(32, CPUs + 4): 6 threads on 2 cores). Three panes hold one of those threads for as
+# long as the app runs (the Device pane's sampler, the Gradients and Loss followers), so three slow
+# jobs (a check run beside a training run, a torch import or a generation on a loaded machine) took
+# the rest, and every other worker queued behind them: the one a key waits for too (`s` reads the
+# run's settings on one before it asks), so its question came only once a slow job had ended. The
+# app's loop gets a pool that starts a thread whenever none is idle, up to far more than the workers
+# that can be alive at once (a dozen groups, each one job at a time, and a cancelled job finishing),
+# so a worker never waits for another's thread. Python's public API, set before any worker starts.
+WORKER_THREADS_MAX = 64
 
 
 class MiniGPTApp(App):
@@ -180,6 +193,11 @@ class MiniGPTApp(App):
         # underline sliding is ~15 frames a switch), a child of the bar only when the bar's row changes
         with BlankContainer(id="footer-bar"):
             yield KeyFooter(compact=True, show_command_palette=False)  # ctrl+p is in ? (help)
+
+    def on_load(self) -> None:
+        asyncio.get_running_loop().set_default_executor(
+            ThreadPoolExecutor(max_workers=WORKER_THREADS_MAX, thread_name_prefix="worker")
+        )
 
     def on_mount(self) -> None:
         self._update_title()
