@@ -51,6 +51,7 @@ from minigpt_tui.widgets.loss_plot import LossPlot
 from minigpt_tui.widgets.samples_view import SamplesView
 
 STALL_S = 5.0  # silent longer than this: the plot is marked as not updating
+STUCK_FOLLOWERS_MAX = 2  # followers still reading at once: the first and one replacement
 
 
 class LossPane(Vertical, RenderWhenShown):
@@ -330,7 +331,11 @@ class LossPane(Vertical, RenderWhenShown):
                         style="bold red",
                     ),
                 )
-            if silent > 2 * STALL_S:  # still nothing: start a new one (exclusive: the old is cancelled)
+            # still nothing: start a new one (exclusive: the old is cancelled). A cancel cannot stop
+            # a read in progress, so while two followers are still reading, a third would only add
+            # a reader (on a large log, each restart piled another whole read on the last)
+            reading = sum(not finished.is_set() for finished in self._finished)
+            if silent > 2 * STALL_S and reading < STUCK_FOLLOWERS_MAX:
                 self.follower_restarts += 1
                 self._start_follower()
 

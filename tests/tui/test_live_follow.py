@@ -20,7 +20,7 @@ from minigpt_tui.curve_store import CurveStore
 from minigpt_tui.panes.loss import LossPane
 from minigpt_tui.screens.confirm import ConfirmScreen
 from minigpt_tui.widgets.loss_plot import LossPlot
-from tests.waiting import wait_until
+from tests.waiting import stays, wait_until
 
 from ._pane_harness import PaneHarness
 from .conftest import record_notifications, rendered
@@ -165,6 +165,35 @@ async def test_a_follower_that_hangs_is_marked_stale_and_replaced(tmp_path, monk
             await wait_until(pilot, lambda: any("NOT UPDATING" in t for t in shown))
             await wait_until(pilot, lambda: pane.points_count == 100 and not plot.stale)
             assert len(made) >= 2 and "NOT" not in _status(pane)
+    finally:
+        release.set()
+
+
+async def test_followers_that_all_hang_are_not_piled_up(tmp_path, monkeypatch):
+    # GIVEN a log whose every read hangs (a cancel cannot interrupt a read in progress)
+    monkeypatch.setattr(loss_module, "STALL_S", 0.2)
+    ws = _workspace_with_metrics(tmp_path, _lines(1, 101))
+    release = threading.Event()
+    made = []
+
+    class AllHang(MetricsFollower):
+        def __init__(self, path):
+            super().__init__(path)
+            made.append(self)
+
+        def poll(self, max_bytes=None):
+            release.wait(60)
+            return super().poll(max_bytes)
+
+    monkeypatch.setattr(curve_follow, "run_follower", AllHang)
+    app = PaneHarness(LossPane, ws)
+    try:
+        async with app.run_test(size=(80, 24)) as pilot:
+            pane = app.query_one(LossPane)
+            # WHEN the watchdog has had many chances to restart it (1 Hz, silent past 2 x STALL_S)
+            await wait_until(pilot, lambda: pane.follower_restarts >= 1, what="one replacement")
+            # THEN it stops at the first follower and one replacement: no third reader is added
+            await stays(pilot, lambda: len(made) <= loss_module.STUCK_FOLLOWERS_MAX, 3.0, what="two readers at most")
     finally:
         release.set()
 
