@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from minigpt.cli import main
@@ -42,6 +44,8 @@ def test_the_plan_fits_steps_and_evaluations_into_the_time_left():
 def test_a_time_boxed_run_ends_in_its_budget_with_warmup_and_decay_complete(tiny_workspace):
     cfg = TrainConfig.from_preset("debug", device="cpu", eval_interval=50)
     trainer = Trainer(tiny_workspace.root, cfg, time_budget_s=6.0)
+    notices: list[str] = []
+    trainer.register_callback("on_notice", notices.append)
     summary = trainer.run()
     plan = trainer.time_plan
     assert plan is not None and plan.planned_steps is not None
@@ -54,7 +58,13 @@ def test_a_time_boxed_run_ends_in_its_budget_with_warmup_and_decay_complete(tiny
     points = list(read_metrics(tiny_workspace.metrics).points)
     last = points[-1]
     assert last.step == summary["steps"] and last.val_loss is not None  # the last step evaluated and saved
-    assert last.lr == pytest.approx(cfg.learning_rate * cfg.min_lr_ratio, rel=0.05)  # the decay reached its floor
+    if plan.cut_at is None:  # the plan held: the decay reached its floor at the last step
+        assert last.lr == pytest.approx(cfg.learning_rate * cfg.min_lr_ratio, rel=0.05)
+    else:  # a machine that slowed after the last plan ends the run early, and the run says so
+        assert plan.cut_at == summary["steps"] and last.lr < cfg.learning_rate
+        assert any(
+            f"--time ran out at step {plan.cut_at:,}" in n and "short of the decay's floor" in n for n in notices
+        )
     saved = read_checkpoint(tiny_workspace.latest_checkpoint)
     assert saved["step"] == summary["steps"] and saved["train_config"]["max_steps"] == summary["steps"]
 
@@ -62,3 +72,24 @@ def test_a_time_boxed_run_ends_in_its_budget_with_warmup_and_decay_complete(tiny
 def test_time_and_steps_together_are_refused(tiny_workspace, capsys):
     assert main(["train", "--workspace", str(tiny_workspace.root), "--time", "1m", "--steps", "10"]) == 2
     assert "--time plans the step count itself" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_machine_that_slows_after_the_plan_ends_the_run_early_and_says_so(tiny_workspace):
+    # GIVEN a time-boxed run whose steps become far slower once the plan is made (a neighbour took the cores)
+    cfg = TrainConfig.from_preset("debug", device="cpu", eval_interval=50)
+    trainer = Trainer(tiny_workspace.root, cfg, time_budget_s=4.0)
+    notices: list[str] = []
+    trainer.register_callback("on_notice", notices.append)
+
+    def slow_after_the_plan(*_args, **_kwargs) -> None:
+        if trainer.time_plan is not None and trainer.time_plan.planned_steps is not None:
+            time.sleep(0.25)
+
+    trainer.register_callback("on_step_end", slow_after_the_plan)
+    # WHEN it runs past its budget between two plans
+    summary = trainer.run()
+    # THEN it ends early, at the step where time ran out, and says the decay stopped short of its floor
+    plan = trainer.time_plan
+    assert plan is not None and plan.cut_at == summary["steps"] < (plan.first_planned_steps or 0)
+    assert any(f"--time ran out at step {plan.cut_at:,}" in n for n in notices), notices

@@ -14,9 +14,10 @@ from minigpt.checks.control import CheckRun
 from minigpt.checks.registry import CheckReturn, check
 from minigpt.checks.result import Outcome, Status
 from minigpt.device import mps_available
-from minigpt.errors import DataError, FileSystemError
+from minigpt.errors import DataError, FileSystemError, MiniGPTError
+from minigpt.io.commit import journal_path
 from minigpt.io.files import describe_size, stat_input
-from minigpt.io.leftovers import remove_dead_temp_files
+from minigpt.io.workspace import settle
 
 SMALL_FILE_BYTES = 64  # smaller than any real tokenizer or token file: an interrupted conversion
 
@@ -67,9 +68,21 @@ def environment(ctx: CheckContext, run: CheckRun) -> CheckReturn:
 
 @check("files", "files", "Required files present and plausibly sized")
 def files(ctx: CheckContext, run: CheckRun) -> CheckReturn:
+    # an update a killed prepare, import or train left half done is finished, and what killed
+    # writers left half-written is removed, as those commands do before they start
+    try:
+        settled = settle(ctx.ws, "check")
+    except MiniGPTError as exc:  # a live writer is replacing the files now, or the update cannot be finished
+        raise Outcome(
+            Status.FAIL,
+            f"the workspace is in the middle of an update ({journal_path(ctx.ws.root)}): {exc.message}",
+            causes=["a prepare or import is replacing the files now", "one was killed and its update is stuck"],
+            fixes=["run the check again once that command ends", *exc.causes],
+        ) from None
+    if settled.finished:
+        ctx.refresh()  # the files the inputs named were replaced
+    removed = settled.notices
     inputs = ctx.inputs
-    # what a killed prepare (or import) left half-written where it writes: removed, as prepare does
-    removed = remove_dead_temp_files((ctx.ws.ids("train").parent, ctx.ws.tokenizer.parent))
     # an encoding named by tiktoken:NAME is no file here: tokenizer_roundtrip reports its loading
     required = {"tokenizer": inputs.tokenizer} if inputs.tokenizer is not None else {}
     required["train_ids"] = inputs.train_data

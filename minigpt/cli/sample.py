@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     from minigpt.data.tokenizer_stream import TextStream
     from minigpt.device import resolve_device
     from minigpt.errors import CheckpointError, TokenizerError
-    from minigpt.io.workspace import Workspace
+    from minigpt.io.workspace import Workspace, settle
     from minigpt.model.checkpoint import load_checkpoint, read_checkpoint, require_finite
     from minigpt.sample.generate import SamplerSettings, encode_prompt, generate, unusual_settings, validate
     from minigpt.threads import apply as apply_thread_policy
@@ -42,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
     apply_thread_policy("sample")
 
     ws = Workspace(args.workspace)
+    # an update a killed prepare or import left half done is finished first, and said
+    settled = settle(ws, "sample").notices
     settings = SamplerSettings(
         temperature=args.temperature,
         top_k=args.top_k,
@@ -74,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
             path=tokenizer.path,
             causes=["pass --tokenizer with the file the model was trained with"],
         )
-    for notice in loaded.notices + notices:
+    for notice in settled + loaded.notices + notices:
         print(f"note: {notice}", file=sys.stderr)
 
     out = sys.stdout

@@ -4,8 +4,9 @@ Writes `workspace.tokenizer` (CharTokenizer JSON) and `workspace.ids(split)` (1-
 smallest integer dtype that holds the vocabulary: uint8, int16 or int32). The source is streamed
 in three passes (vocabulary and size, where to cut a single text, encoding), so memory stays
 bounded by the largest split's IDs plus a few pieces of text, whatever the corpus size. Every
-file is staged next to its target and replaced only once all of them were written, the
-tokenizer last: a failure leaves the workspace as it was. The library reports progress through
+file is staged next to its target and all are replaced as one update (`minigpt.io.commit`) once
+all of them were written: a failure leaves the workspace as it was, a crash the old files or the
+new ones, never a mix. The library reports progress through
 a plain callback and never imports a UI.
 """
 
@@ -35,8 +36,8 @@ from minigpt.data.tokenizer import CharTokenizer
 from minigpt.errors import DataError, MiniGPTError, UnknownCharactersError, WorkspaceLockedError
 from minigpt.io import lock
 from minigpt.io.atomic import StagedWrite, stage_text, stage_torch_save
-from minigpt.io.leftovers import remove_dead_temp_files
-from minigpt.io.workspace import SPLITS, Workspace
+from minigpt.io.commit import commit_together
+from minigpt.io.workspace import SPLITS, Workspace, settle
 
 VOCAB_POLICY = (
     "the vocabulary is every character of all three splits (train, val and test), sorted by "
@@ -260,8 +261,9 @@ def prepare_workspace(
             holder=busy,
             causes=["wait for the run to end, or stop it"],
         )
-    # what a killed prepare (or import) left half-written in the folders this one writes
-    leftovers = remove_dead_temp_files((ws.ids("train").parent, ws.tokenizer.parent))
+    # an update a killed prepare (or import) left half done is finished first, and what killed
+    # writers left half-written is removed: the vocabulary is compared with what is really there
+    leftovers = settle(ws, "prepare").notices
     report("reading", 0.0)
     plan = open_source(source)
     texts: dict[str, TextSource] = plan.per_split if plan.per_split is not None else {"all": _whole(plan)}
@@ -312,9 +314,21 @@ def prepare_workspace(
         # only to swap the files in, so a refused prepare leaves no lock file behind)
         with lock.acquire(ws.root, "prepare") as held:
             notices += held.notices
-            for split in (*SPLITS, "tokenizer"):  # the tokenizer last: it is what a rerun compares with
-                if split in staged:
-                    staged[split].commit()
+            # again under the lock: another prepare may have replaced the tokenizer meanwhile
+            unchanged, replaced = check_overwrite(ws, tokenizer, force=force)
+            if unchanged and "tokenizer" in staged:
+                staged.pop("tokenizer").discard()
+            elif not unchanged and "tokenizer" not in staged:
+                staged["tokenizer"] = stage_text(tokenizer.to_json(), ws.tokenizer)
+            # the token files and the tokenizer as one update: a crash leaves the old files or
+            # the new ones, never new IDs under the old vocabulary (see minigpt.io.commit)
+            commit_together(
+                ws.root,
+                [staged[split] for split in (*SPLITS, "tokenizer") if split in staged],
+                command="prepare",
+                what=f"the corpus {plan.source} (vocab {tokenizer.vocab_size}, "
+                f"fingerprint {tokenizer.fingerprint[:12]})",
+            )
         committed = True
     finally:
         if not committed:

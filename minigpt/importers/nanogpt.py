@@ -35,10 +35,8 @@ The `.bin` files are memory-mapped and converted in chunks: an import never hold
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
-import shutil
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -55,9 +53,10 @@ from minigpt.errors import CheckpointError, ConfigError, DataError, TokenizerErr
 from minigpt.importers.destination import require_same_run, watched_loop_header
 from minigpt.importers.nanogpt_log import read_nanogpt_log
 from minigpt.importers.nanogpt_pickles import read_meta
-from minigpt.io.atomic import StagedWrite, stage_text, stage_torch_save
+from minigpt.io.atomic import StagedWrite, stage_same_file, stage_text, stage_torch_save, temp_prefix
+from minigpt.io.commit import commit_together
 from minigpt.io.files import os_error, stat_input
-from minigpt.io.workspace import Workspace
+from minigpt.io.workspace import Workspace, settle
 from minigpt.logs.record import json_line
 from minigpt.model.checkpoint import CHECKPOINT, compare_state_dict, read_checkpoint, require_finite, strip_prefixes
 from minigpt.model.nanogpt import GPT, MODEL_CLASS, GPTConfig
@@ -140,7 +139,8 @@ def stage_ids(
     np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
     try:
         dest.parent.mkdir(parents=True, exist_ok=True)
-        fd, scratch = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".scratch", dir=dest.parent)
+        # named as staged files are (PID and host): a killed import's scratch is removed as theirs are
+        fd, scratch = tempfile.mkstemp(prefix=temp_prefix(dest, "scratch"), suffix=".tmp", dir=dest.parent)
     except OSError as exc:
         raise os_error(exc, dest, kept=True) from None
     try:
@@ -196,18 +196,6 @@ class ImportSummary:
         return asdict(self)
 
 
-def _share(src: Path, dest: Path) -> None:
-    """`dest` becomes the same file as `src`: a hard link, or a copy where links are refused."""
-    tmp = dest.with_name(f".{dest.name}.link.tmp")  # the trainer's orphan clean-up knows `.*.tmp`
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(tmp)
-    try:
-        os.link(src, tmp)
-    except OSError:
-        shutil.copyfile(src, tmp)
-    os.replace(tmp, dest)
-
-
 def _number(value: object, name: str, path: Path) -> float | None:
     if value is None:
         return None
@@ -237,7 +225,15 @@ def import_nanogpt(
 
     started = time.perf_counter()
     ws, out_dir, data_dir = Workspace(Path(workspace)), Path(out_dir).expanduser(), Path(data_dir).expanduser()
-    watched = watched_loop_header(ws, log=log)
+    # an update a killed import (or prepare) left half done is finished first, and what killed
+    # writers left half-written removed: what the workspace holds is then judged as it really is
+    notices: list[str] = settle(ws, "import").notices
+    try:
+        watched = watched_loop_header(ws, log=log)
+    except DataError as exc:
+        if notices:  # say what was finished: it is what the refusal found
+            raise DataError(f"{exc.message} ({'; '.join(notices)})", path=exc.path, causes=exc.causes) from None
+        raise
     ckpt_path = out_dir / "ckpt.pt"
     raw = read_nanogpt_checkpoint(ckpt_path)
     try:
@@ -248,7 +244,6 @@ def import_nanogpt(
             path=ckpt_path,
             causes=getattr(exc, "causes", []),
         ) from None
-    notices: list[str] = []
     tok, vocab_of = _run_tokenizer(data_dir, tokenizer, cfg.vocab_size, notices)
     bins = {split: open_bin(data_dir / f"{split}.bin") for split in ("train", "val")}
     _refuse_foreign_ids(tok, vocab_of, bins["train"], data_dir / "train.bin")
@@ -296,11 +291,12 @@ def import_nanogpt(
                 lines = "".join(json_line(r) + "\n" for r in stdout_log.records)
                 staged.append(stage_text(lines, ws.metrics))
             staged.append(stage_torch_save(payload, ws.best_checkpoint))
-            for write in staged:  # the checkpoint last: a run is only judged once its data is there
-                write.commit()
             # the same file as the latest checkpoint too: `minigpt train --resume` then finds it and
             # refuses it by name (it is no MiniGPT run) instead of reporting no checkpoint at all
-            _share(ws.best_checkpoint, ws.latest_checkpoint)
+            staged.append(stage_same_file(staged[-1], ws.latest_checkpoint))
+            # all as one update (the checkpoints last): a crash leaves the workspace as it was or
+            # imported whole, never data without its checkpoint (see minigpt.io.commit)
+            commit_together(ws.root, staged, command="import", what=f"the nanoGPT run {ckpt_path}")
         finally:
             for write in staged:
                 write.discard()  # a no-op for the committed ones

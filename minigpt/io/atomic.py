@@ -14,6 +14,7 @@ import contextlib
 import errno as E
 import io
 import os
+import shutil
 import socket
 import stat
 import tempfile
@@ -36,6 +37,7 @@ class StagedWrite:
         self.path = path
         self.tmp = tmp
         self.fh = fh  # open while the `staged_open` block runs
+        self.journaled = False  # named in an update journal (`commit.commit_together`): its reader renames it
 
     def commit(self) -> None:
         try:
@@ -52,6 +54,8 @@ class StagedWrite:
                 os.close(dir_fd)
 
     def discard(self) -> None:
+        if self.journaled:
+            return  # the journal's update is decided: whoever finishes it needs this file
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.tmp)
 
@@ -142,7 +146,7 @@ def staged_open(path: str | os.PathLike, mode: str = "wb", encoding: str | None 
         return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}@{temp_host()}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".tmp", dir=path.parent)
         os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes 0600; a shared workspace needs the umask's mode
     except OSError as exc:
         raise os_error(exc, path, kept=True) from exc
@@ -213,6 +217,25 @@ def atomic_torch_save(obj: object, path: str | os.PathLike) -> None:
     stage_torch_save(obj, path).commit()
 
 
+def stage_same_file(staged: StagedWrite, path: str | os.PathLike) -> StagedWrite:
+    """`path` staged as a second name of `staged`'s content: a hard link to its temporary file (a
+    fsynced copy where links are refused), so the two are replaced together and stay one file."""
+    path = Path(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".tmp", dir=path.parent)
+        os.close(fd)
+        os.unlink(tmp)  # the name only: the link takes it
+        try:
+            os.link(staged.tmp, tmp)
+        except OSError:
+            with staged_open(path, "wb") as copy, open(staged.tmp, "rb") as src:
+                shutil.copyfileobj(src, copy.fh, 1 << 20)
+            return copy
+    except OSError as exc:
+        raise os_error(exc, path, kept=True) from exc
+    return StagedWrite(path, tmp, staged.fh)
+
+
 def stage_text(text: str, path: str | os.PathLike) -> StagedWrite:
     with staged_open(path, "w", encoding="utf-8") as staged:
         staged.fh.write(text)
@@ -221,6 +244,12 @@ def stage_text(text: str, path: str | os.PathLike) -> StagedWrite:
 
 def atomic_write_text(text: str, path: str | os.PathLike) -> None:
     stage_text(text, path).commit()
+
+
+def temp_prefix(path: Path, tag: str = "") -> str:
+    """How a temporary file beside `path` starts: `.NAME.[TAG.]PID@HOST.` (`leftovers` reads the
+    writer back from it, to remove the file once that process is gone)."""
+    return f".{path.name}.{tag + '.' if tag else ''}{os.getpid()}@{temp_host()}."
 
 
 def temp_host() -> str:

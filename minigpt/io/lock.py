@@ -3,7 +3,9 @@
 The lock is `fcntl.flock` on `<workspace>/.minigpt.lock`; the file also names the holder
 (PID, host, start time, command) so that a second writer, `prepare` or the UI can say who holds
 it. The kernel drops a flock when its process dies, so a crashed run never leaves the workspace
-locked; a file whose flock is free is only a record of the last holder.
+locked; a file whose flock is free is only a record of the last holder. Takers go one at a time
+(a flock on the workspace folder for the moment it takes), so breaking the lock of a dead holder
+never breaks one that another taker has just taken.
 
 The lock file is never followed or opened when it is a symbolic link, a FIFO, a device or a folder
 (`files.open_regular`): a link could truncate a file outside the workspace, a FIFO would block.
@@ -20,16 +22,20 @@ import json
 import os
 import socket
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from minigpt.errors import FileSystemError, UnsafePathError, WorkspaceLockedError
+from minigpt.io.commit import finish_pending
+from minigpt.io.crash_points import crash_point
 from minigpt.io.files import open_regular, os_error
 
 LOCK_NAME = ".minigpt.lock"
 WRITE_FOLDERS = ("checkpoints", "logs", "data", "tokenizer", "previous")  # what a writer of a workspace writes into
 # what each command writes (train only reads data/ and tokenizer/: sharing them by a link is fine)
 WRITES = {"train": ("checkpoints", "logs", "previous"), "prepare": ("data", "tokenizer")}
+TAKING_WAIT_S = 10.0  # how long a taker waits for another to finish taking the lock (milliseconds, normally)
 _MARKERS = (LOCK_NAME, "tokenizer/char_tokenizer.json", "checkpoints/mini_gpt_latest.pt")  # a workspace has one
 
 
@@ -214,13 +220,55 @@ def _same_file(fd: int, path: Path) -> bool:
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
+@contextlib.contextmanager
+def _taking(root: Path) -> Iterator[bool]:
+    """One process at a time takes (or breaks) this workspace's lock: an exclusive flock on the
+    workspace folder itself, held for the few milliseconds between opening the lock file and
+    writing our record in it. Without it, a lock whose record names a dead process could be
+    broken by one taker just after another flocked it and before it wrote its record: both would
+    then hold the workspace. Yields whether breaking a held lock is safe: False where a folder
+    cannot be flocked (NFS), and a held lock is then never broken."""
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise os_error(exc, root, action="lock") from None
+    try:
+        give_up = time.monotonic() + TAKING_WAIT_S
+        busy, supported = False, True
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    supported = False  # serialised by nothing here, so nothing is ever broken
+                    break
+            if not busy:
+                busy = True
+                crash_point("lock-busy")
+            if time.monotonic() > give_up:
+                raise WorkspaceLockedError(
+                    f"workspace {root} is in use: another process has been taking its lock for "
+                    f"{TAKING_WAIT_S:.0f} s (it flocks the folder {root} while it does)",
+                    path=root,
+                    causes=["a process stopped while taking the lock (a debugger?)", "try again in a moment"],
+                )
+            time.sleep(0.01)
+        yield supported
+    finally:
+        os.close(fd)  # closing drops the flock
+
+
 def acquire(workspace: str | os.PathLike, command: str = "train", *, retries: int = 3) -> WorkspaceLock:
     """Take the workspace's writer lock or raise WorkspaceLockedError naming the holder.
 
     A lock file left by a dead process (its flock is free) is taken over with a notice. A flock
     still held although the recorded holder is dead on this host (a child that inherited the
-    descriptor) is broken by replacing the file, also with a notice. A lock file that is a link or
-    a special file, and folders that lead into another workspace, raise UnsafePathError.
+    descriptor) is broken by replacing the file, also with a notice; takers go one at a time
+    (`_taking`), so a lock another taker has just flocked is never broken. An update that a killed
+    writer left half done (`commit`) is finished before this returns, with a notice. A lock file
+    that is a link or a special file, and folders that lead into another workspace, raise
+    UnsafePathError.
     """
     path = lock_path(workspace)
     try:
@@ -230,6 +278,17 @@ def acquire(workspace: str | os.PathLike, command: str = "train", *, retries: in
     except OSError as exc:
         raise os_error(exc, path) from None
     refuse_shared_folders(path.parent, WRITES.get(command, WRITE_FOLDERS))
+    with _taking(path.parent) as may_break:
+        held = _take(path, workspace, command, retries, may_break)
+    try:
+        held.notices += finish_pending(path.parent)
+    except BaseException:
+        held.release(discard=True)
+        raise
+    return held
+
+
+def _take(path: Path, workspace: str | os.PathLike, command: str, retries: int, may_break: bool) -> WorkspaceLock:
     notices: list[str] = []
     for attempt in range(retries + 1):
         fd, created = _open_lock(path)
@@ -241,15 +300,18 @@ def acquire(workspace: str | os.PathLike, command: str = "train", *, retries: in
                 raise os_error(exc, path, action="lock") from None
             found = _parse(os.pread(fd, 4096, 0).decode("utf-8", "replace"))
             os.close(fd)
-            if found is not None and found.host == socket.gethostname() and not _pid_alive(found.pid):
+            dead = found is not None and found.host == socket.gethostname() and not _pid_alive(found.pid)
+            if dead and may_break and found is not None:
                 notices.append(f"broke the lock of {found.describe()}: that process is gone")
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(path)
                 continue
-            if found is None and attempt < retries:
-                time.sleep(0.05)  # a reader's momentary probe, or a holder writing its record
+            if (found is None or dead) and attempt < retries:
+                time.sleep(0.05)  # a reader's momentary probe, or a taker about to write its record
                 continue
             who = found.describe() if found else "another process (its record is unreadable)"
+            if dead:
+                who += ", which is gone, though a process it started still holds the lock"
             raise WorkspaceLockedError(
                 f"workspace {Path(workspace)} is in use: {who} holds {path}",
                 path=path,
@@ -259,6 +321,7 @@ def acquire(workspace: str | os.PathLike, command: str = "train", *, retries: in
         if not _same_file(fd, path):  # the previous holder removed the file between our open and flock
             os.close(fd)
             continue
+        crash_point("lock-flocked")
         previous = _parse(os.pread(fd, 4096, 0).decode("utf-8", "replace"))
         if previous is not None:
             notices.append(f"took over a stale lock left by {previous.describe()}")

@@ -12,9 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from minigpt.errors import FileSystemError
+from minigpt.io import lock
 from minigpt.io.atomic import atomic_open
+from minigpt.io.commit import JOURNAL_NAME, commit_together, journaled_temps, pending
 from minigpt.io.crash_points import crash_point
 from minigpt.io.files import os_error
+from minigpt.io.leftovers import remove_dead_temp_files
 
 SPLITS = ("train", "val", "test")
 
@@ -81,6 +84,36 @@ class Workspace:
         """Everything a fresh training run moves to previous/<time>/: its checkpoints and logs."""
         return (self.best_checkpoint, self.latest_checkpoint, *self.log_files())
 
+    def write_folders(self) -> tuple[Path, ...]:
+        """Where minigpt's commands stage files (and where a killed one leaves them)."""
+        return (self.ids("train").parent, self.tokenizer.parent, self.checkpoints, self.metrics.parent)
+
+
+@dataclass(frozen=True)
+class Settled:
+    """What `settle` did: the update it finished (a notice) and the leftovers it removed (one each)."""
+
+    finished: list[str]
+    removed: list[str]
+
+    @property
+    def notices(self) -> list[str]:
+        return self.finished + self.removed
+
+
+def settle(ws: Workspace, command: str) -> Settled:
+    """What a command does before it reads or writes a workspace: finish an update that a killed
+    writer left half done (`commit`; the workspace lock is taken for it) and remove the staged files
+    that killed writers left. Raises WorkspaceLockedError when a live process holds the lock while
+    an update is pending (it is replacing the files now)."""
+    finished: list[str] = []
+    if pending(ws.root) is not None:
+        with lock.acquire(ws.root, command) as held:  # acquire finishes the update
+            finished += held.notices
+    removed = remove_dead_temp_files(ws.write_folders(), keep=journaled_temps(ws.root))
+    # in the workspace folder itself, only a journal's own temporary file: the folder is the user's
+    return Settled(finished, removed + remove_dead_temp_files([ws.root], prefix=f".{JOURNAL_NAME}."))
+
 
 def archive_run(ws: Workspace, paths: Iterable[Path]) -> Path | None:
     """A fresh run never overwrites an earlier one: the non-empty files among `paths` move to
@@ -93,7 +126,9 @@ def archive_run(ws: Workspace, paths: Iterable[Path]) -> Path | None:
     that folder is renamed to `previous/<time>/` in one step, and only then are the sources removed.
     A failure removes the partial folder and raises FileSystemError with every file where it was; a
     process killed before the rename leaves the sources and a `.partial` folder (the next archive
-    removes it), one killed after it leaves the sources and a complete archive."""
+    removes it), one killed after it leaves the sources and a complete archive. The sources are
+    removed as one update (`commit`): a process killed while removing them leaves a journal, and
+    the next command removes the rest, never a run split between the workspace and the archive."""
     old = [p for p in paths if p.is_file() and p.stat().st_size > 0]
     if not old:
         return None
@@ -124,9 +159,7 @@ def archive_run(ws: Workspace, paths: Iterable[Path]) -> Path | None:
             causes=found.causes,
         ) from exc
     crash_point("archive-complete")
-    for path in old:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+    commit_together(ws.root, (), remove=old, command="train", what=f"moving the previous run to {dest}")
     return dest
 
 

@@ -59,6 +59,7 @@ class TimePlan:
     planned_steps: int | None = None
     first_planned_steps: int | None = None  # the first plan, which fixed the warm-up
     warmup_steps: int | None = None
+    cut_at: int | None = None  # the budget ran out before the plan's last step: the run ended here
 
     def measured_step(self, step: int, elapsed_s: float) -> None:
         done = step - self.start_step

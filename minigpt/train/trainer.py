@@ -4,7 +4,7 @@ The library never knows a UI exists: progress goes out through callbacks
 (`trainer.register_callback("on_step_end", fn)`, minGPT style).
 
 One workspace, one writer: `run` holds the workspace lock (`minigpt.io.lock`) from before it
-archives anything until it returns, and checks the data, vocabulary, config and memory
+reads anything until it returns, and checks the data, vocabulary, config and memory
 estimate before a fresh run moves the previous one aside.
 
 Under `torchrun` (`minigpt.train.distributed`) every rank trains its own batches through
@@ -113,12 +113,16 @@ class Trainer:
 
     def run(self) -> dict:
         """Train to `max_steps` (or a stop request) under the workspace lock; return a summary."""
-        tokenizer = CharTokenizer.from_file(self.ws.tokenizer)  # read-only, and names a missing workspace
+        if not self.ws.root.is_dir():  # named as a missing tokenizer, never created by taking the lock
+            CharTokenizer.from_file(self.ws.tokenizer)
         with self._workspace_lock() as notices, tf32_matmuls(self.device):
             for notice in notices:
                 self._fire("on_notice", notice)
             if self.world.is_main:
                 self.files.remove_orphan_temp_files()
+            # read only under the lock (which finished any update a killed prepare left): a prepare
+            # that committed before would otherwise leave a run on IDs its tokenizer does not describe
+            tokenizer = CharTokenizer.from_file(self.ws.tokenizer)
             st = self._resume(tokenizer) if self.resume else self._start_fresh(tokenizer)
             self.state = st
             self._plan_evals()
@@ -252,7 +256,15 @@ class Trainer:
             if first:
                 self._fire("on_notice", plan.describe())
         if elapsed >= plan.budget_s and st.step < cfg.max_steps:
-            cfg.max_steps = st.step  # out of time: this step's evaluation and save are the last
+            # out of time (the machine got slower than the last plan assumed): this step's evaluation
+            # and save are the last, and the decay stops short of its floor: said, not hidden
+            planned, lr = cfg.max_steps, lr_at(st.step, cfg)
+            cfg.max_steps, plan.cut_at = st.step, st.step
+            self._fire(
+                "on_notice",
+                f"--time ran out at step {st.step:,} of the {planned:,} planned (the machine slowed down): the "
+                f"run ends here at lr {lr:.2e}, short of the decay's floor {cfg.learning_rate * cfg.min_lr_ratio:.2e}",
+            )
 
     def _is_eval_step(self, step: int) -> bool:
         return step % self.cfg.eval_interval == 0 or step == self.cfg.max_steps or self._stopping()
