@@ -10,6 +10,9 @@ with DistributedDataParallel and only rank 0 prints, logs and saves.
 from __future__ import annotations
 
 import argparse
+import os
+import signal
+import threading
 from typing import TYPE_CHECKING, cast
 
 from minigpt.device import DEVICE_CHOICES
@@ -269,11 +272,26 @@ def _train(args: argparse.Namespace, cfg: TrainConfig, overrides: dict, world: W
             f"the previous run's checkpoints and logs were moved to {dest} (use --resume to continue a run)"
         ),
     )
+    # SIGTERM (a scheduler's preemption, `timeout`): stop after the current step with its checkpoint
+    # saved, as a stop asked for in the UI does; a second SIGTERM ends the process at once
+    terminated: list[int] = []
+
+    def stop_on_sigterm(signum: int, frame: object) -> None:
+        if terminated:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+        terminated.append(signum)
+        trainer.request_stop()
+
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, stop_on_sigterm) if in_main_thread else None
     try:
         try:
             summary = trainer.run()
         finally:
             progress.stop()
+            if in_main_thread:
+                signal.signal(signal.SIGTERM, previous)
     except TrainingDiverged as exc:
         console.print(hanging(Text("stopped: ", style="red"), exc.message, width), highlight=False)
         return 1
@@ -299,6 +317,13 @@ def _train(args: argparse.Namespace, cfg: TrainConfig, overrides: dict, world: W
             f"is {trainer.cfg.max_steps}; pass --steps N (N > {summary['steps']}) to train further"
         )
         return 0
+    if terminated:
+        saved = trainer.state.last_good if trainer.state else None
+        say(
+            f"stopped by SIGTERM at step {summary['steps']}; "
+            + (f"saved {saved}, use --resume to continue" if saved else "no checkpoint was written yet")
+        )
+        return 128 + signal.SIGTERM
     ran = summary["steps"] - state["start_step"]
     span = f" (from step {state['start_step']} to {summary['steps']})" if state["start_step"] else ""
     say(
