@@ -13,12 +13,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from hypothesis import settings
 
 from minigpt.data.tokenizer import CharTokenizer
 from minigpt.io.atomic import atomic_torch_save
 from minigpt.io.workspace import Workspace
 
 SLOW_LEFT_OUT = pytest.StashKey[int]()
+
+# property tests draw the same examples every run (a seed from each test's name), so a run of the
+# suite is repeatable and CI never meets an example no run before it met; `HYPOTHESIS_PROFILE=explore`
+# draws new ones (and more of them) to look for what the fixed ones miss
+settings.register_profile("repeatable", derandomize=True, deadline=None)
+settings.register_profile("explore", derandomize=False, deadline=None, max_examples=1000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 
 def pytest_addoption(parser):

@@ -160,6 +160,12 @@ def _entry(path: Path, size: int, name: str, info: object) -> TensorEntry:
         raise _corrupt(path, size, f"{where} has shape {_short(shape)}, not a list of non-negative integers")
     if any(d > MAX_DIM for d in shape):  # even in a tensor of no values (a 0 elsewhere in its shape)
         raise _corrupt(path, size, f"{where} has shape {_short(shape)}: a dimension past 2**63 - 1, torch's limit")
+    if math.prod(max(1, d) for d in shape) * DTYPE_BYTES.get(dtype, 8) > MAX_DIM:
+        # a 0 in the shape makes no values, but the library multiplies the other sizes first and
+        # torch the strides (the sizes after each dimension): either overflows past 2**63 - 1
+        raise _corrupt(
+            path, size, f"{where} has shape {_short(shape)}: its sizes multiply past 2**63 - 1 (torch's limit)"
+        )
     if not isinstance(offsets, list) or len(offsets) != 2 or not all(_count(o) for o in offsets):
         raise _corrupt(path, size, f"{where} has data_offsets {_short(offsets)}, not [begin, end]")
     begin, end = offsets
