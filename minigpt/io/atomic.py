@@ -246,10 +246,18 @@ def atomic_write_text(text: str, path: str | os.PathLike) -> None:
     stage_text(text, path).commit()
 
 
+NAME_MAX = 255  # bytes in one file name on Linux and macOS file systems
+TEMP_SUFFIX_BYTES = 8 + len(".tmp")  # what mkstemp adds after the prefix: its random part, then the suffix
+
+
 def temp_prefix(path: Path, tag: str = "") -> str:
     """How a temporary file beside `path` starts: `.NAME.[TAG.]PID@HOST.` (`leftovers` reads the
-    writer back from it, to remove the file once that process is gone)."""
-    return f".{path.name}.{tag + '.' if tag else ''}{os.getpid()}@{temp_host()}."
+    writer back from it, to remove the file once that process is gone). NAME is cut short where the
+    whole temporary name would pass NAME_MAX: a legal 255-byte file name must still be writable."""
+    tail = f".{tag + '.' if tag else ''}{os.getpid()}@{temp_host()}."
+    name = os.fsencode(path.name)
+    room = NAME_MAX - 1 - len(os.fsencode(tail)) - TEMP_SUFFIX_BYTES
+    return f".{os.fsdecode(name[: max(1, room)])}{tail}"
 
 
 def temp_host() -> str:
