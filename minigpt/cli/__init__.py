@@ -65,11 +65,12 @@ def take_sigint() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    take_sigint()
-    if sys.stdout is None:  # started with stdout closed (`>&-`): what it would print goes nowhere, as >/dev/null
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115  the process's stdout, open until exit
-    stdout_at_start = _fd_identity(sys.stdout)
-    try:
+    stdout_at_start = None
+    try:  # from the first line: a Ctrl-C that lands before SIGINT is held back is still "interrupted", 130
+        take_sigint()
+        if sys.stdout is None:  # started with stdout closed (`>&-`): what it would print goes nowhere
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115  the process's stdout, open until exit
+        stdout_at_start = _fd_identity(sys.stdout)
         with sigint_held() as interrupted:  # Ctrl-C during the imports: noted, acted on once they are done
             import io
 
