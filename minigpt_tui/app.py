@@ -9,13 +9,10 @@ menu read them directly.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import os
-import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import Any, cast
@@ -46,6 +43,7 @@ from minigpt_tui.messages import (
     TrainingStarted,
     TrainingStopRequested,
 )
+from minigpt_tui.runtime import ProcessSettings
 from minigpt_tui.screens.faults import CLEAR, FaultMenuScreen
 from minigpt_tui.screens.help import HelpScreen
 from minigpt_tui.session import Session
@@ -54,23 +52,6 @@ from minigpt_tui.training_session import TrainingSession
 from minigpt_tui.widgets.blank import BlankContainer, BlankHeader
 from minigpt_tui.widgets.key_footer import KeyFooter
 from minigpt_tui.workbench import PANES, Panes, Workbench, build_panes
-
-# Python's default is 5 ms: Textual's writer thread, which sends each frame, waited that long for the
-# GIL behind the UI thread's work after a pane switch (its restyles). Process-wide (torch's threads
-# in the checks' worker see it too), so the app sets it while it runs and gives the old value back.
-# Python's public API, not Textual's; what it buys is in docs/performance.md.
-SWITCH_INTERVAL_S = 0.001
-
-# Textual runs every thread worker on the event loop's default executor, which Python sizes by the
-# CPU count (min(32, CPUs + 4): 6 threads on 2 cores). Three panes hold one of those threads for as
-# long as the app runs (the Device pane's sampler, the Gradients and Loss followers), so three slow
-# jobs (a check run beside a training run, a torch import or a generation on a loaded machine) took
-# the rest, and every other worker queued behind them: the one a key waits for too (`s` reads the
-# run's settings on one before it asks), so its question came only once a slow job had ended. The
-# app's loop gets a pool that starts a thread whenever none is idle, up to far more than the workers
-# that can be alive at once (a dozen groups, each one job at a time, and a cancelled job finishing),
-# so a worker never waits for another's thread. Python's public API, set before any worker starts.
-WORKER_THREADS_MAX = 64
 
 
 class MiniGPTApp(App):
@@ -158,7 +139,7 @@ class MiniGPTApp(App):
         self.loop_log = disk_watch.LoopLogWatch()  # a watched loop's log, re-judged as it grows
         self.resolved_device: str | None = None  # from the environment check
         self.idle_gc = IdleCollector()  # full garbage collections while no key comes (idle_gc.py)
-        self._switch_interval = sys.getswitchinterval()  # restored at exit
+        self.process = ProcessSettings()  # the GIL's switch interval and the worker pool (runtime.py)
 
     def _new_session(self) -> Session:
         def make_options():
@@ -195,14 +176,12 @@ class MiniGPTApp(App):
             yield KeyFooter(compact=True, show_command_palette=False)  # ctrl+p is in ? (help)
 
     def on_load(self) -> None:
-        asyncio.get_running_loop().set_default_executor(
-            ThreadPoolExecutor(max_workers=WORKER_THREADS_MAX, thread_name_prefix="worker")
-        )
+        self.process.use_worker_pool()  # before any worker starts
 
     def on_mount(self) -> None:
         self._update_title()
         self.idle_gc.start()
-        sys.setswitchinterval(SWITCH_INTERVAL_S)
+        self.process.apply()
         self.set_interval(1.0, self.idle_gc.tick)
         self.call_after_refresh(self._first_paint)
         self.set_interval(disk_watch.JUDGED_POLL_S, self._follow_judged_files)
@@ -330,16 +309,12 @@ class MiniGPTApp(App):
         if report is None or self.checks.running:
             return
         label = self.judged.label
-        change = self.judged.follow(report, self.workspace)
+        stale = self.judged.follow(report, self.workspace)
         if self.judged.label != label:
             self._update_title()
         checks = self.panes.checks
-        if change is not None and checks is not None:
-            checks.mark_stale(
-                "a checkpoint was written since (these results judged none)"
-                if change == "written"
-                else f"the checkpoint these results judged was {change} since"
-            )
+        if stale is not None and checks is not None:
+            checks.mark_stale(stale)
 
     def _recheck_watched_loop(self) -> None:
         """A loop that `minigpt.watch` records is re-judged as it goes: the loop checks and the curve,
@@ -498,6 +473,6 @@ class MiniGPTApp(App):
 
     def on_unmount(self) -> None:
         self.idle_gc.stop()
-        sys.setswitchinterval(self._switch_interval)
+        self.process.restore()
         self.stop_threads()
         self.training.interrupt()  # quit asked "stop or leave it?" first; here nobody could answer

@@ -69,13 +69,14 @@ class JudgedCheckpoint:
         """Look at the disk again: a watched loop's PID follows the loop (started, ended), and a
         judged checkpoint that a CLI run moved or replaced is labelled so, with `r` to re-check (not
         automatically: a run writing a checkpoint every few steps would keep the checks running).
-        Returns how the checkpoint changed, once per change; None when nothing new did."""
+        Returns why the report no longer describes the disk, once per change; None when nothing new
+        changed."""
         if self.label.startswith("watched loop"):
             self.label = watched_label(workspace) or self.label
         if self.label == "no checkpoint" and workspace.best_checkpoint.is_file():
             # a run in another terminal wrote the workspace's first checkpoint since the checks ran
             self.label = "ckpt written since · r re-checks"
-            return "written"
+            return "a checkpoint was written since (these results judged none)"
         judged = report.judged_file("checkpoint")
         change = judged_change(judged)
         if change == self._change:
@@ -84,7 +85,7 @@ class JudgedCheckpoint:
         if change is None or judged is None:
             return None
         self.label = f"ckpt step {judged.step} {change} · r re-checks"
-        return change
+        return f"the checkpoint these results judged was {change} since"
 
 
 class LoopLogWatch:

@@ -103,7 +103,7 @@ FLOORS = [
         "minigpt_tui.messages", "minigpt_tui.session", "minigpt_tui.host", "minigpt_tui.demo", "minigpt_tui.header",
         "minigpt_tui.commands", "minigpt_tui.train_args", "minigpt_tui.training", "minigpt_tui.training_session",
         "minigpt_tui.check_runs",
-        "minigpt_tui.idle_gc", "minigpt_tui.disk_watch", "minigpt_tui.focus",
+        "minigpt_tui.idle_gc", "minigpt_tui.disk_watch", "minigpt_tui.focus", "minigpt_tui.runtime",
     ),
     ("minigpt_tui.screens",),
     ("minigpt_tui.panes",),

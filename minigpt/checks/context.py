@@ -14,29 +14,26 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 import torch
 import torch.nn as nn
 
 from minigpt.checks.faults import FAULTS, Fault
-from minigpt.checks.options import HF_WEIGHTS, CheckOptions, ResolvedInputs
+from minigpt.checks.hf_folder import load_hf_folder
+from minigpt.checks.options import CheckOptions, ResolvedInputs
 from minigpt.checks.result import FileIdentity, Outcome, Status
 from minigpt.data.batches import get_batch, load_ids
 from minigpt.data.tokenizer_api import Tokenizer
 from minigpt.data.tokenizer_load import load_tokenizer
 from minigpt.device import resolve_device
-from minigpt.errors import CheckpointError, ConfigError, MiniGPTError
+from minigpt.errors import ConfigError, MiniGPTError
 from minigpt.io.files import stat_input
 from minigpt.io.jsonsafe import parse_json
-from minigpt.io.safetensors_file import DTYPE_BYTES as SAFETENSORS_DTYPE_BYTES
-from minigpt.io.safetensors_file import read_safetensors_header
 from minigpt.io.workspace import Workspace
 from minigpt.logs.curve_advice import RunSettings
 from minigpt.model.checkpoint import LoadedCheckpoint, load_checkpoint, read_checkpoint
 from minigpt.model.factory import MODEL_CLASS_KEY, builtin_class_of
-from minigpt.model.hf_sizing import config_dtype_bytes
-from minigpt.model.memory import FLOAT_BYTES
 from minigpt.model.user import ModelSpec, model_factory_for
 from minigpt.train.config import MODEL_FIELDS
 from minigpt.train.presets import PRESETS
@@ -256,47 +253,11 @@ class CheckContext:
         return loaded
 
     def _load_hf_folder(self, folder: Path) -> LoadedCheckpoint:
-        """A `save_pretrained` folder's weights, read with safetensors and never from the hub: the
-        file's header is checked first and the model sized from its config, before either library
-        allocates (`read_safetensors_header`, `ModelSpec.require_buildable`)."""
-        from safetensors import SafetensorError
-
-        spec = self._hf_spec()
-        weights = folder / HF_WEIGHTS
-        header = read_safetensors_header(weights)
-        raw_config = spec.folder_config_json() or {}
-        config = spec.folder_config() or {}
-        # from_pretrained loads at the config's dtype, else at the file's ("auto")
-        file_bytes = SAFETENSORS_DTYPE_BYTES.get(header.float_dtype() or "", FLOAT_BYTES)
-        spec.require_buildable(
-            spec.build_config(config),
-            raw_config,
-            folder / "config.json",
-            item_bytes=config_dtype_bytes(raw_config, default=file_bytes),
-            stored=header.stored_values,
-            stored_at=weights,
-            device=self.device,
-        )
-        try:
-            hf_class: Any = spec.model_cls  # a transformers PreTrainedModel subclass (hf: specs only)
-            model = hf_class.from_pretrained(str(folder), local_files_only=True, use_safetensors=True)
-        except SafetensorError as exc:  # what the header check above does not foresee
-            raise CheckpointError(
-                f"Not a readable safetensors file: {weights}: the safetensors library refused it ({str(exc)[:300]})",
-                path=weights,
-                causes=["an interrupted save or copy", "the file was edited, or is not a safetensors file"],
-            ) from None
-        except (OSError, ValueError, RuntimeError) as exc:
-            raise CheckpointError(
-                f"{folder}: the saved model does not load: {str(exc)[:300]}",
-                path=folder,
-                causes=["model.safetensors and config.json come from different models", "a truncated save"],
-            ) from None
-        model = model.to(self.device)
+        model = load_hf_folder(self._hf_spec(), folder, self.device)
         if self.fault:
             model, note = self.fault.model(model, fresh=False)
             self._note(note)
-        return LoadedCheckpoint(str(folder), model, config, None, None, None, raw={})
+        return LoadedCheckpoint(str(folder), model, self._hf_spec().folder_config() or {}, None, None, None, raw={})
 
     def _note(self, note: str | None) -> None:
         if note and note not in self.fault_notes:
@@ -423,29 +384,7 @@ class CheckContext:
             raw = self.checkpoint_raw
         except MiniGPTError:
             return None
-        imported = raw.get("imported_from")
-        if isinstance(raw.get("train_config"), dict):
-            settings, source = raw["train_config"], "the checkpoint's train_config"
-        elif isinstance(imported, dict) and isinstance(imported.get("config"), dict):
-            settings, source = imported["config"], f"the {imported.get('format', 'imported')} run's config"
-        elif isinstance(raw.get("nanogpt_config"), dict):  # a nanoGPT ckpt.pt opened as it is
-            settings, source = raw["nanogpt_config"], "the nanoGPT checkpoint's config"
-        else:
-            return None
-
-        def number(key: str) -> float | None:
-            value = settings.get(key)
-            return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-        batch = number("batch_size")
-        return RunSettings(
-            source,
-            learning_rate=number("learning_rate"),
-            grad_clip=number("grad_clip"),
-            batch_size=int(batch) if batch is not None and batch >= 1 else None,
-            weight_decay=number("weight_decay"),
-            beta2=number("beta2"),
-        )
+        return RunSettings.from_checkpoint(raw)
 
     # -- batches ----------------------------------------------------------------------------
     def batch(

@@ -169,6 +169,34 @@ class RunSettings:
     clip_source: str | None = None  # where grad_clip was read, when not `source` (the watch measured it)
     warmup_steps: int | None = None  # steps the LR rose before its peak, as the watch measured it (0: none)
 
+    @classmethod
+    def from_checkpoint(cls, raw: dict) -> RunSettings | None:
+        """The training settings a checkpoint carries (minigpt's `train_config`, an imported nanoGPT
+        run's whole `config`, a nanoGPT ckpt.pt's own); None when it carries none."""
+        imported = raw.get("imported_from")
+        if isinstance(raw.get("train_config"), dict):
+            settings, source = raw["train_config"], "the checkpoint's train_config"
+        elif isinstance(imported, dict) and isinstance(imported.get("config"), dict):
+            settings, source = imported["config"], f"the {imported.get('format', 'imported')} run's config"
+        elif isinstance(raw.get("nanogpt_config"), dict):  # a nanoGPT ckpt.pt opened as it is
+            settings, source = raw["nanogpt_config"], "the nanoGPT checkpoint's config"
+        else:
+            return None
+
+        def number(key: str) -> float | None:
+            value = settings.get(key)
+            return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+        batch = number("batch_size")
+        return cls(
+            source,
+            learning_rate=number("learning_rate"),
+            grad_clip=number("grad_clip"),
+            batch_size=int(batch) if batch is not None and batch >= 1 else None,
+            weight_decay=number("weight_decay"),
+            beta2=number("beta2"),
+        )
+
 
 # advice that a run which clipped its gradients already follows
 _CLIP_WORDS = ("gradient clipping", "clip gradients")

@@ -16,7 +16,7 @@ from textual.containers import Vertical
 from textual.geometry import Size
 from textual.widgets import Button, Footer, Header, Static, TabbedContent, TabPane
 
-from minigpt_tui.app import SWITCH_INTERVAL_S
+from minigpt_tui.runtime import SWITCH_INTERVAL_S
 from minigpt_tui.widgets.blank import blank_allowed
 from minigpt_tui.widgets.key_footer import KeyFooter
 from minigpt_tui.widgets.live_static import LiveStatic
