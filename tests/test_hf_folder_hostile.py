@@ -28,18 +28,11 @@ from minigpt.io.safetensors_file import read_safetensors_header  # noqa: E402
 from minigpt.model.hf_sizing import meta_count, require_config_plausible  # noqa: E402
 from minigpt.model.memory import large_allowed  # noqa: E402
 from tests.conftest import build_workspace, english_prose  # noqa: E402
+from tests.test_hf_models import GPT2  # noqa: E402
+from tests.test_hf_models import LLAMA as HF_LLAMA  # noqa: E402
 
-GPT2 = {"n_positions": 32, "n_embd": 32, "n_head": 2, "n_layer": 1}
-LLAMA = {
-    "architectures": ["LlamaForCausalLM"],
-    "model_type": "llama",
-    "max_position_embeddings": 32,
-    "hidden_size": 32,
-    "intermediate_size": 64,
-    "num_attention_heads": 2,
-    "num_key_value_heads": 2,
-    "num_hidden_layers": 1,
-}
+# the shapes tests/test_hf_models.py builds, as a save_pretrained folder's config.json names them
+LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", **HF_LLAMA}
 
 
 def vocab(ws) -> int:

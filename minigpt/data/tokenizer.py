@@ -13,7 +13,7 @@ from minigpt.data.tokenizer_api import Tokenizer, id_list
 from minigpt.errors import TokenizerError, UnknownCharactersError
 from minigpt.io.atomic import atomic_write_text
 from minigpt.io.files import lfs_pointer_message, os_error, stat_input
-from minigpt.io.jsonsafe import parse_json
+from minigpt.io.jsonsafe import parse_json, utf8_text
 
 MAX_TOKENIZER_BYTES = 64 * 2**20  # every Unicode character, escaped and indented, is ~15 MB
 
@@ -101,14 +101,7 @@ class CharTokenizer(Tokenizer):
         lfs = lfs_pointer_message(path, raw, len(raw))
         if lfs:
             raise TokenizerError(f"Not a tokenizer: {lfs}", path=path)
-        try:
-            text = raw.decode("utf-8-sig")  # a UTF-8 BOM (an editor's) is accepted, as prepare accepts it
-        except UnicodeDecodeError as exc:
-            raise TokenizerError(
-                f"Not a tokenizer: {path} is not valid UTF-8 JSON (invalid byte at offset {exc.start})",
-                path=path,
-                causes=["the file was truncated or written in another encoding", "it is another kind of file"],
-            ) from None
+        text = utf8_text(raw, path=path, error=TokenizerError, lead="Not a tokenizer: ")  # a BOM accepted
         data = parse_json(text, path=path, error=TokenizerError, what="a tokenizer", lead="Not a tokenizer: ")
         if not isinstance(data, dict) or not isinstance(data.get("chars"), list):
             found = type(data).__name__ if not isinstance(data, dict) else f"keys {sorted(data)[:8]}"

@@ -24,7 +24,7 @@ from minigpt.data.tokenizer_files import (
     read_tokenizer_file,
 )
 from minigpt.errors import TokenizerError
-from minigpt.io.jsonsafe import parse_json
+from minigpt.io.jsonsafe import parse_json, utf8_text
 
 ENDOFTEXT = "<|endoftext|>"
 # GPT-2's pre-tokenizer split (tiktoken's r50k pattern; Hugging Face's ByteLevel uses the same)
@@ -236,14 +236,7 @@ class HFTokenizer(Tokenizer):
             raise _missing_library("tokenizers", path) from None
         path = Path(path)
         data = read_tokenizer_file(path, "tokenizer.json")
-        try:
-            text = data.decode("utf-8-sig")  # the library takes UTF-8 text; a BOM (an editor's) is accepted
-        except UnicodeDecodeError as exc:
-            raise TokenizerError(
-                f"Not a tokenizer: {path} is not valid UTF-8 JSON (invalid byte at offset {exc.start})",
-                path=path,
-                causes=["the file was truncated or written in another encoding", "it is another kind of file"],
-            ) from None
+        text = utf8_text(data, path=path, error=TokenizerError, lead="Not a tokenizer: ")  # a BOM accepted
         # the parser of every JSON file a user hands over: nested 200,000 deep is a typed error, no RecursionError
         spec = parse_json(
             text, path=path, error=TokenizerError, what="read as a tokenizer.json", lead="Not a tokenizer: "

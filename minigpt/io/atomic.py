@@ -45,13 +45,7 @@ class StagedWrite:
         except OSError as exc:
             self.discard()
             raise os_error(exc, self.path, kept=True) from exc
-        # fsync the folder so the rename itself survives a power cut (not supported everywhere)
-        with contextlib.suppress(OSError):
-            dir_fd = os.open(self.path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+        fsync_folder(self.path.parent)
 
     def discard(self) -> None:
         if self.journaled:
@@ -277,3 +271,13 @@ def current_umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+def fsync_folder(folder: Path) -> None:
+    """Make a rename inside `folder` survive a power cut (not supported everywhere)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from minigpt.errors import DataError, FileSystemError
-from minigpt.io.atomic import InPlaceWrite, StagedWrite, atomic_write_text
+from minigpt.io.atomic import InPlaceWrite, StagedWrite, atomic_write_text, fsync_folder
 from minigpt.io.crash_points import crash_point
 from minigpt.io.files import open_regular, os_error
 
@@ -191,10 +191,10 @@ def _apply(root: Path, journal: Journal) -> list[str]:
             os.unlink(path)
             folders.add(path.parent)
     for folder in sorted(folders):
-        _fsync_folder(folder)
+        fsync_folder(folder)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(journal_path(root))
-    _fsync_folder(root)
+    fsync_folder(root)
     return missing
 
 
@@ -208,13 +208,3 @@ def _inside(rel: str) -> str:
     if os.path.isabs(rel) or ".." in Path(rel).parts:
         raise ValueError(f"not a path inside the workspace: {rel}")
     return rel
-
-
-def _fsync_folder(folder: Path) -> None:
-    """Make a rename inside `folder` survive a power cut (not supported everywhere)."""
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)

@@ -12,6 +12,19 @@ from minigpt.errors import MiniGPTError
 UTF8_BOM = b"\xef\xbb\xbf"
 
 
+def utf8_text(data: bytes, *, path: object, error: type[MiniGPTError], lead: str = "") -> str:
+    """`data` as UTF-8 text (a leading BOM, an editor's, dropped), or `error` naming `path` and the
+    first byte that is not UTF-8: for a JSON file whose text a library takes as it is."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise error(
+            f"{lead}{path} is not valid UTF-8 JSON (invalid byte at offset {exc.start})",
+            path=path,
+            causes=["the file was truncated or written in another encoding", "it is another kind of file"],
+        ) from None
+
+
 def parse_json(
     data: str | bytes, *, path: object, error: type[MiniGPTError], what: str = "read", lead: str = ""
 ) -> object:

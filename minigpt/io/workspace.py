@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import shutil
@@ -13,7 +12,7 @@ from pathlib import Path
 
 from minigpt.errors import FileSystemError
 from minigpt.io import lock
-from minigpt.io.atomic import atomic_open
+from minigpt.io.atomic import atomic_open, fsync_folder
 from minigpt.io.commit import JOURNAL_NAME, commit_together, journaled_temps, pending
 from minigpt.io.crash_points import crash_point
 from minigpt.io.files import os_error
@@ -147,7 +146,7 @@ def archive_run(ws: Workspace, paths: Iterable[Path]) -> Path | None:
             _place(path, target)
         crash_point("archive-staged")
         os.replace(staging, dest)  # the archive appears whole, or not at all
-        _fsync_folder(previous)
+        fsync_folder(previous)
     except OSError as exc:
         if staging.is_dir():
             shutil.rmtree(staging, ignore_errors=True)
@@ -184,16 +183,6 @@ def _remove_unfinished(previous: Path) -> None:
         for partial in previous.glob("*.partial"):
             if partial.is_dir() and not partial.is_symlink():
                 shutil.rmtree(partial, ignore_errors=True)
-
-
-def _fsync_folder(folder: Path) -> None:
-    """Make a rename inside `folder` survive a power cut (not supported everywhere)."""
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def _copy_durably(source: Path, target: Path) -> None:
