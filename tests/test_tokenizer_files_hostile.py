@@ -108,7 +108,7 @@ def test_a_rank_outside_what_tiktoken_holds_is_refused_naming_its_line(tmp_path,
 
 
 def test_a_repeated_token_is_refused_naming_the_line_it_repeats(tmp_path):
-    # before, the second rank silently replaced the first, leaving a gap where rank 97 was
+    # a second rank for one token would silently replace the first, leaving a gap where rank 97 was
     path = write_ranks(tmp_path / "t.tiktoken", [*BYTES, (b"a", 300)])
     with pytest.raises(TokenizerError) as exc:
         load_tokenizer(path)
@@ -407,7 +407,7 @@ def test_a_file_far_larger_than_any_tokenizer_is_refused_before_it_is_read(tmp_p
         tracemalloc.stop()
     assert first_line(exc).startswith(f"Not a {what}: {path} is 300,000,000 bytes (286.1 MiB), far larger than")
     assert "refused before reading it (limit 256.0 MiB)" in first_line(exc)
-    assert peak < 8 * 2**20  # nothing of it was read (was: all 300 MB)
+    assert peak < 8 * 2**20  # nothing of it was read
     assert MAX_TOKENIZER_FILE_BYTES < 300_000_000
 
 
@@ -493,7 +493,7 @@ def test_sample_with_a_hostile_tokenizer_exits_2_naming_the_file_on_one_line(hos
 
 @pytest.mark.parametrize("case", ["duplicate rank", "missing byte", "nested json", "non-UTF-8 piece"])
 def test_the_checks_fail_naming_a_hostile_tokenizer_and_never_hang_on_a_panic(tiny_workspace, hostile, case):
-    # before, a tiktoken panic (a BaseException) went past the check runner and the UI's checks never finished
+    # a tiktoken panic is a BaseException: untyped, it would pass the check runner and never finish the run
     options = CheckOptions(workspace=tiny_workspace.root, tokenizer=hostile[case], device="cpu", checkpoint="none")
     result = run_checks(CheckContext(options), only=["tokenizer_roundtrip"]).by_id()["tokenizer_roundtrip"]
     assert result.status is Status.FAIL, result.summary

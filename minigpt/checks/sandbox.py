@@ -216,7 +216,7 @@ def _one_child(
         pass_fds=(write_fd,),
         start_new_session=True,  # its own process group: killed whole when the check ends
         # the checks' thread policy, as in-process: torch's default threads spin-wait on a busy
-        # machine (a tiny GPT-2's overfit 9.3 s with 2 threads, 1.2 s with 1, at load 3.5 on 2 cores)
+        # machine (docs/models-and-tokenizers.md gives the figures)
         env=child_env("checks"),
     )
     os.close(write_fd)  # the child (and what it starts) hold the only write ends

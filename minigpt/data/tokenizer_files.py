@@ -18,7 +18,7 @@ from minigpt.io.files import describe_size, lfs_pointer_message, os_error, stat_
 # Real tokenizer files are small: GPT-2's tokenizer.json is 1.4 MB, o200k_base.tiktoken 3.6 MB,
 # Gemma's 256k-piece SentencePiece model 4 MB, the largest common tokenizer.json files 20-40 MB.
 # 256 MiB leaves room for any of them grown tenfold, and refuses a 2 GB file before it is read
-# (reading one whole took 50 s and 4.4 GB of memory).
+# (reading one whole costs minutes and its size several times over in memory).
 MAX_TOKENIZER_FILE_BYTES = 256 * 2**20
 # tiktoken keeps IDs as 32-bit numbers, with 2**32 - 1 as its "no rank" mark; the ID after the
 # last rank is <|endoftext|>'s where the file is named after no known encoding

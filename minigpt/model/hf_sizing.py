@@ -32,7 +32,7 @@ from minigpt.io.files import describe_size
 from minigpt.model.factory import BIG_BYTES
 from minigpt.model.memory import FLOAT_BYTES, large_is_allowed, refuse_past_memory
 
-MAX_LAYERS = 4096  # the deepest published models have a few hundred; building costs ~3 ms a layer even on meta
+MAX_LAYERS = 4096  # the deepest published models have a few hundred; each layer costs time to build, even on meta
 # a field's common names across transformers' configs (GPT-2's, Llama's, T5's, ...)
 LAYER_FIELDS = ("num_hidden_layers", "n_layer", "num_layers", "n_layers")
 WIDTH_FIELDS = ("hidden_size", "n_embd", "d_model", "dim")
