@@ -227,9 +227,9 @@ def test_checks_pane_in_tabs(snap_compare, size):
     async def fed(pilot):
         pane = pilot.app.pane
         _feed(pane)
-        await pilot.pause()
+        await wait_until(pilot, lambda: pane.report is not None, what="the fed report")
         pane.table.focus()
-        await pilot.pause()
+        await wait_until(pilot, lambda: pilot.app.focused is pane.table, what="the table's focus")
 
     assert snap_compare(PaneHost("checks", _checks), terminal_size=size, run_before=fed)
 
@@ -251,7 +251,7 @@ def test_gradients_pane_training_source(snap_compare, size):
         rows = [dict(r, grad_norm=(r["grad_norm"] or 0.0) * 2) for r in _grad_rows()]
         pane.post_message(GradientsMeasured(rows, global_norm=1.06, clip=1.0, source="training step 200 (grads.jsonl)"))
         _feed(pane)
-        await pilot.pause()
+        await wait_until(pilot, lambda: None not in pane.sources.values(), what="both sources")
 
     assert snap_compare(PaneHost("gradients", _gradients), terminal_size=size, run_before=fed)
 
@@ -261,7 +261,7 @@ def test_gradients_pane_check_source_filtered(snap_compare, size):
     async def fed(pilot):
         pane = pilot.app.pane
         _feed(pane)
-        await pilot.pause()
+        await wait_until(pilot, lambda: pane.sources["check"] is not None, what="the check's source")
         pane.query_one("#grad-table").focus()
         await pilot.press("slash", "b", "l", "o", "c", "k", "s", "enter")
 
@@ -275,7 +275,7 @@ def test_tokenizer_pane(snap_compare, size):
         _feed(pane)
         await wait_until(pilot, lambda: pane.tokenizer is not None)
         pane.query_one("#tok-input", Input).value = "The 日☃ fox"
-        await pilot.pause()
+        await wait_until(pilot, lambda: pane.last_ids and pane.roundtrip is not None, what="the text encoded")
 
     assert snap_compare(PaneHost("tokenizer", _tokenizer), terminal_size=size, run_before=fed)
 
@@ -286,7 +286,7 @@ def test_batches_pane(snap_compare, size):
         pane = pilot.app.pane
         await wait_until(pilot, lambda: pane.drawn is not None)
         _feed(pane)
-        await pilot.pause()
+        await wait_until(pilot, lambda: pane.shift_check is not None, what="batch_shift's verdict")
 
     assert snap_compare(PaneHost("batches", _batches), terminal_size=size, run_before=fed)
 
@@ -301,7 +301,11 @@ def test_sampler_pane(snap_compare, size, demo_ws):
         grid.set_text("A", "repetition_penalty", "2.0")
         grid.set_text("B", "top_p", "2")
         grid.focus()  # the cursor on the first cell
-        await pilot.pause()
+        await wait_until(
+            pilot,
+            lambda: "top_p" in pane.columns["B"].errors and pilot.app.focused is grid,
+            what="B's top_p marked invalid and the grid focused",
+        )
 
     assert snap_compare(PaneHost("sampler", _sampler, demo_ws), terminal_size=size, run_before=fed)
 

@@ -25,7 +25,7 @@ async def _set(pilot, pane, selector: str, value: str) -> None:
         pane.query_one(selector, Input).value = value
     else:
         pane.query_one(SettingsGrid).set_text(*selector[1:].split("-", 1), value)
-    await pilot.pause()
+    await pilot.pause()  # the change's message handled (its handler parses in place), not a sleep
 
 
 def _text(pane, selector: str) -> str:

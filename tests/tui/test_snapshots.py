@@ -18,6 +18,7 @@ from minigpt_tui.panes.curve_follow import CurveDiagnosed, CurveUpdated
 from minigpt_tui.panes.loss import LossPane
 from minigpt_tui.screens.faults import FaultMenuScreen
 from minigpt_tui.widgets.loss_plot import LossPlot
+from tests.waiting import wait_until
 
 from ._pane_harness import only_on_the_pinned_textual
 
@@ -92,7 +93,11 @@ def test_checks_status_with_a_filter_counts_the_rows_shown(snap_compare):
         pane = pilot.app.query_one(ChecksPane)
         pane.table.focus()
         await pilot.press("slash", "b", "a", "t", "c", "h", "enter")
-        await pilot.pause()
+        await wait_until(
+            pilot,
+            lambda: pane.filter == "batch" and pane.filter_count()[0] < pane.filter_count()[1],
+            what="the filter applied",
+        )
 
     assert snap_compare(FixedChecks(), terminal_size=(80, 24), run_before=filter_rows)
 
@@ -103,7 +108,7 @@ def test_checks_pane_layout(snap_compare, size):
         pane = pilot.app.query_one(ChecksPane)
         pane.table.focus()
         pane.table.move_cursor(row=2)
-        await pilot.pause()
+        await wait_until(pilot, lambda: pane.selected_id == "batch_shift", what="batch_shift selected")
 
     assert snap_compare(FixedChecks(), terminal_size=size, run_before=select_failed_check)
 
@@ -179,11 +184,7 @@ class FailingLoss(FixedLoss):
 def test_loss_pane_verdict_cause_and_try_line_fit_80x24(snap_compare):
     async def let_the_plot_draw(pilot):
         plot = pilot.app.query_one(LossPlot)
-        for _ in range(40):
-            await pilot.pause(0.05)
-            if plot.replots:
-                break
-        await pilot.pause()
+        await wait_until(pilot, lambda: plot.replots > 0 and plot.drawn is not None, what="the plot drawn")
 
     assert snap_compare(FailingLoss(), terminal_size=(80, 24), run_before=let_the_plot_draw)
 
@@ -192,10 +193,6 @@ def test_loss_pane_verdict_cause_and_try_line_fit_80x24(snap_compare):
 def test_loss_pane_and_app_chrome_layout(snap_compare, size):
     async def let_the_plot_draw(pilot):
         plot = pilot.app.query_one(LossPlot)
-        for _ in range(40):
-            await pilot.pause(0.05)
-            if plot.replots:
-                break
-        await pilot.pause()
+        await wait_until(pilot, lambda: plot.replots > 0 and plot.drawn is not None, what="the plot drawn")
 
     assert snap_compare(FixedLoss(), terminal_size=size, run_before=let_the_plot_draw)
