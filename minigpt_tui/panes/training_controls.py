@@ -182,7 +182,7 @@ def training_text(
     PID), another process's run (`writer`, which `s` would be refused beside), how the last one
     ended, or how `s` would start one."""
     if writer is not None and not training:
-        return Text(f"training: in another process, PID {writer.pid} ({writer.describe}) · s once it ends")
+        return Text(f"training: in another process, {writer.describe} · s once it ends")
     if training:
         pid = started.pid if started is not None else "…"
         log = Path(started.log_path).name if started is not None else LOG_NAME

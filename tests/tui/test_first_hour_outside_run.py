@@ -3,6 +3,7 @@ checkpoints that run writes, and the Loss pane does not offer to start a run it 
 
 from __future__ import annotations
 
+import os
 import shutil
 
 from textual.widgets import Static
@@ -42,7 +43,11 @@ async def test_s_is_not_offered_while_another_process_trains_the_workspace(works
         # WHEN `minigpt train` in another terminal holds the workspace
         with acquire(workspace, "train"):
             # THEN the training line names that process and does not offer s (it would be refused)
-            await wait_until(pilot, lambda: "in another process, PID" in rendered(line), what="the other run")
+            await wait_until(
+                pilot,
+                lambda: f"in another process, `minigpt train` (PID {os.getpid()}" in rendered(line),
+                what="the other run",
+            )
             assert "s start" not in rendered(line)
         # AND offers s again once that run let the workspace go
         await wait_until(pilot, lambda: "s start" in rendered(line), what="s offered again")
