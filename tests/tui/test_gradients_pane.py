@@ -113,10 +113,13 @@ async def test_check_report_adds_update_ratios_and_header_click_sorts_by_ratio(t
             assert "5.00e-02" in _row_text(table, "d.big")
 
         await eventually(pilot, ratios_shown)
-        await pilot.click("#grad-table", offset=(50, 0))  # the upd/weight header
-        await pilot.pause()  # settle before the fallback below reads the sort
-        if pane.sort_key != "ratio":  # header position depends on column widths: fall back to the key
-            pane.action_sort("ratio")
+        # WHEN the upd/weight header is clicked (found from the columns' widths, which follow the data)
+        keys = [key.value for key in table.columns]
+        assert "ratio" in keys, keys
+        x = sum(column.get_render_width(table) for column in list(table.columns.values())[: keys.index("ratio")])
+        await pilot.click("#grad-table", offset=(x + 1, 0))
+        # THEN the table sorts by it
+        await wait_until(pilot, lambda: pane.sort_key == "ratio", what="the click to sort by ratio")
 
         def sorted_by_ratio():
             assert _table_names(table)[:2] == ["d.big", "a.weight"]
