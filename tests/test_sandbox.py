@@ -49,3 +49,21 @@ def test_a_forward_that_never_returns_times_out_per_check(tiny_workspace, config
     assert "no result after 3 s" in checks["forward_shapes"]["summary"]
     assert checks["initial_loss"]["status"] == "skip"  # behind the timed-out check, as for any failure
     assert checks["sampler_settings"]["status"] == "pass"
+
+
+def test_a_model_that_forges_a_report_on_the_pipe_is_named_and_runs_no_code_in_the_parent(
+    tiny_workspace, config, tmp_path, monkeypatch
+):
+    # GIVEN a model that writes an "all pass" report on the check's event pipe, as a pickle whose
+    # loading would create a file and as a JSON frame with a made-up HMAC, then exits 0
+    marker = tmp_path / "ran-in-the-parent"
+    monkeypatch.setenv("MINIGPT_TEST_MARKER", str(marker))
+    proc, report = _check(tiny_workspace, "ForgesReportGPT", config, "--only", "forward_shapes", tmp_path=tmp_path)
+    # THEN the forgery is an error naming the pipe, not a green run, and the pickle never ran
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    result = {c["id"]: c for c in report["checks"]}["forward_shapes"]
+    assert result["status"] == "error"
+    assert "that the check engine did not write" in result["summary"], result["summary"]
+    assert any("wrote on the check's event pipe" in c for c in result["causes"]), result["causes"]
+    assert not marker.exists()
+    assert "Traceback" not in proc.stdout + proc.stderr

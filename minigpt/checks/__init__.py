@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any
 from minigpt.checks.control import Cancelled, CheckRun
 from minigpt.checks.faults import FAULTS, Fault
 from minigpt.checks.options import CheckOptions, ResolvedInputs
-from minigpt.checks.registry import STAGES, CheckInfo, catalog, ordered_ids
+from minigpt.checks.registry import STAGES, CheckInfo, catalog, ordered_ids, resolve_selection
 from minigpt.checks.result import SCHEMA_VERSION, CheckResult, FileIdentity, Report, Status
 
 if TYPE_CHECKING:
     from minigpt.checks.context import CheckContext
-    from minigpt.checks.engine import resolve_selection, run_checks
+    from minigpt.checks.engine import run_checks
 
-_LAZY = {"CheckContext": "context", "run_checks": "engine", "resolve_selection": "engine"}
+_LAZY = {"CheckContext": "context", "run_checks": "engine"}
 
 
 def __getattr__(name: str) -> Any:

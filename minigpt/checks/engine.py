@@ -11,31 +11,12 @@ import traceback
 
 from minigpt.checks.context import CheckContext
 from minigpt.checks.control import Cancelled, CheckRun, Finished, Listener, Started
-from minigpt.checks.registry import Check, catalog, implementations, ordered_ids
+from minigpt.checks.registry import Check, implementations, resolve_selection
 from minigpt.checks.result import SCHEMA_VERSION, CheckResult, Outcome, Report, Status
 from minigpt.errors import ConfigError, MiniGPTError, ModelSpecError
 from minigpt.model.contract import ModelContractError
 
-__all__ = ["SCHEMA_VERSION", "Cancelled", "Listener", "Report", "resolve_selection", "run_checks"]
-
-
-def resolve_selection(only: list[str] | None = None, skip: list[str] | None = None) -> tuple[list[str], set[str]]:
-    """The ids to run in pipeline order (dependencies of `only` pulled in) and those skipped by request."""
-    checks = catalog()
-    order = ordered_ids()
-    unknown = [i for i in (only or []) + (skip or []) if i not in checks]
-    if unknown:
-        raise ConfigError(f"unknown check id(s): {', '.join(unknown)}; known: {', '.join(order)}")
-    wanted = set(order)
-    if only:
-        wanted = set()
-        stack = list(only)
-        while stack:
-            cid = stack.pop()
-            if cid not in wanted:
-                wanted.add(cid)
-                stack.extend(checks[cid].depends)
-    return [i for i in order if i in wanted], set(skip or [])
+__all__ = ["SCHEMA_VERSION", "Cancelled", "Listener", "Report", "run_checks"]
 
 
 def run_checks(

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from minigpt.errors import MiniGPTError
+from minigpt.errors import ConfigError, MiniGPTError
 
 STAGES = (
     "environment",
@@ -148,6 +148,25 @@ def catalog() -> dict[str, CheckInfo]:
 
 def ordered_ids() -> list[str]:
     return list(catalog())
+
+
+def resolve_selection(only: list[str] | None = None, skip: list[str] | None = None) -> tuple[list[str], set[str]]:
+    """The ids to run in pipeline order (dependencies of `only` pulled in) and those skipped by request."""
+    checks = catalog()
+    order = ordered_ids()
+    unknown = [i for i in (only or []) + (skip or []) if i not in checks]
+    if unknown:
+        raise ConfigError(f"unknown check id(s): {', '.join(unknown)}; known: {', '.join(order)}")
+    wanted = set(order)
+    if only:
+        wanted = set()
+        stack = list(only)
+        while stack:
+            cid = stack.pop()
+            if cid not in wanted:
+                wanted.add(cid)
+                stack.extend(checks[cid].depends)
+    return [i for i in order if i in wanted], set(skip or [])
 
 
 @functools.cache

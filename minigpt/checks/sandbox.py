@@ -5,7 +5,9 @@ The child is a fresh interpreter (`python -c ...`, not `multiprocessing`: no for
 holds threads or OpenMP state, no re-import of the caller's `__main__`, and it works under a TUI
 that has replaced `sys.stdout`/`sys.stderr`), with the checks' torch thread policy in its environment
 (`minigpt.threads.child_env`). It builds its own `CheckContext` from the same options and streams
-the engine's events back as length-prefixed pickles over a private pipe (the model's own prints go
+the engine's events back over a private pipe as authenticated JSON frames, never pickles
+(`sandbox_wire`); the parent holds them against the plan of the run (`_Plan`) and assembles the
+report itself, so a model that writes on the pipe is named, not believed (the model's own prints go
 to /dev/null, its stderr into a bounded tail quoted on a crash). The parent enforces a time budget
 per check. A check whose process died (`os._exit`, a segfault, the OOM killer's SIGKILL: each named
 as what it is) or ran past its budget becomes an `error` result naming the check and what it was
@@ -26,19 +28,29 @@ from __future__ import annotations
 import os
 import pickle
 import queue
+import secrets
 import signal
-import struct
 import subprocess
 import sys
 import threading
 import time
-from typing import BinaryIO, NamedTuple
+from typing import NamedTuple
 
-from minigpt.checks.control import CheckEvent, Finished, Listener, Started
+from minigpt.checks.control import CheckEvent, Finished, Listener, Progress, Started
 from minigpt.checks.options import CheckOptions
-from minigpt.checks.registry import catalog
-from minigpt.checks.result import CheckResult, Report, Status
+from minigpt.checks.registry import catalog, resolve_selection
+from minigpt.checks.result import CheckResult, Report, Status, name_list
 from minigpt.checks.sandbox_lifecycle import contain, end_child, ended_by_signals
+from minigpt.checks.sandbox_wire import (
+    KEY_BYTES,
+    FrameReader,
+    FrameWriter,
+    WireError,
+    ending_from_wire,
+    ending_to_wire,
+    event_from_wire,
+    event_to_wire,
+)
 from minigpt.errors import MiniGPTError
 from minigpt.threads import child_env
 
@@ -48,19 +60,14 @@ POLL_S = 0.2
 EXIT_DRAIN_S = 1.0  # after the child exited: time for the events it wrote to arrive
 EOF_GRACE_S = 5.0  # after the event pipe closed: time for a dying child to be seen dead
 STDERR_KEEP = 64 * 1024  # bytes of the child's stderr kept for the message
-MAX_FRAME = 1 << 28  # an event (a report with every check's values) is well under a MB
-_FRAME = struct.Struct("<I")
 _CHILD = "from minigpt.checks.sandbox import _child_main; _child_main()"
 
 
 def _child_main() -> None:  # runs in the child: argv[1] is the fd to write events to, argv[2] the parent's PID
-    options, only, skip, done = pickle.load(sys.stdin.buffer)
+    key, options, only, skip, done = pickle.load(sys.stdin.buffer)  # the parent's, before any model code
     contain(parent=int(sys.argv[2]), events_fd=int(sys.argv[1]))  # returns in the worker only
-    out = os.fdopen(int(sys.argv[1]), "wb", buffering=0)
-
-    def send(kind: str, payload: object) -> None:
-        data = pickle.dumps((kind, payload))
-        out.write(_FRAME.pack(len(data)) + data)
+    writer = FrameWriter(os.fdopen(int(sys.argv[1]), "wb", buffering=0), key)
+    del key
 
     try:
         from minigpt.checks.context import CheckContext
@@ -69,44 +76,39 @@ def _child_main() -> None:  # runs in the child: argv[1] is the fd to write even
 
         with large_allowed(options.allow_large):
             report = run_checks(
-                CheckContext(options), only=only, skip=skip, listener=lambda e: send("event", e), done=done
+                CheckContext(options),
+                only=only,
+                skip=skip,
+                listener=lambda event: writer.send(*event_to_wire(event)),
+                done=done,
             )
-        send("report", report)
+        writer.send("report", ending_to_wire(report.fault_notes, report.judged, report.seconds))
     except BaseException as exc:  # anything that escapes the engine: say it, then exit
-        send("crashed", f"{type(exc).__name__}: {exc}")
-    out.close()
+        writer.send("crashed", f"{type(exc).__name__}: {exc}")
 
 
-def _read_events(fd: int, events: queue.Queue) -> None:
+def _read_events(fd: int, key: bytes, events: queue.Queue) -> None:
+    """Frames from the child, as events the parent rebuilt from plain values (`sandbox_wire`)."""
     with os.fdopen(fd, "rb", buffering=0) as pipe:
+        reader = FrameReader(pipe, key)
         while True:
-            head = _read_exactly(pipe, _FRAME.size)
-            if head is None:
-                break
-            size = _FRAME.unpack(head)[0]
-            if size > MAX_FRAME:  # not our child's frame: the model's code wrote on the pipe
-                events.put(("crashed", f"an event of {size:,} bytes on the check pipe (written by the model?)"))
-                break
-            body = _read_exactly(pipe, size)
-            if body is None:
-                break
             try:
-                events.put(pickle.loads(body))
-            except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError) as exc:
-                events.put(("crashed", f"an unreadable event on the check pipe ({type(exc).__name__})"))
+                frame = reader.next()
+                if frame is None:
+                    break
+                kind, payload = frame
+                if kind in ("started", "progress", "finished"):
+                    events.put(("event", event_from_wire(kind, payload)))
+                elif kind == "report":
+                    events.put(("report", ending_from_wire(payload)))
+                elif kind == "crashed":
+                    events.put(("crashed", str(payload)[:2000]))
+                else:
+                    raise WireError(f"a frame of unknown kind {kind[:20]!r} on the check pipe")
+            except WireError as exc:
+                events.put(("forged", str(exc)))
                 break
     events.put(("eof", None))
-
-
-def _read_exactly(pipe: BinaryIO, n: int) -> bytes | None:
-    chunks, left = [], n
-    while left:
-        chunk = pipe.read(left)
-        if not chunk:
-            return None
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
 
 
 class _StderrTail:
@@ -155,6 +157,62 @@ def _death(code: int) -> _Failure:
     return _Failure(f"the check process was killed by {name}", cause)
 
 
+class _Plan:
+    """The events the engine sends for this selection, to hold a child's events against: each planned
+    check started in pipeline order and finished once under its own id and stage, a check skipped on
+    request or behind a dependency that did not pass reported as skipped, the report after the last.
+    A child whose events break this was not (only) the engine talking: `wrong` says what it sent."""
+
+    def __init__(self, only: list[str] | None, skip: list[str] | None):
+        self.only = list(only) if only else None
+        self.skip = list(skip) if skip else None
+        self.ids, self._skipped = resolve_selection(only, skip)
+        self._info = catalog()
+
+    def ordered(self, done: list[CheckResult]) -> list[CheckResult]:
+        by_id = {r.id: r for r in done}
+        return [by_id[cid] for cid in self.ids if cid in by_id]
+
+    def _blocked_by(self, cid: str, finished: dict[str, CheckResult]) -> list[str]:
+        return [
+            d
+            for d in self._info[cid].depends
+            if d in finished and d not in self._skipped and finished[d].status.blocks_dependents
+        ]
+
+    def wrong(
+        self, kind: str, payload: object, current: tuple[str, int, int] | None, done: list[CheckResult]
+    ) -> str | None:
+        finished = {r.id: r for r in done}
+        if kind == "report":
+            missing = [cid for cid in self.ids if cid not in finished]
+            return f"its report while {name_list(missing)} had not run" if missing else None
+        if isinstance(payload, Started):
+            following = next((cid for cid in self.ids if cid not in finished), None)
+            if (
+                current is not None
+                or payload.check_id != following
+                or payload.total != len(self.ids)
+                or not 0 <= payload.index < len(self.ids)
+                or self.ids[payload.index] != payload.check_id
+            ):
+                return f"a start of {payload.check_id[:60]!r} where the plan has {following or 'no further check'}"
+        elif isinstance(payload, Progress):
+            if current is None or payload.check_id != current[0]:
+                return f"progress of {payload.check_id[:60]!r}, which is not the check running"
+        elif isinstance(payload, Finished):
+            result = payload.result
+            if current is None or result.id != current[0] or payload.index != current[1]:
+                return f"a result for {result.id[:60]!r}, which is not the check running"
+            if result.stage != self._info[result.id].stage:
+                return f"a result for {result.id} in stage {result.stage[:40]!r}, not {self._info[result.id].stage}"
+            blocked = self._blocked_by(result.id, finished)
+            if (result.id in self._skipped or blocked) and result.status is not Status.SKIP:
+                why = "skipped on request" if result.id in self._skipped else f"behind {', '.join(blocked)}"
+                return f"{result.status.value} for {result.id}, a check {why}"
+        return None
+
+
 def run_checks_isolated(
     options: CheckOptions,
     only: list[str] | None = None,
@@ -167,13 +225,14 @@ def run_checks_isolated(
     listener = listener or (lambda event: None)
     cancel = cancel or threading.Event()
     info = catalog()
+    plan = _Plan(only, skip)
     done: list[CheckResult] = []
-    started_at = time.time()
+    started_at, t0 = time.time(), time.perf_counter()
     with ended_by_signals():
         while True:
-            report, failure, current, stderr_tail = _one_child(options, only, skip, done, listener, cancel, timeout_s)
+            report, failure, current, stderr_tail = _one_child(options, plan, done, listener, cancel, timeout_s)
             if report is not None:
-                report.started_at = started_at
+                report.started_at, report.seconds = started_at, time.perf_counter() - t0
                 return report
             assert failure is not None
             if current is None:  # died between checks (importing the model file, say): nothing to blame
@@ -197,8 +256,7 @@ def run_checks_isolated(
 
 def _one_child(
     options: CheckOptions,
-    only: list[str] | None,
-    skip: list[str] | None,
+    plan: _Plan,
     done: list[CheckResult],
     listener: Listener,
     cancel: threading.Event,
@@ -222,10 +280,11 @@ def _one_child(
     os.close(write_fd)  # the child (and what it starts) hold the only write ends
     os.close(err_write)
     errors = _StderrTail(err_read)
-    threading.Thread(target=_read_events, args=(read_fd, events), daemon=True).start()
+    key = secrets.token_bytes(KEY_BYTES)  # signs the child's frames: see sandbox_wire
+    threading.Thread(target=_read_events, args=(read_fd, key, events), daemon=True).start()
     assert proc.stdin is not None
     try:
-        proc.stdin.write(pickle.dumps((options, only, skip, list(done))))
+        proc.stdin.write(pickle.dumps((key, options, plan.only, plan.skip, list(done))))
         proc.stdin.flush()
     except BrokenPipeError:
         pass  # died at once: reported below as an exit
@@ -263,17 +322,28 @@ def _one_child(
                     )
                     break
                 continue
-            if kind == "report":
-                return payload, None, None, ""
-            if kind == "crashed":
-                failure = _Failure(
-                    f"the check process failed: {payload}",
-                    "the model's code wrote on the check's event pipe, or broke the check process itself",
-                )
-                break
             if kind == "eof":  # it died, or closed the pipe: which one, the next polls tell
                 eof_at = time.monotonic()
                 continue
+            if kind == "crashed":
+                failure = _Failure(
+                    f"the check process failed: {payload}",
+                    "the model's code broke the check process itself (an exception outside any check)",
+                )
+                break
+            wrong = payload if kind == "forged" else plan.wrong(kind, payload, current, done)
+            if wrong is not None:
+                failure = _Failure(
+                    f"the check process sent {wrong}",
+                    "the model's code wrote on the check's event pipe (file descriptor"
+                    f" {write_fd}), or changed the check engine: its verdicts cannot be trusted",
+                )
+                break
+            if kind == "report":
+                fault_notes, judged, _ = payload
+                report = Report(results=plan.ordered(done), fault=options.fault, only=plan.only, judged=judged)
+                report.fault_notes = fault_notes
+                return report, None, None, ""
             event: CheckEvent = payload  # kind == "event"
             if isinstance(event, Started):
                 current, deadline = (event.check_id, event.index, event.total), time.monotonic() + timeout_s
