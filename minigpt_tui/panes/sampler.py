@@ -45,11 +45,16 @@ from minigpt_tui.panes.sampler_run import (
     widest_label,
 )
 from minigpt_tui.widgets.blank import BLANK_CONTAINERS
+from minigpt_tui.widgets.bounded_input import BoundedInput
 from minigpt_tui.widgets.form_button import FormButton
 from minigpt_tui.widgets.live_static import LiveStatic
 from minigpt_tui.widgets.prob_bars import StageBars
 from minigpt_tui.widgets.settings_grid import SettingsGrid
 from minigpt_tui.widgets.status import visible_output
+
+# longer than the context of the models this tool is for (a prompt is cut to the model's block
+# before generating); the prompt is checked against the tokenizer at every key
+PROMPT_MAX_CHARS = 8000
 
 
 class ResultBlock(Container, can_focus=True):
@@ -103,8 +108,14 @@ class SamplerPane(VerticalScroll):
         prompt, defaults = "The ", default_settings()  # the session's own arrive with the vocabulary
         with Horizontal(id="prompt-row"):
             # no select-all on focus: a key typed on a button is appended (focus moves there first)
-            yield Input(
-                prompt, placeholder="prompt (enter generates A)", id="prompt", compact=True, select_on_focus=False
+            yield BoundedInput(
+                prompt,
+                placeholder="prompt (enter generates A)",
+                id="prompt",
+                compact=True,
+                select_on_focus=False,
+                max_length=PROMPT_MAX_CHARS,
+                what="the prompt",
             )
             yield FormButton("Generate A", id="generate", compact=True)
             yield FormButton("Compare A/B", id="compare", compact=True)
@@ -144,7 +155,7 @@ class SamplerPane(VerticalScroll):
             event.stop()
             event.prevent_default()
             prompt = self.query_one("#prompt", Input)
-            prompt.value += event.character or ""
+            prompt.insert(event.character or "", len(prompt.value))
             prompt.cursor_position = len(prompt.value)
             prompt.focus()
 

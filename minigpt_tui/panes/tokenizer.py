@@ -18,6 +18,7 @@ from textual.widgets import Input, Static
 from minigpt_tui.host import session_of
 from minigpt_tui.messages import CheckFinished
 from minigpt_tui.widgets.blank import BLANK_CONTAINERS
+from minigpt_tui.widgets.bounded_input import BoundedInput
 from minigpt_tui.widgets.deferred import RenderWhenShown
 from minigpt_tui.widgets.live_static import LiveStatic
 from minigpt_tui.widgets.pieces import PieceRow
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
 UNKNOWN_STYLE = "bold white on red"
 PIECE_STYLES = ("black on #87afd7", "black on #d7af87")  # neighbouring pieces told apart
 SPECIAL_STYLE = "bold white on #875f87"
+# a few screenfuls: the pane re-encodes and redraws the whole text at every key
+TEXT_MAX_CHARS = 4000
 
 
 class TokenizerPane(VerticalScroll, RenderWhenShown):
@@ -52,7 +55,12 @@ class TokenizerPane(VerticalScroll, RenderWhenShown):
 
     def compose(self) -> ComposeResult:
         yield LiveStatic("vocabulary: waiting for the tokenizer checks…", id="tok-info", markup=False)
-        yield Input(placeholder="type text to encode (unknown characters are flagged)", id="tok-input")
+        yield BoundedInput(
+            placeholder="type text to encode (unknown characters are flagged)",
+            id="tok-input",
+            max_length=TEXT_MAX_CHARS,
+            what="the text to encode",
+        )
         yield LiveStatic("", id="tok-encoded", markup=False)
         yield LiveStatic("decoded sample: waiting for the decoded_sample check…", id="tok-sample", markup=False)
 

@@ -23,6 +23,10 @@ from textual.geometry import Size
 from textual.message import Message
 from textual.widget import Widget
 
+from minigpt_tui.widgets.bounded_input import paste_notice
+
+CELL_MAX_CHARS = 64  # a cell holds a number or a word; a paste longer than this is cut, with a notice
+
 Cell = tuple[str, str]  # (column, row)
 
 
@@ -175,11 +179,17 @@ class SettingsGrid(Widget, can_focus=True):
         event.prevent_default()  # the grid's key: no pane or app binding fires
 
     def on_paste(self, event: events.Paste) -> None:
-        """Pasted text is typed into the cell (its first line: a cell holds one)."""
+        """Pasted text is typed into the cell: what fits of its first line (a cell holds one), and
+        a notification of what was left out."""
         event.stop()
         lines = event.text.splitlines()
-        if lines and lines[0]:
-            self._type(lines[0])
+        room = CELL_MAX_CHARS - (0 if self._fresh else len(self._texts[self._cursor]))
+        kept = lines[0][: max(0, room)] if lines else ""
+        if kept:
+            self._type(kept)
+        notice = paste_notice(event.text, len(kept), CELL_MAX_CHARS, "a setting")
+        if notice:
+            self.notify(notice, severity="warning", timeout=8)
 
     def _type(self, text: str) -> None:
         self._edit(text if self._fresh else self._texts[self._cursor] + text)
