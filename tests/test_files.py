@@ -4,6 +4,7 @@ directory, symlink loops, FIFOs, Git LFS pointers, unsafe pickles, malformed rep
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -361,3 +362,31 @@ def test_files_are_written_with_the_umask_mode_not_0600(tmp_path):
         os.umask(old)
     assert (tmp_path / "a.txt").stat().st_mode & 0o777 == 0o644
     assert (tmp_path / "b.txt").stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("mode", ["a", "wb"])
+def test_disk_full_while_appending_to_a_log_names_the_log(tmp_path, mode):
+    # GIVEN a log opened as the trainer and the watch open theirs, whose writes then reach a full
+    # disk (its descriptor replaced by /dev/full: the kernel's own ENOSPC, which names no file)
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    from minigpt.io.files import open_log
+    from minigpt.logs.record import write_metrics
+
+    path = tmp_path / "metrics.jsonl"
+    log = open_log(path, mode)
+    full = os.open("/dev/full", os.O_WRONLY)
+    os.dup2(full, log.fileno())
+    os.close(full)
+    # WHEN a line is written and flushed
+    with pytest.raises(OSError) as info:
+        if mode == "a":
+            write_metrics(log, {"step": 1, "train_loss": 2.0}, sync=True)
+        else:
+            log.write(b'{"step": 1}\n')
+            log.flush()
+    # THEN the error names the log: "Disk full: could not write PATH", not "the OS did not name it"
+    message = os_error(info.value, action="write").message
+    assert message.startswith(f"Disk full: could not write {path}"), message
+    with contextlib.suppress(OSError):  # the buffered line fails again on close
+        log.close()

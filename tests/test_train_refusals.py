@@ -295,10 +295,13 @@ def test_sigint_arriving_inside_a_save_waits_for_the_save_and_its_log_line(tiny_
 
     monkeypatch.setattr(train_mod, "save_checkpoint", save_with_sigint)
     # WHEN the run is interrupted
+    trainer = Trainer(tiny_workspace, debug_config(max_steps=40, eval_interval=10))
     with pytest.raises(KeyboardInterrupt):
-        Trainer(tiny_workspace, debug_config(max_steps=40, eval_interval=10)).run()
-    # THEN the interrupt came after the checkpoint and its log line, both for step 20
+        trainer.run()
+    # THEN the interrupt came after the checkpoint and its log line, both for step 20, and the run's
+    # state (which `train`'s "interrupted … last checkpoint" line reads) names that checkpoint
     assert read_checkpoint(tiny_workspace.latest_checkpoint)["step"] == 20
+    assert trainer.state is not None and trainer.state.last_good_step == 20
     assert metric_steps(tiny_workspace) == [10, 20]
     assert lock.holder(tiny_workspace.root) is None
 

@@ -3,14 +3,17 @@
 `os_error` turns an `OSError` into a `FileSystemError` that names the path and says what to do,
 classified by errno (never by message text). `stat_input` and `open_regular` refuse a symbolic
 link, a FIFO, a device or a folder where a regular file belongs, before opening it (a FIFO would
-block); `open_log` opens a log that way. `read_head` and `lfs_pointer_message` tell a Git LFS
-pointer from the file it stands for. Writes that must survive a crash are in `minigpt.io.atomic`.
+block); `open_log` opens a log that way, and an OS error writing to it names the log (the OS names
+no file for a failed `write`: a full disk would read "the OS did not name it"). `read_head` and
+`lfs_pointer_message` tell a Git LFS pointer from the file it stands for. Writes that must survive
+a crash are in `minigpt.io.atomic`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno as E
+import io
 import os
 import shutil
 import stat
@@ -201,14 +204,57 @@ def open_regular(
     return fd
 
 
+def named(exc: OSError, path: object) -> OSError:
+    """`exc` with `path` as its file name where the OS gave none (a `write`, `flush` or `fsync`)."""
+    if exc.filename is None and isinstance(path, str):
+        exc.filename = path
+    return exc
+
+
+class _LogBytes(io.BufferedWriter):
+    """A log opened by `open_log` in binary: its OS errors name the file."""
+
+    def write(self, data: bytes, /) -> int:  # type: ignore[override]
+        try:
+            return super().write(data)
+        except OSError as exc:
+            raise named(exc, self.name) from None
+
+    def flush(self) -> None:
+        try:
+            super().flush()
+        except OSError as exc:
+            raise named(exc, self.name) from None
+
+
+class _LogText(io.TextIOWrapper):
+    """A log opened by `open_log` as text: its OS errors name the file."""
+
+    def write(self, text: str, /) -> int:
+        try:
+            return super().write(text)
+        except OSError as exc:
+            raise named(exc, self.name) from None
+
+    def flush(self) -> None:
+        try:
+            super().flush()
+        except OSError as exc:
+            raise named(exc, self.name) from None
+
+
 def open_log(path: str | os.PathLike, mode: str = "a", *, what: str = "the log") -> IO:
     """A log file opened for appending (`"a"`, text, UTF-8) or for writing from empty (`"wb"`) through
-    `open_regular`: a link or a special file in its place is refused, never followed."""
+    `open_regular`: a link or a special file in its place is refused, never followed. An OS error
+    writing to it (a full disk) names it, as `os_error` needs."""
     flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if mode.startswith("a") else os.O_TRUNC)
     fd = open_regular(path, flags, what=what)
+    raw = io.FileIO(fd, "a" if mode.startswith("a") else "w")
+    raw.name = os.fspath(path)  # the fd's number otherwise
+    buffered = _LogBytes(raw)
     if "b" in mode:
-        return os.fdopen(fd, mode)
-    return os.fdopen(fd, mode, encoding="utf-8")
+        return buffered
+    return _LogText(buffered, encoding="utf-8")
 
 
 LFS_POINTER_PREFIX = b"version https://git-lfs.github.com/spec/v1"

@@ -20,6 +20,8 @@ import os
 from collections.abc import Mapping
 from typing import IO, Any, TypedDict
 
+from minigpt.io.files import named
+
 
 class _Step(TypedDict):
     step: int  # optimizer steps done (the step this line describes)
@@ -60,7 +62,10 @@ def write_metrics(log: IO[str], record: MetricsRecord, *, sync: bool = False) ->
     log.write(json_line(record) + "\n")
     log.flush()
     if sync:
-        os.fsync(log.fileno())
+        try:
+            os.fsync(log.fileno())
+        except OSError as exc:
+            raise named(exc, getattr(log, "name", None)) from None
 
 
 def line_template(*fields: str) -> str:

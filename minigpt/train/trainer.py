@@ -435,8 +435,10 @@ class Trainer:
         improved = losses["val"] < st.best_val
         st.best_val = min(st.best_val, losses["val"])
         payload = checkpoint_payload(st, self.cfg, self.world, rng_states)
-        save_evaluation(log, record, ws, payload, improved=improved)  # the line, best, latest: in that order
-        st.last_good, st.last_good_step, st.val_loss = str(ws.latest_checkpoint), step, losses["val"]
+        # a Ctrl-C held back during the save lands after the state names the checkpoint just written
+        with interrupts_deferred():
+            save_evaluation(log, record, ws, payload, improved=improved)  # the line, best, latest: in that order
+            st.last_good, st.last_good_step, st.val_loss = str(ws.latest_checkpoint), step, losses["val"]
         self.files.write_sample(st.model, st.tokenizer, step, losses["val"])
         if self.time_plan is not None:
             self.time_plan.measured_eval(time.perf_counter() - t_eval)

@@ -30,7 +30,7 @@ class BoundedInput(Input):
 
     def __init__(self, *args, max_length: int, what: str = "the field", **kwargs) -> None:
         super().__init__(*args, max_length=max_length, **kwargs)
-        self._what = what
+        self._limit, self._what = max_length, what
 
     def _on_paste(self, event: events.Paste) -> None:
         event.stop()
@@ -38,10 +38,10 @@ class BoundedInput(Input):
             return
         first = event.text.splitlines()[0] if event.text.splitlines() else ""
         start, end = sorted(self.selection)
-        room = max(0, self.max_length - (len(self.value) - (end - start)))
+        room = max(0, self._limit - (len(self.value) - (end - start)))
         kept = first[:room]
         if kept:
             self.replace(kept, start, end)
-        notice = paste_notice(event.text, len(kept), self.max_length, self._what)
+        notice = paste_notice(event.text, len(kept), self._limit, self._what)
         if notice:
             self.notify(notice, severity="warning", timeout=8)

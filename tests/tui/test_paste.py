@@ -89,6 +89,7 @@ async def test_a_megabyte_pasted_into_the_prompt_and_the_tokenizer_leaves_keys_w
         text.focus()
         app.post_message(events.Paste(MEGABYTE_LINE + "\nmore"))
         await wait_until(pilot, lambda: len(text.value) == TEXT_MAX_CHARS, what="the text, cut to its limit")
+
         def encoded() -> int:  # the characters encoded, and those flagged as outside the vocabulary
             return len(pane.last_ids) + sum(len(at) for at in pane.last_unknown.values())
 
