@@ -228,7 +228,15 @@ class _LogBytes(io.BufferedWriter):
 
 
 class _LogText(io.TextIOWrapper):
-    """A log opened by `open_log` as text: its OS errors name the file."""
+    """A log opened by `open_log` as text (UTF-8): its OS errors name the file."""
+
+    def __init__(self, buffer: io.BufferedWriter, mode: str) -> None:
+        super().__init__(buffer, encoding="utf-8")
+        self._mode = mode
+
+    @property
+    def mode(self) -> str:  # as `open` gives it: writers choose bytes or text by it
+        return self._mode
 
     def write(self, text: str, /) -> int:
         try:
@@ -254,7 +262,7 @@ def open_log(path: str | os.PathLike, mode: str = "a", *, what: str = "the log")
     buffered = _LogBytes(raw)
     if "b" in mode:
         return buffered
-    return _LogText(buffered, encoding="utf-8")
+    return _LogText(buffered, mode)
 
 
 LFS_POINTER_PREFIX = b"version https://git-lfs.github.com/spec/v1"

@@ -19,7 +19,7 @@ import os
 import time
 from typing import IO, Any
 
-from minigpt.io.files import open_log
+from minigpt.io.files import named, open_log
 from minigpt.io.lock import WorkspaceLock, acquire
 from minigpt.io.workspace import Workspace, archive_run
 from minigpt.logs.record import MetricsRecord, compact_json, json_line, line_template
@@ -166,7 +166,10 @@ class RunLog:
                 fh.write(text.encode("utf-8") if "b" in fh.mode else text)
             fh.flush()
             if sync:
-                os.fsync(fh.fileno())
+                try:
+                    os.fsync(fh.fileno())
+                except OSError as exc:
+                    raise named(exc, fh.name) from None
 
 
 def loop_record(r: dict) -> dict:
