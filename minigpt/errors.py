@@ -4,13 +4,23 @@ and the likely causes, so the CLI can print it (exit 2) and the UI can show it."
 from __future__ import annotations
 
 
+def one_line(text: str) -> str:
+    """`text` with every character a terminal would not print as itself (a newline or an escape in a
+    file name, a byte of a non-UTF-8 path) written as its Python escape: a message stays one line,
+    and a file name cannot move the cursor or recolour the screen."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
 class MiniGPTError(Exception):
-    """Base for every error caused by the user's input (files, flags, settings)."""
+    """Base for every error caused by the user's input (files, flags, settings). The message and
+    each cause are one line each (`one_line`), whatever the file names in them hold."""
 
     def __init__(self, message: str, *, path: object | None = None, causes: list[str] | None = None):
-        self.message = message
+        self.message = one_line(message)
         self.path = None if path is None else str(path)
-        self.causes = list(causes or [])
+        self.causes = [one_line(c) for c in causes or []]
         super().__init__(self.__str__())
 
     def __str__(self) -> str:

@@ -116,3 +116,26 @@ def test_a_terminal_that_cannot_show_a_character_gets_an_escape_not_a_traceback(
     done = subprocess.run(cmd, capture_output=True, env=env, timeout=240)
     assert done.returncode == 0, done.stderr.decode(encoding)
     assert b"Traceback" not in done.stderr and b"\\u2713" in done.stdout  # the pass mark, escaped
+
+
+def test_a_newline_or_an_escape_in_a_path_keeps_the_refusal_on_one_line(tmp_path, capsys):
+    # GIVEN a workspace folder whose name holds a newline and a terminal escape (clear the screen)
+    ws = tmp_path / "run\nnext\x1b[2J"
+    ws.mkdir()
+    # WHEN a command refuses it
+    code = main(["sample", "--workspace", str(ws)])
+    # THEN one line names the folder with both written as escapes, and the causes follow on the next
+    err = capsys.readouterr().err
+    assert code == 2
+    first, causes = err.rstrip("\n").split("\n")
+    assert first.startswith("error: Tokenizer file not found: ") and "run\\nnext\\x1b[2J/tokenizer" in first
+    assert causes.startswith("  likely causes: ") and "\x1b" not in err
+
+
+def test_a_newline_in_a_path_keeps_each_check_line_one_line(tmp_path, capsys):
+    ws = tmp_path / "run\nnext"
+    ws.mkdir()
+    main(["check", "--workspace", str(ws), "--only", "files"])
+    out = capsys.readouterr().out
+    assert "run\\nnext" in out
+    assert not any(line.startswith("next") for line in out.splitlines()), out

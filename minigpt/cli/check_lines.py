@@ -10,7 +10,7 @@ from minigpt.checks.result import STATUS_STYLE, CheckResult, Status
 from minigpt.cli.output import hanging, wrap_width
 from minigpt.data.corpus import DEMO_EXPECTED, demo_text
 from minigpt.data.tokenizer import CharTokenizer, fingerprint_chars
-from minigpt.errors import MiniGPTError
+from minigpt.errors import MiniGPTError, one_line
 from minigpt.io.workspace import Workspace
 
 ID_WIDTH = 24  # the check-id column
@@ -101,9 +101,9 @@ class ResultLines:
 
     def _line(self, status: Status, what: str, summary: str, seconds: float) -> None:
         head = Text.assemble((f"{status.mark} {status.value:<5}", STATUS_STYLE[status.value]), f" {what:<{ID_WIDTH}} ")
-        body = Text.assemble(summary, " ", (f"({seconds:.2f}s)", "dim"))
+        body = Text.assemble(one_line(summary), " ", (f"({seconds:.2f}s)", "dim"))  # a path's newline stays in
         self.console.print(hanging(head, body, self.width))
 
     def _note(self, label: str, text: str, style: str = "dim") -> None:
         head = Text.assemble("      ", (label, style))
-        self.console.print(hanging(head, text, self.width))
+        self.console.print(hanging(head, one_line(text), self.width))
