@@ -18,6 +18,8 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from minigpt.checks.sandbox_lifecycle import ended_by_signals
 from tests.waiting import eventually_sync, wait_for
@@ -184,3 +186,50 @@ def test_checks_on_a_worker_thread_leave_signals_alone():
     thread.start()
     thread.join(timeout=60)
     assert seen == [before]  # the block ran (no ValueError from signal.signal) and changed nothing
+
+
+# how each signal may end it; a SIGINT in the interpreter's last moments (after the report, once
+# Python has restored the default handlers) ends it by the signal itself: $? is 130 either way
+ENDED_BY = {
+    signal.SIGTERM: {-signal.SIGTERM},
+    signal.SIGHUP: {-signal.SIGHUP},
+    signal.SIGINT: {130, -signal.SIGINT},
+    signal.SIGKILL: {-signal.SIGKILL},
+}
+
+
+@pytest.mark.slow
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    sig=st.sampled_from([signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGKILL]),
+    delay=st.floats(0.3, 5.0),  # a quiet machine runs the whole check in about 4 s
+)
+def test_a_signal_at_any_moment_of_a_sandboxed_check_leaves_no_process_behind(
+    sig, delay, tiny_workspace, config, tmp_path, pidfile
+):
+    # GIVEN `minigpt check --model` on a model that leaves a child and a setsid grandchild each time
+    # it is built, signalled at a random moment: starting, importing torch, forking its keeper, mid-check
+    pidfile.unlink(missing_ok=True)
+    report, err_path = tmp_path / "r.json", tmp_path / "err.txt"
+    with open(err_path, "w") as err:
+        check = subprocess.Popen(
+            _command(tiny_workspace, "DaemonisesGPT", config, report),
+            env=_env(pidfile),
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            preexec_fn=_default_signals,
+        )
+    try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            check.wait(timeout=delay)  # the moment, unless it finished before
+        if check.poll() is None:
+            check.send_signal(sig)
+        code = check.wait(timeout=120)
+    finally:
+        if check.poll() is None:
+            check.kill()
+    # THEN it ended as that signal says (or had finished), without a traceback, leaving nothing running
+    errors = err_path.read_text()
+    assert code in {0, 1} | ENDED_BY[sig], errors
+    assert "Traceback" not in errors, errors
+    _none_left(pidfile)
