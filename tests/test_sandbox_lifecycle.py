@@ -202,7 +202,7 @@ ENDED_BY = {
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     sig=st.sampled_from([signal.SIGTERM, signal.SIGHUP, signal.SIGINT, signal.SIGKILL]),
-    delay=st.floats(0.3, 5.0),  # a quiet machine runs the whole check in about 4 s
+    delay=st.floats(0.3, 5.0),  # start-up, the checks, and on a quiet machine the end of the run
 )
 def test_a_signal_at_any_moment_of_a_sandboxed_check_leaves_no_process_behind(
     sig, delay, tiny_workspace, config, tmp_path, pidfile
