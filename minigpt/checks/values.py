@@ -18,6 +18,16 @@ class GradientsValues(TypedDict):
     notes: list[str]
     model: str  # which model was measured, e.g. "fresh model (debug shape)"
     table: list[GradRow]
+    # parameters whose gradient is far below their kind's median (peers.py), with what replacing them
+    # did to the loss (relative change; None where not probed)
+    far_below_peers: list[PeerRow]
+    lowest_to_peers: tuple[str, float] | None  # the parameter lowest against its peers, and how low
+
+
+class PeerRow(TypedDict):
+    name: str
+    grad_to_peers: float
+    loss_change_when_replaced: float | None
 
 
 class UpdateRow(TypedDict):
@@ -37,3 +47,11 @@ class OptimizerValues(TypedDict):
     update_size: float
     table: list[UpdateRow]
     notes: list[str]
+    # parameters whose update/weight ratio is far below their kind's median (peers.py)
+    far_below_peers: list[UpdatePeerRow]
+    lowest_to_peers: tuple[str, float] | None  # the parameter lowest against its peers, and how low
+
+
+class UpdatePeerRow(TypedDict):
+    name: str
+    update_to_peers: float

@@ -1,0 +1,78 @@
+"""A parameter whose gradient is orders of magnitude below its peers' is measured, not passed as
+alive: a saturated gate fails `gradients` naming it and the flat stretch it sits on; a branch the
+loss ignores warns; a key bias the softmax cancels is noted as harmless. The floor is set below
+every healthy design of the zoo (benchmarks/peer_ratios.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from minigpt.checks import Status
+from minigpt.checks.peers import GRAD_PEER_FLOOR, far_below, grad_peer_ratios, kind
+from tests.test_checks_usermodel import failed, run, user_config  # noqa: F401  (the fixture)
+
+
+def _row(name: str, shape: list[int], grad_norm: float | None) -> dict:
+    numel = 1
+    for n in shape:
+        numel *= n
+    return {"name": name, "shape": shape, "numel": numel, "grad_norm": grad_norm}
+
+
+def test_peers_are_of_the_same_kind_and_scale_with_size():
+    rows = [_row(f"w{i}", [64, 64], 64.0 * 1e-2) for i in range(4)]  # RMS 1e-2 each
+    rows += [_row(f"b{i}", [64], 8.0 * 1e-4) for i in range(3)]  # vectors: RMS 1e-4, their own median
+    rows += [_row("gate", [64], 8.0 * 1e-12), _row("missing", [64], None), _row("zero", [64], 0.0)]
+    ratios = grad_peer_ratios(rows)
+    assert kind([64, 64]) == "matrix" and kind([64]) == "vector"
+    assert ratios["w0"] == pytest.approx(1.0) and ratios["b0"] == pytest.approx(1.0)
+    assert "missing" not in ratios and "zero" not in ratios  # judged by their own flags
+    assert far_below(ratios, GRAD_PEER_FLOOR) == [("gate", pytest.approx(1e-8))]
+
+
+def test_a_saturated_gate_fails_gradients_naming_it_and_the_flat_stretch(tiny_workspace, user_config):  # noqa: F811
+    report = run(tiny_workspace, "SaturatedGateGPT", user_config)
+    result = report.by_id()["gradients"]
+    assert result.status is Status.FAIL, result.summary
+    assert "gates.0" in result.summary and "though the loss depends on them" in result.summary
+    assert "the loss ignores" in result.summary and "ff.0.weight" in result.summary  # the branch behind it
+    assert "saturated sigmoid" in result.causes[0] and result.causes[0].startswith("measured: replacing gates.")
+    rows = {r["name"]: r for r in result.values["far_below_peers"]}
+    assert rows["gates.0"]["loss_change_when_replaced"] > 1e-3 and rows["gates.0"]["grad_to_peers"] < 1e-8
+    # and nothing unrelated fails (what needs gradients is skipped behind it)
+    assert set(failed(report)) == {"gradients"}, failed(report)
+
+
+def test_a_branch_scaled_away_by_a_buffer_warns_that_the_loss_ignores_its_weights(tiny_workspace, user_config):  # noqa: F811
+    report = run(tiny_workspace, "FrozenLayerScaleGPT", user_config, only=["gradients"])
+    result = report.by_id()["gradients"]
+    assert result.status is Status.WARN, result.summary
+    assert "the loss ignores" in result.summary and "ff.0.weight" in result.summary
+    assert "cause not determined" in result.causes[0]
+
+
+def test_a_key_bias_the_softmax_cancels_passes_with_a_note(tiny_workspace, user_config):  # noqa: F811
+    report = run(tiny_workspace, "KeyBiasGPT", user_config)
+    assert failed(report) == {}
+    result = report.by_id()["gradients"]
+    assert result.status is Status.PASS, result.summary
+    assert any("attn.k.bias" in n and "harmless" in n for n in result.values["notes"]), result.values["notes"]
+
+
+def test_a_gain_stored_a_thousand_times_too_large_warns_optimizer_update_naming_its_scale(tiny_workspace, user_config):  # noqa: F811
+    report = run(tiny_workspace, "StoredScaleGPT", user_config, only=["optimizer_update"])
+    assert report.by_id()["gradients"].status is Status.PASS  # its gradient is within range of its peers'
+    result = report.by_id()["optimizer_update"]
+    assert result.status is Status.WARN, result.summary
+    assert "barely move under the step" in result.summary and "gains.0" in result.summary
+    assert "weights are 1000x its peers'" in result.causes[0], result.causes
+    assert {r["name"] for r in result.values["far_below_peers"]} == {"gains.0", "gains.1"}
+
+
+def test_an_embedding_is_measured_over_the_rows_the_batch_reached(tiny_workspace, user_config):  # noqa: F811
+    # the rows of tokens outside the batch move by weight decay alone: not a parameter that barely learns
+    report = run(tiny_workspace, "TinyGPT", user_config, only=["optimizer_update"])
+    result = report.by_id()["optimizer_update"]
+    assert result.status is Status.PASS and result.values["far_below_peers"] == []
+    name, ratio = result.values["lowest_to_peers"]
+    assert ratio > 0.01, (name, ratio)
