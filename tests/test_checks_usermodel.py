@@ -64,6 +64,7 @@ def test_zero_initialised_residual_projections_are_not_a_false_alarm(tiny_worksp
         ("DoubleShiftGPT", "loss_matches_logits", "double shift"),
         ("SumLossGPT", "loss_matches_logits", "reduction='sum'"),
         ("TrainModeLeakGPT", "causal_independence", "in train mode only"),
+        ("RowIndexedGPT", "batch_independence", "depends on where a row sits in the batch"),
     ],
 )
 def test_broken_user_model_fails_the_right_check(tiny_workspace, user_config, cls, check, phrase):

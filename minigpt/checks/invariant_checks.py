@@ -267,6 +267,29 @@ def _looks_back(model: nn.Module, x: torch.Tensor, V: int) -> bool:
     return not _close(base[:, 1:], other[:, 1:])
 
 
+def _placement_dependence(model: nn.Module, x: torch.Tensor) -> dict[str, Any] | None:
+    """Where a row sits in the batch must not matter: with the rows reversed, then rolled by one,
+    each row's logits must be the ones it had at its old index (eval mode; dropout is off there,
+    and a model whose eval passes differ is eval_determinism's finding, not this one's). The first
+    row that moved with a different result, where it moved, and by how much; None when none did."""
+    rows = x.shape[0]
+    with torch.no_grad():
+        torch.manual_seed(0)
+        base, _ = adapter.full_logits(model, x)
+        torch.manual_seed(1)  # another seed: randomness left on in eval mode shows here, not as a placement
+        again, _ = adapter.full_logits(model, x)
+        if not _close(base, again):
+            return None
+        for order in (list(range(rows - 1, -1, -1)), [(k + 1) % rows for k in range(rows)]):
+            torch.manual_seed(0)
+            moved, _ = adapter.full_logits(model, x[order])
+            for k, old in enumerate(order):
+                if not _close(moved[k], base[old]):
+                    change = (moved[k] - base[old]).abs().max().item()
+                    return {"row": old, "moved_to": k, "max_change": change, "order": order}
+    return None
+
+
 @check(
     "batch_independence",
     "model",
@@ -289,6 +312,23 @@ def batch_independence(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     model.eval()
     looks_back = _looks_back(model, x, V)
     values["later_positions_depend_on_the_first"] = looks_back
+    placement = None if found else _placement_dependence(model, x)
+    values["placement_dependence"] = placement
+    if placement is not None:
+        raise Outcome(
+            Status.FAIL,
+            f"row {placement['row']}'s logits change when it moves to index {placement['moved_to']} of the batch "
+            f"(max change {placement['max_change']:.3g}), its tokens and the other rows the same: the model "
+            "depends on where a row sits in the batch",
+            values=values,
+            causes=[
+                "measured: no row's logits move when another row's tokens change, yet they move with the row's "
+                "index; cause not determined beyond that: something indexed by the batch position (a table or "
+                "bias looked up with arange(B), positions counted over the flattened B*T sequence, a per-row "
+                "state kept between calls)"
+            ],
+            fixes=["compute positions per row: pos = torch.arange(T) broadcast over the batch, never arange(B*T)"],
+        )
     if found:
         mode = "eval" if "eval" in found else "train"
         off = found[mode]
@@ -331,7 +371,11 @@ def batch_independence(ctx: CheckContext, run: CheckRun) -> CheckReturn:
             ],
             fixes=["check the attention's input layout and that its output is added to the residual stream"],
         )
-    return f"each of {ROWS} rows is unchanged when another row changes, in eval and train mode", values
+    return (
+        f"each of {ROWS} rows is unchanged when another row changes, in eval and train mode, and when it moves "
+        "to another index of the batch",
+        values,
+    )
 
 
 # -- dropout_rates -----------------------------------------------------------------------------
