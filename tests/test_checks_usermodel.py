@@ -65,6 +65,7 @@ def test_zero_initialised_residual_projections_are_not_a_false_alarm(tiny_worksp
         ("SumLossGPT", "loss_matches_logits", "reduction='sum'"),
         ("TrainModeLeakGPT", "causal_independence", "in train mode only"),
         ("RowIndexedGPT", "batch_independence", "depends on where a row sits in the batch"),
+        ("SqueezeGPT", "causal_independence", "forward on a single token fails"),
     ],
 )
 def test_broken_user_model_fails_the_right_check(tiny_workspace, user_config, cls, check, phrase):

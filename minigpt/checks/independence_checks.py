@@ -78,13 +78,18 @@ def causal_independence(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     )
 
 
-PREFIX_LENGTHS = (0.25, 0.5)  # prompts shorter than the context, as fractions of T
+PREFIX_LENGTHS = (0.25, 0.5)  # prompts shorter than the context, as fractions of T, after a single token
+
+
+def _prefix_lengths(T: int) -> list[int]:
+    """One token (a one-token prompt, and every step of decoding with a cache), then the fractions."""
+    return sorted({1, *(max(2, int(T * frac)) for frac in PREFIX_LENGTHS)} - {T})
 
 
 def _prefix_probe(model: nn.Module, x: torch.Tensor, values: dict) -> None:
     """A prompt shorter than the context must be embedded as it was in training: the logits of a
-    prefix alone equal the logits at the same positions inside the longer sequence (a causal
-    model's position t sees tokens 0..t only). Positions counted from the end (`pos[-T:]`), an
+    prefix alone, a single token included, equal the logits at the same positions inside the longer
+    sequence (a causal model's position t sees tokens 0..t only). Positions counted from the end (`pos[-T:]`), an
     offset computed from the length, or a mask sized for the full context break it at every
     length but the training one."""
     T = x.shape[1]
@@ -95,14 +100,28 @@ def _prefix_probe(model: nn.Module, x: torch.Tensor, values: dict) -> None:
         if (again - full).abs().max().item() > scale:  # noise in eval mode would read as a mismatch
             values["prefix_probe"] = "not run: two eval-mode passes differ (see eval_determinism)"
             return
-        for frac in PREFIX_LENGTHS:
-            t = max(2, int(T * frac))
-            if t >= T:
-                continue
+        for t in _prefix_lengths(T):
             try:
                 alone, _ = adapter.full_logits(model, x[:, :t])
-            except (RuntimeError, ValueError, IndexError, AssertionError) as exc:  # a fixed-length model
-                values["prefix_probe"] = f"not run: forward on {t} tokens raised {type(exc).__name__}: {exc}"[:300]
+                if tuple(alone.shape[:2]) != (1, t) or alone.dim() != 3:
+                    raise ValueError(f"logits of shape {list(alone.shape)}, expected [1, {t}, V]")
+            except (RuntimeError, ValueError, IndexError, AssertionError) as exc:
+                if t == 1:  # generation calls forward this way: a one-token prompt, each cached step
+                    values["prefix_probe"] = f"forward on 1 token: {type(exc).__name__}: {exc}"[:300]
+                    raise Outcome(
+                        Status.FAIL,
+                        f"forward on a single token fails: {type(exc).__name__}: {str(exc)[:160]}",
+                        values=values,
+                        causes=[
+                            "measured: the same forward works on the full sequence; generation from a one-token "
+                            "prompt, and each step of cached decoding, calls it on one token"
+                        ],
+                        fixes=[
+                            "make forward work for any T from 1 to the context: slice masks and tables to T, "
+                            "squeeze(dim) only the dimension meant"
+                        ],
+                    ) from None
+                values["prefix_probe"] = f"not run: forward on {t} tokens: {type(exc).__name__}: {exc}"[:300]
                 return
             diff = (alone[0, :t] - full[0, :t]).abs().amax(dim=-1)
             bad = (diff > scale).nonzero().flatten()
@@ -124,7 +143,7 @@ def _prefix_probe(model: nn.Module, x: torch.Tensor, values: dict) -> None:
                         "slice buffers to the input: mask[:T, :T], rope_cache[:T]",
                     ],
                 )
-    values["prefix_probe"] = f"prefixes of {', '.join(str(max(2, int(T * f))) for f in PREFIX_LENGTHS)} tokens agree"
+    values["prefix_probe"] = f"prefixes of {', '.join(map(str, _prefix_lengths(T)))} tokens agree"
 
 
 def _unzero(model: nn.Module) -> list[str]:
