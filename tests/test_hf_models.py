@@ -158,3 +158,28 @@ def test_without_config_the_debug_shape_is_spelled_with_hf_field_names(tiny_work
     report = run_checks(ctx, only=MODEL_CHECKS)
     assert alarms(report) == {}
     assert report.by_id()["forward_shapes"].values["batch_shape"][1] == 32
+
+
+def test_stock_models_decode_through_their_cache_as_the_full_sequence_scores(tiny_workspace, tmp_path):
+    report = run(
+        tiny_workspace,
+        "transformers:GPT2LMHeadModel:GPT2Config",
+        config_file(tiny_workspace, tmp_path, GPT2),
+        only=["causal_independence"],
+    )
+    result = report.by_id()["causal_independence"]
+    assert result.status is Status.PASS, result.summary
+    assert result.values["cache_probe"].startswith("decoding with its own cache"), result.values["cache_probe"]
+    assert "cached decoding agrees" in result.summary
+
+
+def test_positions_restarted_under_the_cache_fail_causal_independence_on_that_path(tiny_workspace, tmp_path):
+    # GIVEN a GPT-2 whose wrapper passes position_ids = arange(len(input_ids)) on every call
+    spec = f"{FIXTURE}:RestartingPositionsGPT2:GPT2Config"
+    report = run(tiny_workspace, spec, config_file(tiny_workspace, tmp_path, GPT2), only=MODEL_CHECKS)
+    # THEN only the cached path is wrong, and the check says so with where it first differs
+    result = report.by_id()["causal_independence"]
+    assert result.status is Status.FAIL, result.summary
+    assert "decoding with the model's own cache gives other logits" in result.summary
+    assert "positions restarted" in result.causes[0] and result.causes[0].startswith("measured:")
+    assert set(alarms(report)) == {"causal_independence"}, alarms(report)

@@ -1,7 +1,12 @@
 """Checks on what a model's outputs may depend on: position t never sees t+1 (in eval and train
-mode, and for prompts shorter than the context), and two eval-mode passes agree (no dropout left on)."""
+mode, for prompts shorter than the context down to one token, and through the model's own cache
+where it takes Hugging Face's), and two eval-mode passes agree (no dropout left on)."""
 
 from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn as nn
@@ -12,7 +17,7 @@ from minigpt.checks.context import CheckContext
 from minigpt.checks.control import CheckRun
 from minigpt.checks.registry import CheckReturn, check
 from minigpt.checks.result import Outcome, Status
-from minigpt.model.contract import token_embedding
+from minigpt.model.contract import forward_plan, token_embedding
 
 
 @check("causal_independence", "model", "Position t never sees t+1, in eval and train mode", depends=("forward_shapes",))
@@ -44,6 +49,7 @@ def causal_independence(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     values["leaking_modes"] = sorted(leaks)
     if not leaks:
         _prefix_probe(model, x, values)
+        _cache_probe(model, x, values)
     if leaks:
         only_train = set(leaks) == {"train"}
         where = " (in train mode only)" if only_train else ""
@@ -73,7 +79,12 @@ def causal_independence(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     worst_change = max(values["max_prefix_change_eval"], values["max_prefix_change_train"])
     return (
         f"prefix logits unchanged when the suffix changes, in eval and train mode (max change {worst_change:.1e}); "
-        "no gradient to later inputs",
+        "no gradient to later inputs; "
+        + (
+            "cached decoding agrees with the full sequence"
+            if str(values.get("cache_probe", "")).startswith("decoding")
+            else "no cache of a known protocol: prompts down to one token agree"
+        ),
         values,
     )
 
@@ -144,6 +155,112 @@ def _prefix_probe(model: nn.Module, x: torch.Tensor, values: dict) -> None:
                     ],
                 )
     values["prefix_probe"] = f"prefixes of {', '.join(map(str, _prefix_lengths(T)))} tokens agree"
+
+
+CACHE_WORDS = ("cache", "past", "kv", "state")  # a forward parameter by one of these names holds a cache
+HF_CACHE_ARGS = ("past_key_values", "cache")
+
+
+def _cache_probe(model: nn.Module, x: torch.Tensor, values: dict) -> None:
+    """Decoding with the model's own cache must give the logits the full sequence gives at each
+    position: generation samples through that path. Run for a Hugging Face forward, whose cache is
+    `past_key_values` or `cache`, and for minigpt's own (`make_cache`, `forward(idx, cache=)`):
+    half the sequence as the prompt, then one token at a time. A forward with a cache argument of
+    another protocol, or none, is said to be tested on prefixes alone."""
+    decode, how = _cached_decoder(model, x.device)
+    if decode is None:
+        values["cache_probe"] = how
+        return
+    T = x.shape[1]
+    start = max(1, T // 2)
+    with torch.no_grad():
+        full, _ = adapter.full_logits(model, x)
+        scale = 1e-4 * (1 + full.abs().max().item())
+        state = decode(x[:, :start], None)[1]
+        if state is None:
+            values["cache_probe"] = f"not run: {how} returned no cache"
+            return
+        worst = 0.0
+        for i in range(start, T):
+            last, state = decode(x[:, i : i + 1], state)
+            diff = (last - full[0, i]).abs().max().item()
+            worst = max(worst, diff)
+            if diff > scale:
+                values.update(cache_first_mismatch=i, cache_max_change=diff)
+                raise Outcome(
+                    Status.FAIL,
+                    f"decoding with the model's own cache ({how}) gives other logits than the full sequence at "
+                    f"position {i} (max change {diff:.3g}; a {start}-token prompt, then one token at a time): "
+                    "generation samples from another model than the one training scored",
+                    values=values,
+                    causes=[
+                        "measured: the full sequence and every prefix agree, the cached path does not; cause not "
+                        "determined beyond that: positions restarted for each new token (position_ids not "
+                        "advanced past the cache), a cache that drops or repeats a step, or a mask sized without it"
+                    ],
+                    fixes=["let the model derive positions from the cache (pass no position_ids), or offset them"],
+                )
+    values["cache_probe"] = (
+        f"decoding with its own cache ({how}) from a {start}-token prompt agrees with the full sequence "
+        f"(max change {worst:.1e})"
+    )
+
+
+Decode = Callable[[torch.Tensor, Any], tuple[torch.Tensor, Any]]
+
+
+def _cached_decoder(model: nn.Module, device: torch.device) -> tuple[Decode | None, str]:
+    """`decode(tokens, state) -> (last position's logits, state)` through the model's own cache, and
+    how it is called; or None and why not."""
+    cls = type(model)
+    arg = _hf_cache_arg(cls) if forward_plan(cls).style == "hf" else None
+    if arg is not None:
+
+        def hf(tokens: torch.Tensor, state: Any) -> tuple[torch.Tensor, Any]:
+            out = model(input_ids=tokens, use_cache=True, **({arg: state} if state is not None else {}))
+            return out.logits[0, -1], _returned_cache(out)
+
+        return hf, f"{arg}="
+    if getattr(model, "supports_kv_cache", False) and callable(getattr(model, "make_cache", None)):
+
+        def own(tokens: torch.Tensor, state: Any) -> tuple[torch.Tensor, Any]:
+            state = state if state is not None else model.make_cache(1, device)  # type: ignore[operator]
+            logits, _ = adapter.unpack(model(tokens, cache=state))
+            return logits[0, -1], state
+
+        return own, "make_cache() and forward(idx, cache=)"
+    other = [n for n in _forward_names(cls)[1:] if any(w in n.lower() for w in CACHE_WORDS)]
+    if other:
+        return (
+            None,
+            f"not run: forward's {other[0]!r} is a cache of a protocol the checks do not know; "
+            "tested on prefixes alone",
+        )
+    return None, "not run: forward takes no cache; tested on prefixes alone (its generation path)"
+
+
+def _forward_names(cls: type) -> list[str]:
+    try:
+        return list(inspect.signature(cls.forward).parameters)  # type: ignore[attr-defined]
+    except (TypeError, ValueError, AttributeError):
+        return []
+
+
+def _hf_cache_arg(cls: type) -> str | None:
+    """The keyword a Hugging Face forward takes its cache by: `past_key_values`, or `cache` in newer
+    transformers; for a subclass whose forward passes **kwargs on, the one its base's forward names."""
+    for klass in cls.__mro__:
+        names = _forward_names(klass)
+        found = next((n for n in HF_CACHE_ARGS if n in names), None)
+        if found is not None:
+            return found
+        if "kwargs" not in names:
+            return None  # a forward that takes no cache and does not pass one on
+    return None
+
+
+def _returned_cache(out: object) -> object:
+    return next((c for c in (getattr(out, n, None) for n in HF_CACHE_ARGS) if c is not None), None)
 
 
 def _unzero(model: nn.Module) -> list[str]:
