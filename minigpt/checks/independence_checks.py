@@ -176,6 +176,10 @@ def _cache_probe(model: nn.Module, x: torch.Tensor, values: dict) -> None:
     with torch.no_grad():
         full, _ = adapter.full_logits(model, x)
         scale = 1e-4 * (1 + full.abs().max().item())
+        again, _ = adapter.full_logits(model, x)
+        if (again - full).abs().max().item() > scale:  # noise in eval mode would read as a mismatch
+            values["cache_probe"] = "not run: two eval-mode passes differ (see eval_determinism)"
+            return
         state = decode(x[:, :start], None)[1]
         if state is None:
             values["cache_probe"] = f"not run: {how} returned no cache"
