@@ -1,7 +1,9 @@
-"""A parameter whose gradient is orders of magnitude below its peers' is measured, not passed as
-alive: a saturated gate fails `gradients` naming it and the flat stretch it sits on; a branch the
-loss ignores warns; a key bias the softmax cancels is noted as harmless. The floor is set below
-every healthy design of the zoo (benchmarks/peer_ratios.py)."""
+"""Model checks name causes they measured (issue 48): a parameter whose gradient or update is orders
+of magnitude below its peers' is probed, not passed as alive (a saturated gate fails `gradients`; a
+branch the loss ignores warns; a key bias the softmax cancels is noted as harmless; a gain stored at
+the wrong scale warns `optimizer_update`), the floors set below every healthy design of the zoo
+(benchmarks/peer_ratios.py); and eval_determinism says which of modes, per-call state or random
+draws made two eval passes differ."""
 
 from __future__ import annotations
 
@@ -76,3 +78,23 @@ def test_an_embedding_is_measured_over_the_rows_the_batch_reached(tiny_workspace
     assert result.status is Status.PASS and result.values["far_below_peers"] == []
     name, ratio = result.values["lowest_to_peers"]
     assert ratio > 0.01, (name, ratio)
+
+
+# -- eval_determinism names what it measured ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "cls, short, cause",
+    [
+        ("DropoutBugGPT", "dropout or noise is active in eval", "with the random seed reset before each pass"),
+        ("CallCounterGPT", "a call changes calls", "one forward pass changed calls"),
+        ("ShallowTrainGPT", "modules left in training mode", "still in training mode after model.eval()"),
+    ],
+)
+def test_eval_determinism_names_the_cause_it_measured(tiny_workspace, user_config, cls, short, cause):  # noqa: F811
+    result = run(tiny_workspace, cls, user_config, only=["eval_determinism"]).by_id()["eval_determinism"]
+    assert result.status is Status.FAIL
+    assert result.summary.endswith(short) or short + ";" in result.summary, result.summary
+    assert any(c.startswith("measured: ") and cause in c for c in result.causes), result.causes
+    if cls == "CallCounterGPT":  # only what was measured is named: no dropout for a counter
+        assert "dropout" not in result.summary and "random" not in " ".join(result.causes)

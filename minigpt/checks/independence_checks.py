@@ -16,7 +16,7 @@ from minigpt.checks.batch_checks import check_shape
 from minigpt.checks.context import CheckContext
 from minigpt.checks.control import CheckRun
 from minigpt.checks.registry import CheckReturn, check
-from minigpt.checks.result import Outcome, Status
+from minigpt.checks.result import Outcome, Status, name_list
 from minigpt.model.contract import forward_plan, token_embedding
 
 
@@ -345,21 +345,89 @@ def eval_determinism(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     cfg = ctx.base_config()
     model = ctx.build_model().eval()
     x, _ = ctx.batch(B, T)
+    left_training = [name or "the model" for name, m in model.named_modules() if m.training]
+    before = _call_state(model)
     with torch.no_grad():
         a, _ = adapter.full_logits(model, x)
+        changed = _changed(before, _call_state(model))
         b, _ = adapter.full_logits(model, x)
     diff = (a - b).abs().max().item()
-    values = {"max_difference": diff, "config_dropout": cfg.get("dropout")}
-    if diff > 1e-6:
-        raise Outcome(
-            Status.FAIL,
-            f"two eval-mode forward passes differ by {diff:.3g}: dropout is active in eval",
-            values=values,
-            causes=[
-                "F.dropout(x, p) without training=self.training",
-                "model.eval() never reached a submodule",
-                "sampling or noise inside forward",
-            ],
-            fixes=["use nn.Dropout modules, or F.dropout(x, p, training=self.training)"],
+    values: dict[str, Any] = {"max_difference": diff, "config_dropout": cfg.get("dropout")}
+    if diff <= 1e-6:
+        return "eval-mode forward passes are identical", values
+    # what differs between the calls, measured: modes, state a call changes, random draws
+    with torch.no_grad():
+        torch.manual_seed(0)
+        c, _ = adapter.full_logits(model, x)
+        torch.manual_seed(0)
+        d, _ = adapter.full_logits(model, x)
+    seeded_agree = (c - d).abs().max().item() <= 1e-6
+    values.update(
+        modules_in_training_mode=left_training, state_changed_by_a_call=changed, agree_with_the_seed_reset=seeded_agree
+    )
+    causes, short = [], []
+    if left_training:
+        causes.append(
+            f"measured: {name_list(left_training)} still in training mode after model.eval(): an eval() or train() "
+            "override that does not reach them, or a forward that sets self.training"
         )
-    return "eval-mode forward passes are identical", values
+        short.append("modules left in training mode")
+    if changed:
+        causes.append(
+            f"measured: one forward pass changed {name_list(changed)}: state kept between calls (a running "
+            "statistic, a counter, a cache left on), so the next call computes something else"
+        )
+        short.append(f"a call changes {changed[0]}")
+    if seeded_agree and not changed:
+        causes.append(
+            "measured: with the random seed reset before each pass they agree: random draws in eval mode "
+            "(F.dropout(x, p) without training=self.training, or noise added in forward)"
+        )
+        short.append("dropout or noise is active in eval")
+    if not causes:
+        causes.append(
+            "cause not determined: no module in training mode, no buffer or attribute changed by a call, and "
+            "the passes differ with the seed reset too (a non-deterministic kernel?)"
+        )
+        short.append("cause not determined")
+    raise Outcome(
+        Status.FAIL,
+        f"two eval-mode forward passes differ by {diff:.3g}: {'; '.join(short)}",
+        values=values,
+        causes=causes,
+        fixes=[
+            "use nn.Dropout modules, or F.dropout(x, p, training=self.training)",
+            "keep per-call state out of forward, or reset it (register it as a buffer only if it is a constant)",
+        ],
+    )
+
+
+def _call_state(model: nn.Module) -> dict[str, object]:
+    """What a forward pass could change: every buffer and plain tensor attribute (copied), and every
+    number or flag a module keeps as an attribute, by `module.name`."""
+    state: dict[str, object] = {}
+    for path, module in model.named_modules():
+        prefix = f"{path}." if path else ""
+        for name, buf in module.named_buffers(recurse=False):
+            state[prefix + name] = buf.detach().clone()
+        for name, value in vars(module).items():
+            if name.startswith("_") or name == "training":
+                continue
+            if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter):
+                state[prefix + name] = value.detach().clone()
+            elif isinstance(value, (bool, int, float)):
+                state[prefix + name] = value
+    return state
+
+
+def _changed(before: dict[str, object], after: dict[str, object]) -> list[str]:
+    out = []
+    for name, old in before.items():
+        new = after.get(name)
+        if isinstance(old, torch.Tensor):
+            same = isinstance(new, torch.Tensor) and old.shape == new.shape and torch.equal(old, new)
+        else:
+            same = old == new
+        if not same:
+            out.append(name)
+    return out + [name for name in after if name not in before]
