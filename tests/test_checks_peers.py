@@ -98,3 +98,41 @@ def test_eval_determinism_names_the_cause_it_measured(tiny_workspace, user_confi
     assert any(c.startswith("measured: ") and cause in c for c in result.causes), result.causes
     if cls == "CallCounterGPT":  # only what was measured is named: no dropout for a counter
         assert "dropout" not in result.summary and "random" not in " ".join(result.causes)
+
+
+# -- a verdict on fresh weights never contradicts the checkpoint's ------------------------------
+
+
+def _save_trained(ws, config_path, gate: float) -> None:
+    import importlib.util
+    import json
+
+    import torch
+
+    from tests.test_checks_usermodel import MODEL_FILE
+
+    spec = importlib.util.spec_from_file_location("tinygpt_for_checkpoint", MODEL_FILE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    config = json.loads(config_path.read_text())
+    model = module.AttnGateGPT(module.TinyGPTConfig(**config))
+    with torch.no_grad():
+        model.attn_gate.fill_(gate)  # what training made of the gate
+    payload = {"model_state_dict": model.state_dict(), "config": config, "step": 200}
+    for path in (ws.best_checkpoint, ws.latest_checkpoint):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(payload, path)
+
+
+@pytest.mark.parametrize("gate, status", [(1.0, Status.PASS), (0.0, Status.FAIL)], ids=["opened", "still shut"])
+def test_batch_independence_judges_context_use_on_the_checkpoint_too(tiny_workspace, user_config, gate, status):  # noqa: F811
+    # GIVEN a model whose fresh weights ignore context (a zero gate), and its checkpoint
+    _save_trained(tiny_workspace, user_config, gate)
+    result = run(tiny_workspace, "AttnGateGPT", user_config, only=["batch_independence"]).by_id()["batch_independence"]
+    # THEN an opened gate passes, judged on the checkpoint; a gate still shut fails on both
+    assert result.status is status, result.summary
+    assert result.values["checkpoint_later_positions_depend_on_the_first"] is (gate == 1.0)
+    if status is Status.FAIL:
+        assert "on the fresh model or the checkpoint" in result.summary
+    else:
+        assert "judged on the checkpoint" in result.values["notes"][0]

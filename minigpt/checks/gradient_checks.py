@@ -109,6 +109,7 @@ def gradients(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     return (
         f"{len(rows)} parameters all have finite nonzero gradients; global norm {global_norm:.3f}"
         + (f"; {tied} tied" if tied else "")
+        + f" (measured on a {values['model']})"
     ), values
 
 
@@ -365,7 +366,11 @@ def optimizer_update(ctx: CheckContext, run: CheckRun) -> CheckReturn:
             fixes=["consider a lower peak learning rate or longer warmup"],
         )
     _updates_far_below_peers(rows, reached, grad_rms, {n: w for (n, _), w in zip(params, before, strict=True)}, values)
-    return f"all {len(rows)} parameters moved; median update/weight {median:.3g} at lr {lr:.3g} ({lr_source})", values
+    return (
+        f"all {len(rows)} parameters moved; median update/weight {median:.3g} at lr {lr:.3g} ({lr_source}); "
+        "the first AdamW step of a fresh model, not of the checkpoint",
+        values,
+    )
 
 
 def _reached_row_ratios(

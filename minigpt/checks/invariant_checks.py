@@ -290,6 +290,25 @@ def _placement_dependence(model: nn.Module, x: torch.Tensor) -> dict[str, Any] |
     return None
 
 
+def _checkpoint_looks_back(ctx: CheckContext, x: torch.Tensor, V: int) -> bool | None:
+    """`_looks_back` on the checkpoint's weights (eval mode, its mode restored), or None where there
+    is no checkpoint that loads with finite weights."""
+    if not ctx.has_checkpoint:
+        return None
+    try:
+        inspected = ctx.inspected_model(require_finite=True)
+    except Outcome:
+        return None
+    if inspected.source != "checkpoint":
+        return None
+    model, was_training = inspected.model, inspected.model.training
+    model.eval()
+    try:
+        return _looks_back(model, x, V)
+    finally:
+        model.train(was_training)
+
+
 @check(
     "batch_independence",
     "model",
@@ -361,9 +380,18 @@ def batch_independence(ctx: CheckContext, run: CheckRun) -> CheckReturn:
             ],
         )
     if not looks_back:
+        trained = _checkpoint_looks_back(ctx, x, V)
+        values["checkpoint_later_positions_depend_on_the_first"] = trained
+        if trained:  # a property of these fresh weights only: the user's trained model uses context
+            values["notes"] = [
+                "the fresh model's later positions ignore the first token, the checkpoint's do not: "
+                "judged on the checkpoint"
+            ]
+            return f"each of {ROWS} rows is computed on its own; the checkpoint's positions use earlier tokens", values
+        on = "the fresh model" + (" or the checkpoint" if trained is False else "")
         raise Outcome(
             Status.FAIL,
-            "no position's logits depend on any earlier token of its row: the model cannot use context",
+            f"no position's logits depend on any earlier token of its row, on {on}: the model cannot use context",
             values=values,
             causes=[
                 "attention computed along the wrong axis (batch or channels instead of time)",
