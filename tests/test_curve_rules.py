@@ -96,13 +96,14 @@ def test_fixture_files_are_small_and_every_expected_shape_has_a_severity():
         "unstable",
         "flat",
         "scaled_loss",
+        "too_good",
         "oscillating",
         "spikes",
         "barely_learned",
         "plateau",
         "overfitting",
     }
-    assert [s for s, sev in SHAPE_SEVERITY.items() if sev == "fail"] == ["diverged", "unstable", "flat"]
+    assert [s for s, sev in SHAPE_SEVERITY.items() if sev == "fail"] == ["diverged", "unstable", "flat", "too_good"]
 
 
 def test_far_too_high_learning_rate_is_unstable_not_flat_with_lower_lr_advice():
@@ -555,3 +556,37 @@ def test_a_slow_fall_judged_without_log_v_is_not_called_converged():
     assert "still falling slowly" in d.summary and "log V unknown" in d.summary
     # a run that levelled off is still converged
     assert "converged" in real_diagnosis("lr_1e-3").summary
+
+
+# -- too_good: a level no text allows -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "baseline, unigram, words",
+    [
+        (LOG_V, 2.9, "10% of the unigram entropy 2.900"),
+        (LOG_V, None, "5% of log V 4.174"),
+        (None, None, "nats per token, near 0 (log V and the unigram entropy are unknown here)"),
+    ],
+)
+def test_a_val_loss_below_what_text_allows_is_too_good_not_still_improving(baseline, unigram, words):
+    # a model shown its targets: the loss falls towards 0, val included, still falling at the end
+    losses = [max(0.002, LOG_V * math.exp(-i / 40)) for i in range(300)]
+    vals = {step: losses[step // 10 - 1] for step in range(500, 3001, 500)}
+    d = diagnose(points_from(losses, vals=vals), baseline=baseline, unigram_entropy=unigram)
+    assert d.shape == "too_good", d.summary
+    assert words in d.summary and "no real text is that predictable" in d.summary
+    assert any("targets leak" in c for c in d.causes) and not any("train longer" in f for f in d.fixes)
+    assert "memorised" not in " ".join(d.causes)  # an evaluation on held-out text rules that out
+
+
+def test_a_train_loss_alone_near_zero_also_names_a_memorised_corpus():
+    losses = [max(0.01, LOG_V * math.exp(-i / 40)) for i in range(300)]
+    d = diagnose(points_from(losses), baseline=LOG_V, unigram_entropy=2.9)
+    assert d.shape == "too_good" and "with no evaluation" in d.summary
+    assert any("memorised a small corpus" in c for c in d.causes)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_no_real_curve_is_too_good(name):
+    assert run_rule("too_good", name) is None

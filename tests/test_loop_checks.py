@@ -218,3 +218,21 @@ def test_the_curves_advice_uses_the_clipping_the_watch_measured(tmp_path):
     assert "no warmup or too short a warmup" not in curve.causes
     assert "a warmup of 5 steps (the watch measured the LR)" in curve.causes, curve.causes
     assert "a warmup longer than 5 steps (a few hundred)" in curve.fixes
+
+
+def test_a_loop_whose_targets_equal_its_inputs_is_too_good_explained_by_the_loop_check(tmp_path):
+    # GIVEN a nanoGPT-style loop that trains on y = x, long enough for the loss to near 0
+    loops.nanogpt_loop(tmp_path / "run", bug="targets_equal_inputs", max_iters=500)
+    # WHEN the loop checks and the curve are read together
+    report = run_checks(
+        CheckContext(CheckOptions(workspace=tmp_path / "run", device="cpu")), only=[*LOOP_IDS, "training_curve"]
+    )
+    # THEN the curve is not "still improving, train longer": it is too good, and the failed loop
+    # check is named as its measured cause
+    assert report.by_id()["loop_targets_shifted"].status is Status.FAIL
+    curve = report.by_id()["training_curve"]
+    assert curve.status is Status.FAIL, curve.summary
+    assert curve.values["shape"] == "too_good" and curve.values["explained_by"] == ["loop_targets_shifted"]
+    assert "explained by loop_targets_shifted" in curve.summary
+    assert curve.causes[0].startswith("measured: loop_targets_shifted failed in this run")
+    assert not any("train longer" in f for f in curve.fixes)

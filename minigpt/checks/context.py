@@ -22,7 +22,7 @@ import torch.nn as nn
 from minigpt.checks.faults import FAULTS, Fault
 from minigpt.checks.hf_folder import load_hf_folder
 from minigpt.checks.options import CheckOptions, ResolvedInputs
-from minigpt.checks.result import FileIdentity, Outcome, Status
+from minigpt.checks.result import CheckResult, FileIdentity, Outcome, Status
 from minigpt.data.batches import get_batch, load_ids
 from minigpt.data.tokenizer_api import Tokenizer
 from minigpt.data.tokenizer_load import load_tokenizer
@@ -106,6 +106,8 @@ class CheckContext:
         self.options = options
         self.fault: Fault | None = FAULTS[options.fault] if options.fault else None
         self.fault_notes: list[str] = []
+        # this run's results so far, by id (the engine fills it): a verdict may name an earlier finding
+        self.earlier: dict[str, CheckResult] = {}
         self._device = _Lazy(lambda: resolve_device(options.device))
         self._factory = _Lazy(lambda: model_factory_for(options.model_spec))
         self.inputs: ResolvedInputs = options.resolve()
@@ -135,6 +137,7 @@ class CheckContext:
         """Before a run: re-resolve the inputs and forget what was read from files that changed.
         Returns the roles that changed (empty when everything is as it was)."""
         self.fault_notes = []
+        self.earlier = {}
         self.inputs = self.options.resolve()
         keys = self._file_keys()
         changed = [role for role, key in keys.items() if self._keys.get(role) != key]

@@ -46,6 +46,7 @@ def run_checks(
         if cid in finished:
             statuses[cid] = Status.PASS if cid in skipped else finished[cid].status
             report.results.append(finished[cid])
+            ctx.earlier[cid] = finished[cid]
             continue
         listener(Started(cid, index, len(ids)))
         blocked = [d for d in spec.depends if d in statuses and statuses[d].blocks_dependents]
@@ -70,6 +71,7 @@ def run_checks(
         statuses[cid] = Status.PASS if cid in skipped else result.status
         result.duration_s = time.perf_counter() - t0
         report.results.append(result)
+        ctx.earlier[cid] = result
         listener(Finished(result, index, len(ids)))
     report.seconds = time.perf_counter() - t_run
     report.fault_notes = list(ctx.fault_notes)

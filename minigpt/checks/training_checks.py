@@ -172,10 +172,31 @@ def training_curve(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     for note in log.notes:  # which run and tags of a TensorBoard folder were read; nanoGPT's stdout
         diagnosis.summary += f"; {note}"
     values["tensorboard_tags"] = getattr(log, "tags", None)
+    _explained_by_earlier(ctx, diagnosis, values)
     status = SEVERITY[SHAPE_SEVERITY.get(diagnosis.shape, "warn")]
     if status is Status.PASS:
         return _curve_summary(diagnosis), values
     raise Outcome(status, _curve_summary(diagnosis), values=values, causes=diagnosis.causes, fixes=diagnosis.fixes)
+
+
+# the checks whose failure explains a shape, by shape: a loss too low for text comes from targets
+# the model can see (not shifted, a mask that shows t+1) or val text that is in the train text
+EXPLAINED_BY = {"too_good": ("loop_targets_shifted", "causal_independence", "split_overlap")}
+
+
+def _explained_by_earlier(ctx: CheckContext, diagnosis: CurveDiagnosis, values: dict) -> None:
+    """Where a check of this run failed in a way that explains the curve's shape, the verdict names
+    it first as the measured cause, and drops the guesses it settles."""
+    failed = [
+        ctx.earlier[cid]
+        for cid in EXPLAINED_BY.get(diagnosis.shape, ())
+        if cid in ctx.earlier and ctx.earlier[cid].status is Status.FAIL
+    ]
+    if not failed:
+        return
+    values["explained_by"] = [r.id for r in failed]
+    diagnosis.causes = [f"measured: {r.id} failed in this run: {r.summary}" for r in failed]
+    diagnosis.summary += f"; explained by {', '.join(r.id for r in failed)} (failed above)"
 
 
 @check("checkpoint_load", "checkpoint", "The checkpoint loads strictly and is trained", depends=("token_range",))

@@ -48,6 +48,11 @@ OSC_SWING_REL = 0.01  # val residuals' spread, relative to its level
 OSC_NOISE_SHARE = 0.3  # val spread / train spread: a val loss over >= 12 batches swings less by sampling alone
 BARELY_FRACTION = 0.5  # of the way from log V to the unigram entropy
 BARELY_REL = 0.10  # below log V, when the unigram entropy is unknown
+# a loss below this share of the unigram entropy (of log V, where that is unknown) is more than text
+# allows: the best character models score about a fifth of the unigram entropy on held-out text
+TOO_GOOD_UNIGRAM = 0.1
+TOO_GOOD_LOG_V = 0.05
+TOO_GOOD_ABS = 0.05  # nats per token, where neither is known: near 0, which no real text is
 SPIKE_MIN_JUMP = 0.5
 SPIKE_MIN_BLOCK, SPIKE_SCALE_BLOCKS = 3, 4
 SPIKE_MADS = 8.0  # 8 MADs ~ 5.4 sigma of Gaussian noise; 5 MADs (3.4 sigma) fires on noise in long runs
@@ -63,6 +68,7 @@ SHAPE_SEVERITY: dict[str, str] = {
     "diverged": "fail",
     "unstable": "fail",
     "flat": "fail",
+    "too_good": "fail",  # a level no text allows: the model is shown the answers
     "scaled_loss": "warn",  # the logged number is off by a factor; the model may be fine
     "oscillating": "warn",
     "spikes": "warn",

@@ -75,6 +75,19 @@ ADVICE: dict[str, tuple[list[str], list[str]]] = {
             "a longer warmup, or decay the learning rate",
         ],
     ),
+    "too_good": (
+        [
+            "the targets leak into the inputs: targets not shifted by one (y = x), or a mask that lets position "
+            "t see t+1, so the model copies the answer",
+            "the evaluation data is in the training data (the same text, or overlapping windows)",
+        ],
+        [
+            "check the loop: y = x[:, 1:] against x[:, :-1] (on a watched loop, minigpt check runs "
+            "loop_targets_shifted)",
+            "check the mask: minigpt check --model FILE:CLASS runs causal_independence",
+            "check the splits: minigpt check runs split_overlap",
+        ],
+    ),
     "barely_learned": (
         [
             "learning rate too low: the loss fell slowly and steadily for the whole run",

@@ -16,6 +16,9 @@ from minigpt.logs.curve import (
     SCALE_STEADY,
     SCALE_WHOLE,
     STALL_EARLY,
+    TOO_GOOD_ABS,
+    TOO_GOOD_LOG_V,
+    TOO_GOOD_UNIGRAM,
     CurveDiagnosis,
     fmt_loss,
 )
@@ -76,6 +79,41 @@ def rule_scaled_loss(c: Curve) -> CurveDiagnosis | None:
         d.causes[0] = f"the train loss is summed over {many} where the val loss is averaged"
     elif k is not None:
         d.causes[0] = d.causes[0].replace("accumulation count", f"accumulation count ({k} by this ratio)", 1)
+    return d
+
+
+def rule_too_good(c: Curve) -> CurveDiagnosis | None:
+    """A loss below what text allows: the last val loss (the train loss's end without one) under
+    TOO_GOOD_UNIGRAM of the unigram entropy, or TOO_GOOD_LOG_V of log V where that is unknown, or
+    TOO_GOOD_ABS nats where neither is. A
+    model scores that only when it is shown the answer. A train loss alone may also be a small
+    corpus memorised over many epochs: with no evaluation, the verdict says both."""
+    v = c.values
+    if c.unigram:
+        floor = TOO_GOOD_UNIGRAM * c.unigram
+        limit = f"{fmt_loss(floor)} ({TOO_GOOD_UNIGRAM:.0%} of the unigram entropy {c.unigram:.3f})"
+    elif c.baseline:
+        floor = TOO_GOOD_LOG_V * c.baseline
+        limit = f"{fmt_loss(floor)} ({TOO_GOOD_LOG_V:.0%} of log V {c.baseline:.3f})"
+    else:
+        floor = TOO_GOOD_ABS
+        limit = f"{fmt_loss(floor)} nats per token, near 0 (log V and the unigram entropy are unknown here)"
+    if c.vals:
+        step, level = c.vals[-1]
+        what = f"val loss {fmt_loss(level)} at step {step}"
+    else:
+        step, level = c.steps[-1], c.end
+        what = f"train loss {fmt_loss(level)} (median of the last {c.edge}) at step {step}, with no evaluation"
+    if not level < floor:
+        return None
+    v.update(too_good_level=level, too_good_floor=floor)
+    d = diagnosis(
+        "too_good",
+        f"too_good: {what}, below {limit}: no real text is that predictable; {first_words(c)}, {last_words(c)}",
+        c,
+    )
+    if not c.vals:
+        d.causes.append("the run memorised a small corpus over many epochs (an evaluation on held-out text tells)")
     return d
 
 

@@ -14,6 +14,12 @@ Rules, in order (`RULES`; shape -> status in SHAPE_SEVERITY):
    train loss at step 0 or 1 (a fresh model, which scores about log V) below log V / SCALE_FAR. Names
    the integer k the ratio is 1/k (a loss divided by the accumulation count) or k (summed) of, within
    SCALE_WHOLE (12%).
+3b. too_good (`curve_levels.rule_too_good`): the last val loss (the train loss's end without an
+   evaluation) below TOO_GOOD_UNIGRAM (10%) of the unigram entropy, or TOO_GOOD_LOG_V (5%) of log V
+   where that is unknown, or TOO_GOOD_ABS (0.05 nats) where neither is: more than text allows (the
+   best character models score about a fifth of the unigram entropy on held-out text). The targets
+   leak (not shifted, a mask that shows t+1) or the val text is in the train text; with no
+   evaluation, a memorised small corpus too.
 4. unstable (`curve_instability.rule_unstable`), a finite loss that went the wrong way: it ended
    above the ceiling; or the smoothed loss went above max(FAR_RATIO (2) x baseline, ceiling) (no
    initialisation is that bad: it blew up, maybe before the first logged step), or above
@@ -77,7 +83,7 @@ from minigpt.logs.curve import (
 )
 from minigpt.logs.curve_advice import RunSettings, diagnosis, first_words, fit_to_settings, last_words
 from minigpt.logs.curve_instability import rule_nonfinite, rule_spikes, rule_unstable, unstable_reason
-from minigpt.logs.curve_levels import rule_barely_learned, rule_scaled_loss
+from minigpt.logs.curve_levels import rule_barely_learned, rule_scaled_loss, rule_too_good
 from minigpt.logs.curve_series import (
     MIN_POINTS,
     Curve,
@@ -259,6 +265,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("nonfinite", rule_nonfinite),
     ("too_short", _rule_too_short),
     ("scaled_loss", rule_scaled_loss),
+    ("too_good", rule_too_good),
     ("unstable", rule_unstable),
     ("flat", _rule_flat),
     ("oscillating", _rule_oscillating),
