@@ -236,3 +236,18 @@ def test_a_loop_whose_targets_equal_its_inputs_is_too_good_explained_by_the_loop
     assert "explained by loop_targets_shifted" in curve.summary
     assert curve.causes[0].startswith("measured: loop_targets_shifted failed in this run")
     assert not any("train longer" in f for f in curve.fixes)
+
+
+def test_lr_probe_asked_for_on_a_watched_folder_says_what_it_needs(tmp_path, capsys):
+    from minigpt.cli import main
+
+    # GIVEN a watched loop's folder (no tokenizer, no token files, no model the checks can rebuild)
+    loops.nanogpt_loop(tmp_path / "run", max_iters=20)
+    # WHEN the user asks for the LR probe there
+    main(["check", "--workspace", str(tmp_path / "run"), "--lr-probe"])
+    out = capsys.readouterr().out
+    # THEN the probe has a line of its own saying why it did not run and the command that runs it,
+    # not a place in "N checks not run: they need files skip"
+    line = next(x for x in out.splitlines() if " lr_probe " in x)
+    assert "a watched loop's folder holds neither" in line and "--model FILE.py:CLASS" in out
+    assert not any("lr_probe" in x for x in out.splitlines() if "checks " in x and "not run" in x)

@@ -11,7 +11,7 @@ import traceback
 
 from minigpt.checks.context import CheckContext
 from minigpt.checks.control import Cancelled, CheckRun, Finished, Listener, Started
-from minigpt.checks.registry import Check, implementations, resolve_selection
+from minigpt.checks.registry import BLOCKED_REASONS, Check, implementations, resolve_selection
 from minigpt.checks.result import SCHEMA_VERSION, CheckResult, Outcome, Report, Status
 from minigpt.errors import ConfigError, MiniGPTError, ModelSpecError
 from minigpt.model.contract import ModelContractError
@@ -54,12 +54,15 @@ def run_checks(
         if cid in skipped:
             result = CheckResult(cid, spec.stage, Status.SKIP, "skipped (--skip)")
         elif blocked:
+            asked = BLOCKED_REASONS[cid](ctx, blocked) if cid in BLOCKED_REASONS else None
             result = CheckResult(
                 cid,
                 spec.stage,
                 Status.SKIP,
-                f"skipped: {', '.join(f'{d} {statuses[d].value}' for d in blocked)}",
-                values={"blocked_by": blocked},  # the checks it waited on, for views that group a cascade
+                asked or f"skipped: {', '.join(f'{d} {statuses[d].value}' for d in blocked)}",
+                # the checks it waited on, for views that group a cascade; a check the user asked for
+                # keeps a line of its own, saying why in words they can act on
+                values={"blocked_by": blocked, "asked_for": True} if asked else {"blocked_by": blocked},
             )
         else:
             try:

@@ -30,7 +30,7 @@ from minigpt.checks import adapter
 from minigpt.checks.adamw import AdamW
 from minigpt.checks.context import CheckContext
 from minigpt.checks.control import CheckRun
-from minigpt.checks.registry import CheckReturn, check
+from minigpt.checks.registry import CheckReturn, check, when_blocked
 from minigpt.checks.result import Outcome, Status
 from minigpt.errors import MiniGPTError
 
@@ -191,6 +191,20 @@ def next_factor(runs: list[ProbeRun]) -> float | None:
         return None
     i = _ladder_index(best.factor) + step
     return LADDER[i] if 0 <= i < len(LADDER) else None
+
+
+@when_blocked("lr_probe")
+def _lr_probe_blocked(ctx: CheckContext, blocked: list[str]) -> str | None:
+    """Asked for with --lr-probe but blocked: say what the probe needs that this folder lacks."""
+    if not ctx.options.lr_probe:
+        return None  # not asked for: the engine's line is enough
+    if ctx.ws.loop_log.exists() and not ctx.ws.tokenizer.exists():
+        return (
+            "--lr-probe trains short runs of your model on your tokens, and a watched loop's folder holds "
+            "neither: run it on a workspace with your token files (minigpt prepare) and your model: "
+            "minigpt check --workspace WS --model FILE.py:CLASS --config CONFIG.json --lr-probe"
+        )
+    return f"--lr-probe needs {', '.join(blocked)} to pass first (the probe trains on their batches and model)"
 
 
 @check(

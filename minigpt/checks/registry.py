@@ -89,6 +89,22 @@ class Check(CheckInfo):
 _REGISTERED: dict[str, Check] = {}
 
 
+# check id -> what to say when the check is skipped because a check it needs did not pass, for a
+# check the user asked for by name or flag (a generic "skipped: X skip" gives them nothing to act on)
+BLOCKED_REASONS: dict[str, Callable[[Any, list[str]], str | None]] = {}
+
+
+def when_blocked(check_id: str) -> Callable:
+    """Register `fn(ctx, blocked_ids) -> summary or None` as `check_id`'s words when its
+    dependencies block it; None keeps the engine's generic line."""
+
+    def register(fn: Callable[[Any, list[str]], str | None]) -> Callable:
+        BLOCKED_REASONS[check_id] = fn
+        return fn
+
+    return register
+
+
 def check(id: str, stage: str, title: str, depends: tuple[str, ...] = (), slow: bool = False) -> Callable:
     """Declare a check. Arguments must be literals: `catalog()` reads them without importing the module."""
 

@@ -39,7 +39,7 @@ class ResultLines:
     def add(self, r: CheckResult) -> None:
         self._status[r.id] = r.status
         waited_on = r.values.get("blocked_by") if r.status is Status.SKIP else None
-        if waited_on:
+        if waited_on and not r.values.get("asked_for"):
             root = self._root.get(waited_on[0], waited_on[0])
             self._root[r.id] = root
             self.blocked.setdefault(root, []).append(r)
