@@ -166,6 +166,114 @@ DESIGNS = [
         # no padding token: this tokenizer has none, and Gemma's default (ID 0) is a real character here
         {**HF_LLAMA, "num_attention_heads": 2, "num_key_value_heads": 1, "head_dim": 16, "pad_token_id": None},
     ),
+    # kinds beyond attention: recurrent, state-space, convolutional hybrids; and attention variants
+    # (local windows, multi-query, QK-norm, parallel blocks) not above
+    Design(
+        "hf_rwkv",
+        "transformers:RwkvForCausalLM:RwkvConfig",
+        "huggingface/transformers RwkvForCausalLM (RWKV-4: recurrent, attention-free)",
+        {"context_length": 16, "hidden_size": 32, "num_hidden_layers": 2, "attention_hidden_size": 32},
+    ),
+    Design(
+        "hf_mamba",
+        "transformers:MambaForCausalLM:MambaConfig",
+        "huggingface/transformers MambaForCausalLM (selective state space, attention-free)",
+        {"hidden_size": 32, "num_hidden_layers": 2, "state_size": 8, "expand": 2, "conv_kernel": 4},
+    ),
+    Design(
+        "hf_mamba2",
+        "transformers:Mamba2ForCausalLM:Mamba2Config",
+        "huggingface/transformers Mamba2ForCausalLM (state space duality, chunked scan)",
+        {
+            "hidden_size": 32,
+            "num_hidden_layers": 2,
+            "state_size": 8,
+            "expand": 2,
+            "num_heads": 4,
+            "head_dim": 16,
+            "n_groups": 1,
+            "conv_kernel": 4,
+            "chunk_size": 8,
+        },
+    ),
+    Design(
+        "hf_falcon_mamba",
+        "transformers:FalconMambaForCausalLM:FalconMambaConfig",
+        "huggingface/transformers FalconMambaForCausalLM (Mamba with RMS-normalised B, C and dt)",
+        {"hidden_size": 32, "num_hidden_layers": 2, "state_size": 8, "expand": 2, "conv_kernel": 4},
+    ),
+    Design(
+        "hf_recurrent_gemma",
+        "transformers:RecurrentGemmaForCausalLM:RecurrentGemmaConfig",
+        "huggingface/transformers RecurrentGemmaForCausalLM (Griffin: gated linear recurrence + local attention)",
+        {
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_attention_heads": 2,
+            "num_key_value_heads": 1,
+            "head_dim": 16,
+            "num_hidden_layers": 3,
+            "lru_width": 32,
+            "attention_window_size": 16,
+            "conv1d_width": 4,
+            "pad_token_id": None,
+        },
+    ),
+    Design(
+        "hf_lfm2",
+        "transformers:Lfm2ForCausalLM:Lfm2Config",
+        "huggingface/transformers Lfm2ForCausalLM (short gated convolutions beside attention)",
+        {**HF_LLAMA, "layer_types": ["conv", "full_attention"], "pad_token_id": None},
+    ),
+    Design(
+        "hf_gpt_neo",
+        "transformers:GPTNeoForCausalLM:GPTNeoConfig",
+        "huggingface/transformers GPTNeoForCausalLM (local and global attention layers)",
+        {
+            "max_position_embeddings": 16,
+            "hidden_size": 32,
+            "num_layers": 2,
+            "num_heads": 2,
+            "attention_types": [[["global", "local"], 1]],
+            "window_size": 8,
+        },
+    ),
+    Design(
+        "hf_codegen",
+        "transformers:CodeGenForCausalLM:CodeGenConfig",
+        "huggingface/transformers CodeGenForCausalLM (fused qkv in its own order, partial rotary)",
+        {"n_positions": 16, "n_embd": 32, "n_head": 2, "n_layer": 2, "rotary_dim": 8},
+    ),
+    Design(
+        "hf_gpt_bigcode",
+        "transformers:GPTBigCodeForCausalLM:GPTBigCodeConfig",
+        "huggingface/transformers GPTBigCodeForCausalLM (multi-query attention)",
+        {"n_positions": 16, "n_embd": 32, "n_head": 2, "n_layer": 2},
+    ),
+    Design(
+        "hf_starcoder2",
+        "transformers:Starcoder2ForCausalLM:Starcoder2Config",
+        "huggingface/transformers Starcoder2ForCausalLM (grouped-query attention, biases, GELU MLP)",
+        HF_LLAMA,
+    ),
+    Design(
+        "hf_qwen3",
+        "transformers:Qwen3ForCausalLM:Qwen3Config",
+        "huggingface/transformers Qwen3ForCausalLM (RMS norm on queries and keys)",
+        {**HF_LLAMA, "head_dim": 8},
+    ),
+    Design(
+        "hf_olmo2",
+        "transformers:Olmo2ForCausalLM:Olmo2Config",
+        "huggingface/transformers Olmo2ForCausalLM (norms after each block, QK-norm)",
+        {**HF_LLAMA, "pad_token_id": None},
+    ),
+    Design(
+        "hf_cohere",
+        "transformers:CohereForCausalLM:CohereConfig",
+        "huggingface/transformers CohereForCausalLM (parallel attention and MLP, scaled logits)",
+        {**HF_LLAMA, "pad_token_id": None},
+    ),
 ]
 BY_ID = {d.id: d for d in DESIGNS}
 

@@ -180,13 +180,23 @@ def _cache_probe(model: nn.Module, x: torch.Tensor, values: dict) -> None:
         if (again - full).abs().max().item() > scale:  # noise in eval mode would read as a mismatch
             values["cache_probe"] = "not run: two eval-mode passes differ (see eval_determinism)"
             return
-        state = decode(x[:, :start], None)[1]
+        try:
+            state = decode(x[:, :start], None)[1]
+        except Exception as exc:  # a protocol that wants more than the cache (positions, a step count)
+            values["cache_probe"] = f"not run: a forward with {how} raised {type(exc).__name__}: {exc}"[:300]
+            return
         if state is None:
             values["cache_probe"] = f"not run: {how} returned no cache"
             return
         worst = 0.0
         for i in range(start, T):
-            last, state = decode(x[:, i : i + 1], state)
+            try:
+                last, state = decode(x[:, i : i + 1], state)
+            except Exception as exc:
+                values["cache_probe"] = f"not run: decoding one token with {how} raised {type(exc).__name__}: {exc}"[
+                    :300
+                ]
+                return
             diff = (last - full[0, i]).abs().max().item()
             worst = max(worst, diff)
             if diff > scale:
