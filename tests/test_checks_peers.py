@@ -136,3 +136,20 @@ def test_batch_independence_judges_context_use_on_the_checkpoint_too(tiny_worksp
         assert "on the fresh model or the checkpoint" in result.summary
     else:
         assert "judged on the checkpoint" in result.values["notes"][0]
+
+
+def test_each_fixture_of_these_bug_kinds_names_its_source_or_says_it_was_written_here():
+    import importlib.util
+
+    from tests.test_checks_usermodel import MODEL_FILE
+
+    spec = importlib.util.spec_from_file_location("tinygpt_sources", MODEL_FILE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    kinds = (
+        "SaturatedGateGPT FrozenLayerScaleGPT KeyBiasGPT StoredScaleGPT RowIndexedGPT SqueezeGPT "
+        "CallCounterGPT ShallowTrainGPT AttnGateGPT DropoutBugGPT"
+    ).split()
+    for name in kinds:
+        doc = getattr(module, name).__doc__ or ""
+        assert "Reported: https://" in doc or "Written here:" in doc, name
