@@ -590,3 +590,24 @@ def test_a_train_loss_alone_near_zero_also_names_a_memorised_corpus():
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_no_real_curve_is_too_good(name):
     assert run_rule("too_good", name) is None
+
+
+# -- flat: the learning-rate advice held against the logged rate ---------------------------------
+
+
+def _flat(lr):
+    return diagnose(points_from([LOG_V + 0.01 * math.sin(i) for i in range(100)], lr=lr), baseline=LOG_V)
+
+
+def test_a_flat_run_at_a_usual_learning_rate_is_not_told_to_raise_it():
+    d = _flat(1e-3)
+    assert d.shape == "flat"
+    assert not any("raise the learning rate" in f for f in d.fixes), d.fixes
+    assert d.causes[0].startswith("measured: the logged peak learning rate 0.001 is in AdamW's usual range")
+    assert any("frozen or missing from the optimizer" in c for c in d.causes)
+
+
+def test_a_flat_run_at_a_tiny_learning_rate_names_the_rate():
+    d = _flat(1e-7)
+    assert d.shape == "flat" and "the logged peak is 1e-07" in d.causes[0]
+    assert any("raise the learning rate" in f for f in d.fixes)

@@ -30,7 +30,9 @@ Rules, in order (`RULES`; shape -> status in SHAPE_SEVERITY):
 5. flat: never learned and never rose (no unstable reason, checked again): end within
    FLAT_BASELINE_MARGIN (0.05) of the baseline or above it; or a fall of less than FLAT_REL_DROP (2%)
    from a start at most FLAT_START_MARGIN (0.5 nats) below the baseline (further below, it learned
-   before the first logged step: a plateau).
+   before the first logged step: a plateau). Its learning-rate advice follows the logged peak: under
+   FLAT_LR_LOW (1e-5) the rate is named as the cause; from FLAT_LR_USUAL (3e-4) on, "raise the
+   learning rate" is dropped and the verdict says the rate is not what held the loss.
 6. oscillating: over the second half of the run (at least OSC_MIN_EVALS, 4, evaluations) neither loss
    fell (a line's fall over 2 standard errors and PLATEAU_REL), and the val loss, an average over many
    batches, swings about its line by at least OSC_SWING_REL (1%) of its level and OSC_NOISE_SHARE (0.3)
@@ -121,7 +123,32 @@ def _rule_flat(c: Curve) -> CurveDiagnosis | None:
     d = diagnosis("flat", f"{summary}; {first_words(c)}, {last_words(c)}", c)
     if {p.lr for p in c.points if p.lr is not None} == {0.0}:
         d.causes.insert(0, "the learning rate is 0 for the whole run")
+        return d
+    _flat_with_the_logged_lr(d, c.values["peak_lr"])
     return d
+
+
+FLAT_LR_LOW = 1e-5  # a peak AdamW rate below this is too low to move a small GPT in a short run
+FLAT_LR_USUAL = 3e-4  # from here up the usual AdamW range: raising the rate is not the advice
+
+
+def _flat_with_the_logged_lr(d: CurveDiagnosis, peak: float | None) -> None:
+    """A flat curve's learning-rate advice, held against the rate the log shows: "raise the learning
+    rate" only where the logged peak is low or unknown; where it is in the usual range the cause is
+    elsewhere (frozen or missing parameters, a detached loss, the data), and the verdict says so."""
+    if peak is None:
+        return  # no rate in the log: the advice stays a hypothesis, listed as such
+    if peak < FLAT_LR_LOW:
+        d.causes[0] = f"learning rate too low: the logged peak is {peak:.3g}, far below AdamW's usual 3e-4 to 1e-3"
+        return
+    if peak >= FLAT_LR_USUAL:
+        d.causes = [x for x in d.causes if not x.startswith("learning rate too low")]
+        d.fixes = [x for x in d.fixes if not x.startswith("raise the learning rate")]
+        d.causes.insert(
+            0,
+            f"measured: the logged peak learning rate {peak:.3g} is in AdamW's usual range, so a rate too low "
+            "is not what held the loss (unless the optimizer is plain SGD); the causes below remain",
+        )
 
 
 def _rule_oscillating(c: Curve) -> CurveDiagnosis | None:
