@@ -66,6 +66,10 @@ def test_zero_initialised_residual_projections_are_not_a_false_alarm(tiny_worksp
         ("TrainModeLeakGPT", "causal_independence", "in train mode only"),
         ("RowIndexedGPT", "batch_independence", "depends on where a row sits in the batch"),
         ("SqueezeGPT", "causal_independence", "forward on a single token fails"),
+        ("SoftmaxDimGPT", "causal_independence", "sees the future"),
+        ("FiniteMaskFillGPT", "causal_independence", "sees the future"),
+        ("FlippedMaskGPT", "causal_independence", "sees the future"),
+        ("SequenceMeanGPT", "causal_independence", "sees the future"),
     ],
 )
 def test_broken_user_model_fails_the_right_check(tiny_workspace, user_config, cls, check, phrase):
@@ -78,7 +82,8 @@ def test_broken_user_model_fails_the_right_check(tiny_workspace, user_config, cl
 
 # BatchNorm over (batch, time) breaks three properties at once: position t sees t+1, rows see each
 # other, and the final LayerNorm's gain before it cannot learn (the BatchNorm cancels its scale)
-ALSO_BROKEN = {"TrainModeLeakGPT": ("batch_independence", "gradients")}
+# a flipped mask also hides the past: no position depends on an earlier token (batch_independence says so)
+ALSO_BROKEN = {"TrainModeLeakGPT": ("batch_independence", "gradients"), "FlippedMaskGPT": ("batch_independence",)}
 
 
 def test_parrot_model_generation_warns_about_loops(tiny_workspace, user_config):
