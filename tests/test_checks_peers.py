@@ -149,7 +149,7 @@ def test_each_fixture_of_these_bug_kinds_names_its_source_or_says_it_was_written
     kinds = (
         "SaturatedGateGPT FrozenLayerScaleGPT KeyBiasGPT StoredScaleGPT RowIndexedGPT SqueezeGPT "
         "CallCounterGPT ShallowTrainGPT AttnGateGPT DropoutBugGPT SoftmaxDimGPT FiniteMaskFillGPT FlippedMaskGPT "
-        "SequenceMeanGPT"
+        "SequenceMeanGPT SharedLayersGPT IgnoreZeroGPT"
     ).split()
     for name in kinds:
         doc = getattr(module, name).__doc__ or ""

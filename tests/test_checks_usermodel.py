@@ -70,6 +70,8 @@ def test_zero_initialised_residual_projections_are_not_a_false_alarm(tiny_worksp
         ("FiniteMaskFillGPT", "causal_independence", "sees the future"),
         ("FlippedMaskGPT", "causal_independence", "sees the future"),
         ("SequenceMeanGPT", "causal_independence", "sees the future"),
+        ("SharedLayersGPT", "shared_modules", "layers.0 = layers.1"),
+        ("IgnoreZeroGPT", "loss_matches_logits", "the loss ignores every target"),
     ],
 )
 def test_broken_user_model_fails_the_right_check(tiny_workspace, user_config, cls, check, phrase):
