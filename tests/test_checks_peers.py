@@ -94,7 +94,7 @@ def test_an_embedding_is_measured_over_the_rows_the_batch_reached(tiny_workspace
 def test_eval_determinism_names_the_cause_it_measured(tiny_workspace, user_config, cls, short, cause):  # noqa: F811
     result = run(tiny_workspace, cls, user_config, only=["eval_determinism"]).by_id()["eval_determinism"]
     assert result.status is Status.FAIL
-    assert result.summary.endswith(short) or short + ";" in result.summary, result.summary
+    assert short in result.summary and "(on the " in result.summary, result.summary
     assert any(c.startswith("measured: ") and cause in c for c in result.causes), result.causes
     if cls == "CallCounterGPT":  # only what was measured is named: no dropout for a counter
         assert "dropout" not in result.summary and "random" not in " ".join(result.causes)
@@ -154,3 +154,14 @@ def test_each_fixture_of_these_bug_kinds_names_its_source_or_says_it_was_written
     for name in kinds:
         doc = getattr(module, name).__doc__ or ""
         assert "Reported: https://" in doc or "Written here:" in doc, name
+
+
+def test_the_model_property_checks_judge_the_checkpoint_and_say_so(tiny_workspace, user_config):  # noqa: F811
+    _save_trained(tiny_workspace, user_config, 1.0)
+    report = run(tiny_workspace, "AttnGateGPT", user_config, only=["causal_independence", "eval_determinism"])
+    for cid in ("causal_independence", "eval_determinism"):
+        result = report.by_id()[cid]
+        assert result.status is Status.PASS, result.summary
+        assert result.values["judged"] == "checkpoint step 200" and "(on the checkpoint step 200)" in result.summary
+    fresh = run(tiny_workspace, "AttnGateGPT", user_config, only=["eval_determinism"], checkpoint="none")
+    assert fresh.by_id()["eval_determinism"].values["judged"] == "fresh model (--checkpoint none)"

@@ -9,6 +9,7 @@ inode), so one report never mixes two runs.
 
 from __future__ import annotations
 
+import copy
 import os
 import threading
 from collections.abc import Callable
@@ -282,6 +283,21 @@ class CheckContext:
             raise Outcome(Status.SKIP, "skipped: the checkpoint holds non-finite weights (see checkpoint_load)")
         step = f" step {loaded.step}" if loaded.step is not None else ""
         return InspectedModel(loaded.model, "checkpoint", f"checkpoint{step}")
+
+    def judged_model(self) -> InspectedModel:
+        """The model a check of the model's properties judges: a copy of the checkpoint's (finite
+        weights) when there is one, so the check may change its mode and state, else a fresh one.
+        A checkpoint that does not load is checkpoint_load's finding: a fresh model stands in, and
+        the label says so."""
+        if self.has_checkpoint:
+            try:
+                inspected = self.inspected_model(require_finite=True)
+            except Outcome:
+                return InspectedModel(self.build_model(), "fresh model", "fresh model (the checkpoint did not load)")
+            if inspected.source == "checkpoint":
+                return InspectedModel(copy.deepcopy(inspected.model), inspected.source, inspected.label)
+        why = "--checkpoint none" if self.inputs.fresh_model_requested else "no checkpoint"
+        return InspectedModel(self.build_model(), "fresh model", f"fresh model ({why})")
 
     def base_config(self) -> dict:
         """The model config fresh-model checks use (see `config_source` for where it came from)."""

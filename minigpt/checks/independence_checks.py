@@ -23,10 +23,12 @@ from minigpt.model.contract import forward_plan, token_embedding
 @check("causal_independence", "model", "Position t never sees t+1, in eval and train mode", depends=("forward_shapes",))
 def causal_independence(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     _, T, V = check_shape(ctx)
-    model = ctx.build_model()
+    judged = ctx.judged_model()  # the user's trained weights where there are any
+    model = judged.model
     x, _ = ctx.batch(1, T)
     cuts = sorted({max(0, T // 4 - 1), T // 2 - 1, (3 * T) // 4 - 1})
-    values: dict = {"cuts": cuts, "unzeroed_parameters": _unzero(model)}
+    values: dict = {"cuts": cuts, "judged": judged.label}
+    values["unzeroed_parameters"] = _unzero(model) if judged.source == "fresh model" else []
     leaks: dict[str, int] = {}  # mode -> first leaking position
     emb = token_embedding(model, V)
     if emb is None:
@@ -55,7 +57,8 @@ def causal_independence(ctx: CheckContext, run: CheckRun) -> CheckReturn:
         where = " (in train mode only)" if only_train else ""
         raise Outcome(
             Status.FAIL,
-            f"position {min(leaks.values())} changes when later tokens change{where}: the model sees the future",
+            f"position {min(leaks.values())} changes when later tokens change{where}: the model sees the future "
+            f"(on the {judged.label})",
             values=values,
             causes=(
                 [
@@ -84,7 +87,8 @@ def causal_independence(ctx: CheckContext, run: CheckRun) -> CheckReturn:
             "cached decoding agrees with the full sequence"
             if str(values.get("cache_probe", "")).startswith("decoding")
             else "no cache of a known protocol: prompts down to one token agree"
-        ),
+        )
+        + f" (on the {judged.label})",
         values,
     )
 
@@ -353,7 +357,8 @@ def _gradient_leak(model: nn.Module, emb: nn.Module, x: torch.Tensor, V: int) ->
 def eval_determinism(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     B, T, _ = check_shape(ctx)
     cfg = ctx.base_config()
-    model = ctx.build_model().eval()
+    judged = ctx.judged_model()  # the user's trained weights where there are any
+    model = judged.model.eval()
     x, _ = ctx.batch(B, T)
     left_training = [name or "the model" for name, m in model.named_modules() if m.training]
     before = _call_state(model)
@@ -362,9 +367,9 @@ def eval_determinism(ctx: CheckContext, run: CheckRun) -> CheckReturn:
         changed = _changed(before, _call_state(model))
         b, _ = adapter.full_logits(model, x)
     diff = (a - b).abs().max().item()
-    values: dict[str, Any] = {"max_difference": diff, "config_dropout": cfg.get("dropout")}
+    values: dict[str, Any] = {"max_difference": diff, "config_dropout": cfg.get("dropout"), "judged": judged.label}
     if diff <= 1e-6:
-        return "eval-mode forward passes are identical", values
+        return f"eval-mode forward passes are identical (on the {judged.label})", values
     # what differs between the calls, measured: modes, state a call changes, random draws
     with torch.no_grad():
         torch.manual_seed(0)
@@ -402,7 +407,7 @@ def eval_determinism(ctx: CheckContext, run: CheckRun) -> CheckReturn:
         short.append("cause not determined")
     raise Outcome(
         Status.FAIL,
-        f"two eval-mode forward passes differ by {diff:.3g}: {'; '.join(short)}",
+        f"two eval-mode forward passes differ by {diff:.3g}: {'; '.join(short)} (on the {judged.label})",
         values=values,
         causes=causes,
         fixes=[
