@@ -165,3 +165,19 @@ def test_the_model_property_checks_judge_the_checkpoint_and_say_so(tiny_workspac
         assert result.values["judged"] == "checkpoint step 200" and "(on the checkpoint step 200)" in result.summary
     fresh = run(tiny_workspace, "AttnGateGPT", user_config, only=["eval_determinism"], checkpoint="none")
     assert fresh.by_id()["eval_determinism"].values["judged"] == "fresh model (--checkpoint none)"
+
+
+@pytest.mark.parametrize(
+    "cls, origin",
+    [
+        ("NoMaskGPT", "the forward of layers.0.attn (its Linear layers.0.attn.out passes on a change made before it)"),
+        ("SoftmaxDimGPT", "the forward of layers.0.attn"),
+        ("TrainModeLeakGPT", "norm (BatchNorm1d)"),
+        ("SequenceMeanGPT", "the forward of the model itself"),
+    ],
+)
+def test_causal_independence_says_where_the_future_enters(tiny_workspace, user_config, cls, origin):  # noqa: F811
+    result = run(tiny_workspace, cls, user_config, only=["causal_independence"]).by_id()["causal_independence"]
+    assert result.status is Status.FAIL
+    assert result.values["leak_enters_at"].startswith(origin), result.values["leak_enters_at"]
+    assert result.causes[0] == f"measured: the leak enters at {result.values['leak_enters_at']}"
