@@ -163,7 +163,8 @@ def test_attention_along_the_batch_axis_is_named_from_what_was_measured(tiny_wor
     result = run(tiny_workspace, tmp_path, "BatchAxisGPT", ["batch_independence"]).by_id()["batch_independence"]
     assert "each row depends on the rows before it" in result.summary
     assert "no position depends on earlier tokens" in result.summary
-    assert result.causes[0].startswith("attention runs along the batch axis instead of time")
+    assert result.causes[0].startswith("measured: row ") and " first reaches row " in result.causes[0]
+    assert result.causes[1].startswith("attention runs along the batch axis instead of time")
     assert result.values["later_positions_depend_on_the_first"] is False
 
 

@@ -181,3 +181,12 @@ def test_causal_independence_says_where_the_future_enters(tiny_workspace, user_c
     assert result.status is Status.FAIL
     assert result.values["leak_enters_at"].startswith(origin), result.values["leak_enters_at"]
     assert result.causes[0] == f"measured: the leak enters at {result.values['leak_enters_at']}"
+
+
+def test_batch_independence_says_where_one_row_reaches_another(tiny_workspace, user_config):  # noqa: F811
+    result = run(tiny_workspace, "TrainModeLeakGPT", user_config, only=["batch_independence"]).by_id()[
+        "batch_independence"
+    ]
+    assert result.status is Status.FAIL
+    assert result.values["mixing_enters_at"] == "norm (BatchNorm1d)"
+    assert result.causes[0] == "measured: row 1 first reaches row 0 at norm (BatchNorm1d)"

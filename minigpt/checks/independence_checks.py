@@ -15,6 +15,7 @@ from minigpt.checks import adapter
 from minigpt.checks.batch_checks import check_shape
 from minigpt.checks.context import CheckContext
 from minigpt.checks.control import CheckRun
+from minigpt.checks.locate import first_changed
 from minigpt.checks.registry import CheckReturn, check
 from minigpt.checks.result import Outcome, Status, name_list
 from minigpt.model.contract import forward_plan, token_embedding
@@ -287,52 +288,21 @@ def _returned_cache(out: object) -> object:
     return next((c for c in (getattr(out, n, None) for n in HF_CACHE_ARGS) if c is not None), None)
 
 
-# layers that compute each position from that position alone: a change they pass on came in upstream
-PER_POSITION = (nn.Linear, nn.Embedding, nn.LayerNorm, nn.RMSNorm, nn.Dropout, nn.GELU, nn.ReLU, nn.SiLU, nn.Identity)
-
-
 def _leak_origin(model: nn.Module, x: torch.Tensor, V: int, t: int) -> str | None:
-    """Where the future first reaches position t, in words: the first module (in the order their
-    forwards finish) whose output at positions 0..t changes when only tokens after t change. A
-    per-position layer (a Linear, a norm over channels) passes on a change from upstream, so the
-    leak is in its parent's own forward code; any other module is named itself. None where no
-    module's output has a time axis to compare (a model that is one opaque forward)."""
+    """Where the future first reaches position t (`locate.first_changed`), with only the tokens
+    after t changed; the time axis is the second, or the last in a (B, C, T) layout (a Conv1d, a
+    BatchNorm1d)."""
     T = x.shape[1]
     changed = x.clone()
     changed[:, t + 1 :] = (changed[:, t + 1 :] + 1) % V
-    names = {m: n for n, m in model.named_modules()}
-    runs: list[list[tuple[nn.Module, torch.Tensor]]] = []
-    for inputs in (x, changed):
-        seen: list[tuple[nn.Module, torch.Tensor]] = []
 
-        def hook(module: nn.Module, _args: object, out: object, seen: list = seen) -> None:
-            tensor = out[0] if isinstance(out, tuple) and out and isinstance(out[0], torch.Tensor) else out
-            if not isinstance(tensor, torch.Tensor) or tensor.dim() < 2 or tensor.shape[0] != 1:
-                return
-            # the time axis: the second, or the last for a (B, C, T) layout (a Conv1d, a BatchNorm1d)
-            axis = 1 if tensor.shape[1] == T else tensor.dim() - 1 if tensor.shape[-1] == T else None
-            if axis is not None:
-                seen.append((module, tensor.detach().narrow(axis, 0, t + 1).clone()))
+    def prefix(out: torch.Tensor) -> torch.Tensor | None:
+        if out.dim() < 2 or out.shape[0] != 1:
+            return None
+        axis = 1 if out.shape[1] == T else out.dim() - 1 if out.shape[-1] == T else None
+        return None if axis is None else out.narrow(axis, 0, t + 1)
 
-        handles = [m.register_forward_hook(hook) for m in model.modules() if m is not model]
-        try:
-            with torch.no_grad():
-                torch.manual_seed(0)
-                adapter.full_logits(model, inputs)
-        finally:
-            for h in handles:
-                h.remove()
-        runs.append(seen)
-    for (module, before), (_, after) in zip(*runs):
-        if before.shape == after.shape and not torch.allclose(before.float(), after.float(), atol=1e-6, rtol=1e-5):
-            name = names.get(module, "?")
-            if isinstance(module, PER_POSITION):
-                parent = name.rpartition(".")[0]
-                kind = type(module).__name__
-                where = parent or "the model itself"
-                return f"the forward of {where} (its {kind} {name} passes on a change made before it)"
-            return f"{name} ({type(module).__name__})"
-    return None
+    return first_changed(model, x, changed, prefix)
 
 
 def _unzero(model: nn.Module) -> list[str]:

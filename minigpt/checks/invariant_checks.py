@@ -23,6 +23,7 @@ from minigpt.checks.batch_checks import check_shape
 from minigpt.checks.context import CheckContext
 from minigpt.checks.control import CheckRun
 from minigpt.checks.independence_checks import _unzero
+from minigpt.checks.locate import first_changed
 from minigpt.checks.registry import CheckReturn, check
 from minigpt.checks.result import Outcome, Status
 
@@ -255,6 +256,11 @@ def _row_dependence(model: nn.Module, x: torch.Tensor, V: int) -> torch.Tensor:
     return seen
 
 
+def _row(out: torch.Tensor, i: int, rows: int) -> torch.Tensor | None:
+    """Row i of a module's output whose first axis is the batch (None for any other output)."""
+    return out[i] if out.dim() >= 1 and out.shape[0] == rows else None
+
+
 def _looks_back(model: nn.Module, x: torch.Tensor, V: int) -> bool:
     """Whether any later position's logits move when the first token changes."""
     changed = x.clone()
@@ -355,11 +361,17 @@ def batch_independence(ctx: CheckContext, run: CheckRun) -> CheckReturn:
         lower = bool(off.any()) and not off.triu().any()  # each row sees only rows before it
         where = " (in train mode only)" if set(found) == {"train"} else ""
         measured = [f"row {i}'s logits change when only row {j}'s tokens change{where}"]
+        model.train(mode == "train")
+        origin = first_changed(
+            model, x, _changed_row(x, j, V, torch.Generator().manual_seed(17)), lambda out: _row(out, i, ROWS)
+        )
+        model.eval()
+        values["mixing_enters_at"] = origin
         if lower:
             measured.append("each row depends on the rows before it in the batch, like a causal mask over rows")
         if not looks_back:
             measured.append("no position depends on earlier tokens of its own row")
-        causes = []
+        causes = [f"measured: row {j} first reaches row {i} at {origin}"] if origin else []
         if lower and not looks_back:
             causes.append(
                 "attention runs along the batch axis instead of time: a (T, B, C) layer fed (B, T, C) "
