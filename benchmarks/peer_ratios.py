@@ -21,24 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from minigpt.checks import CheckContext, CheckOptions, run_checks  # noqa: E402
-from minigpt.data.prepare import prepare_workspace  # noqa: E402
 from minigpt.data.tokenizer import CharTokenizer  # noqa: E402
-
-
-def _workspace(root: Path) -> Path:
-    from pydoc_data.topics import topics
-
-    seen: set[str] = set()
-    lines = []
-    for line in "".join(topics[k] for k in sorted(topics)).splitlines():
-        if len(line.strip()) >= 20 and line.strip() in seen:
-            continue
-        seen.add(line.strip())
-        lines.append(line)
-    corpus = root / "prose.txt"
-    corpus.write_text("\n".join(lines)[:200_000], encoding="utf-8")
-    prepare_workspace(corpus, root / "ws")
-    return root / "ws"
 
 
 def main() -> None:
@@ -46,7 +29,7 @@ def main() -> None:
     from tests import test_checks_zoo as zoo
 
     root = Path(tempfile.mkdtemp())
-    ws = _workspace(root)
+    ws = zoo.prose_workspace(root)
     vocab = CharTokenizer.from_file(ws / "tokenizer" / "char_tokenizer.json").vocab_size
     cases = [(f"zoo/{d.id}", d.resolved(), d.shape) for d in zoo.DESIGNS]
     cases += [(f"designs/{d.id}", f"{designs.DESIGNS_DIR / d.file}:{d.cls}", d.shape) for d in designs.DESIGNS]

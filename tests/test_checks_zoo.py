@@ -278,14 +278,13 @@ DESIGNS = [
 BY_ID = {d.id: d for d in DESIGNS}
 
 
-@pytest.fixture(scope="session")
-def _zoo_template(tmp_path_factory) -> Path:
-    """A workspace of deduplicated English prose, as test_checks_designs builds it."""
+def prose_workspace(base: Path) -> Path:
+    """A workspace of deduplicated English prose (Python's pydoc topics) under `base`, as
+    test_checks_designs builds it; benchmarks/peer_ratios.py measures the zoo on it too."""
     from pydoc_data.topics import topics
 
     from minigpt.data.prepare import prepare_workspace
 
-    base = tmp_path_factory.mktemp("zoo")
     seen: set[str] = set()
     lines = []
     for line in "".join(topics[k] for k in sorted(topics)).splitlines():
@@ -297,6 +296,11 @@ def _zoo_template(tmp_path_factory) -> Path:
     corpus.write_text("\n".join(lines)[:200_000], encoding="utf-8")
     prepare_workspace(corpus, base / "ws")
     return base / "ws"
+
+
+@pytest.fixture(scope="session")
+def _zoo_template(tmp_path_factory) -> Path:
+    return prose_workspace(tmp_path_factory.mktemp("zoo"))
 
 
 @pytest.fixture

@@ -108,6 +108,15 @@ def _prefix_lengths(T: int) -> list[int]:
     return sorted({1, *(max(2, int(T * frac)) for frac in PREFIX_LENGTHS)} - {T})
 
 
+def _steady_logits(model: nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, float] | None:
+    """The full sequence's logits and the tolerance a comparison with them allows, or None where two
+    eval-mode passes already differ by more (noise there would read as a mismatch)."""
+    full, _ = adapter.full_logits(model, x)
+    scale = 1e-4 * (1 + full.abs().max().item())
+    again, _ = adapter.full_logits(model, x)
+    return None if (again - full).abs().max().item() > scale else (full, scale)
+
+
 def _prefix_probe(model: nn.Module, x: torch.Tensor, values: dict) -> None:
     """A prompt shorter than the context must be embedded as it was in training: the logits of a
     prefix alone, a single token included, equal the logits at the same positions inside the longer
@@ -116,12 +125,11 @@ def _prefix_probe(model: nn.Module, x: torch.Tensor, values: dict) -> None:
     length but the training one."""
     T = x.shape[1]
     with torch.no_grad():
-        full, _ = adapter.full_logits(model, x)
-        scale = 1e-4 * (1 + full.abs().max().item())
-        again, _ = adapter.full_logits(model, x)
-        if (again - full).abs().max().item() > scale:  # noise in eval mode would read as a mismatch
+        steady = _steady_logits(model, x)
+        if steady is None:
             values["prefix_probe"] = "not run: two eval-mode passes differ (see eval_determinism)"
             return
+        full, scale = steady
         for t in _prefix_lengths(T):
             try:
                 alone, _ = adapter.full_logits(model, x[:, :t])
@@ -185,12 +193,11 @@ def _cache_probe(model: nn.Module, x: torch.Tensor, values: dict) -> None:
     T = x.shape[1]
     start = max(1, T // 2)
     with torch.no_grad():
-        full, _ = adapter.full_logits(model, x)
-        scale = 1e-4 * (1 + full.abs().max().item())
-        again, _ = adapter.full_logits(model, x)
-        if (again - full).abs().max().item() > scale:  # noise in eval mode would read as a mismatch
+        steady = _steady_logits(model, x)
+        if steady is None:
             values["cache_probe"] = "not run: two eval-mode passes differ (see eval_determinism)"
             return
+        full, scale = steady
         try:
             state = decode(x[:, :start], None)[1]
         except Exception as exc:  # a protocol that wants more than the cache (positions, a step count)

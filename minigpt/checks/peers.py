@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 # a gradient this far below the median of its kind is named (the healthy zoo stays far above it)
-GRAD_PEER_FLOOR = 1e-4
+GRAD_PEER_FLOOR = 1e-5
 # an update/weight ratio this far below the median of its kind is named, likewise
-UPDATE_PEER_FLOOR = 1e-2
+UPDATE_PEER_FLOOR = 1e-3
 MIN_PEERS = 3  # a kind with fewer members is measured against all parameters
 
 

@@ -211,24 +211,30 @@ def named(exc: OSError, path: object) -> OSError:
     return exc
 
 
-class _LogBytes(io.BufferedWriter):
-    """A log opened by `open_log` in binary: its OS errors name the file."""
+class _NamesItsFile:
+    """Mixin for a log's file object: an OS error from a write or a flush names the file."""
 
-    def write(self, data: bytes, /) -> int:  # type: ignore[override]
+    name: object
+
+    def write(self, data, /):  # type: ignore[no-untyped-def]
         try:
-            return super().write(data)
+            return super().write(data)  # type: ignore[misc]
         except OSError as exc:
             raise named(exc, self.name) from None
 
     def flush(self) -> None:
         try:
-            super().flush()
+            super().flush()  # type: ignore[misc]
         except OSError as exc:
             raise named(exc, self.name) from None
 
 
-class _LogText(io.TextIOWrapper):
-    """A log opened by `open_log` as text (UTF-8): its OS errors name the file."""
+class _LogBytes(_NamesItsFile, io.BufferedWriter):
+    """A log opened by `open_log` in binary."""
+
+
+class _LogText(_NamesItsFile, io.TextIOWrapper):
+    """A log opened by `open_log` as text (UTF-8)."""
 
     def __init__(self, buffer: io.BufferedWriter, mode: str) -> None:
         super().__init__(buffer, encoding="utf-8")
@@ -237,18 +243,6 @@ class _LogText(io.TextIOWrapper):
     @property
     def mode(self) -> str:  # as `open` gives it: writers choose bytes or text by it
         return self._mode
-
-    def write(self, text: str, /) -> int:
-        try:
-            return super().write(text)
-        except OSError as exc:
-            raise named(exc, self.name) from None
-
-    def flush(self) -> None:
-        try:
-            super().flush()
-        except OSError as exc:
-            raise named(exc, self.name) from None
 
 
 def open_log(path: str | os.PathLike, mode: str = "a", *, what: str = "the log") -> IO:
