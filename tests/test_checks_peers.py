@@ -1,4 +1,4 @@
-"""Model checks name causes they measured (issue 48): a parameter whose gradient or update is orders
+"""Model checks name causes they measured: a parameter whose gradient or update is orders
 of magnitude below its peers' is probed, not passed as alive (a saturated gate fails `gradients`; a
 branch the loss ignores warns; a key bias the softmax cancels is noted as harmless; a gain stored at
 the wrong scale warns `optimizer_update`), the floors set below every healthy design of the zoo
