@@ -179,9 +179,10 @@ def optimizer_update(ctx: CheckContext, run: CheckRun) -> CheckReturn:
     for i, (name, _) in enumerate(params):
         upd, w = stats[0][i], stats[1][i]
         rows.append({"name": name, "update_norm": upd, "weight_norm": w, "ratio": upd / w if w > 0 else None})
-    grad_rms = {
-        n: float(p.grad.detach().float().pow(2).mean().sqrt()) for n, p in params if p.grad is not None and p.numel()
-    }
+    with_grad = [(n, p.numel(), p.grad.detach().float()) for n, p in params if p.grad is not None and p.numel()]
+    with torch.no_grad():  # one batched norm and one host transfer, not a sync per parameter
+        norms = torch.stack(tensor_norms([g for _, _, g in with_grad])).cpu().tolist() if with_grad else []
+    grad_rms = {n: norm / math.sqrt(numel) for (n, numel, _), norm in zip(with_grad, norms, strict=True)}
     unchanged = [r["name"] for r in rows if r["update_norm"] == 0]
     notes = []
     if unchanged:
